@@ -1,0 +1,44 @@
+//===- TPDialect.td - the tp dialect -----------------------*- tablegen -*-===//
+//
+// The tp dialect owns the `tp.*` attributes that the importer writes on
+// @main (weights, input/output names, where the model lives) and verifies
+// them. Computation stays in upstream dialects.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_DIALECT_TP_TPDIALECT_TD
+#define TP_DIALECT_TP_TPDIALECT_TD
+
+include "mlir/IR/DialectBase.td"
+
+def TP_Dialect : Dialect {
+  let name = "tp";
+  let cppNamespace = "::mlir::tp";
+  let summary = "Attributes of tp-mlir: weights, model files, tensor names";
+  let description = [{
+    Imported models are `func.func @main` in upstream dialects. The tp dialect
+    only names and verifies the discardable attributes that carry what the
+    compiler must not lose:
+
+    - `tp.weight = "<initializer>"` on an argument: the argument is the ONNX
+      initializer of that name; its bytes stay in the model file.
+    - `tp.input = "<name>"` / `tp.output = "<name>"` on arguments / results:
+      the ONNX graph input or output name.
+    - `tp.model = "<path>"` and `tp.external_data = ["<file>", ...]` on the
+      module: where the weights live.
+  }];
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    static constexpr llvm::StringLiteral kWeightAttrName = "tp.weight";
+    static constexpr llvm::StringLiteral kInputAttrName = "tp.input";
+    static constexpr llvm::StringLiteral kOutputAttrName = "tp.output";
+    static constexpr llvm::StringLiteral kModelAttrName = "tp.model";
+    static constexpr llvm::StringLiteral kExternalDataAttrName =
+        "tp.external_data";
+    static constexpr llvm::StringLiteral kOpsetAttrName = "tp.opset";
+  }];
+}
+
+#endif // TP_DIALECT_TP_TPDIALECT_TD

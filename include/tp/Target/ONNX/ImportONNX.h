@@ -1,0 +1,56 @@
+//===- ImportONNX.h - ONNX model to MLIR ------------------------*- C++ -*-===//
+//
+// Imports an ONNX model (binary protobuf or the ONNX text format) as
+// `func.func @main` on static tensors in upstream dialects. Weights become
+// arguments tagged `tp.weight`; their bytes are never read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TARGET_ONNX_IMPORTONNX_H
+#define TP_TARGET_ONNX_IMPORTONNX_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+struct ONNXImportOptions {
+  /// Static shapes for graph inputs, by input name; they replace dynamic
+  /// (and static) dims declared in the model.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+};
+
+/// Parses `--input-shape` values of the form `name=1x128` (a scalar input is
+/// `name=`). Returns false and sets `error` on malformed text.
+bool parseInputShape(llvm::StringRef text, ONNXImportOptions &options,
+                     std::string &error);
+
+/// Imports the ONNX model stored at `path` (binary `.onnx`, or text
+/// `.onnxtxt`). Diagnostics go to the context's handler; returns null on
+/// failure.
+OwningOpRef<ModuleOp> importONNXFile(llvm::StringRef path, MLIRContext *context,
+                                     const ONNXImportOptions &options);
+
+/// Imports a model whose bytes are already in memory; `path` names the file
+/// (for diagnostics and to locate external data).
+OwningOpRef<ModuleOp> importONNXBuffer(llvm::StringRef bytes,
+                                       llvm::StringRef path,
+                                       MLIRContext *context,
+                                       const ONNXImportOptions &options);
+
+/// Registers the dialects an imported module uses.
+void registerONNXImportDialects(DialectRegistry &registry);
+
+/// Registers `--import-onnx` (with `--input-shape`) for tp-translate.
+void registerImportONNXTranslation();
+
+/// The ONNX op types that the importer converts.
+llvm::SmallVector<llvm::StringRef> getSupportedONNXOps();
+
+} // namespace mlir::tp
+
+#endif // TP_TARGET_ONNX_IMPORTONNX_H

@@ -1,0 +1,23 @@
+//===- Passes.h - tp-mlir transform passes ----------------------*- C++ -*-===//
+//
+// Declares the `tp-` passes and their registration.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TRANSFORMS_PASSES_H
+#define TP_TRANSFORMS_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::tp {
+
+#define GEN_PASS_DECL
+#include "tp/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "tp/Transforms/Passes.h.inc"
+
+} // namespace mlir::tp
+
+#endif // TP_TRANSFORMS_PASSES_H

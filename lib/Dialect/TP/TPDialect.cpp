@@ -1,0 +1,67 @@
+//===- TPDialect.cpp - the tp dialect -------------------------------------===//
+//
+// Verifies the `tp.*` attributes that the importer writes, so that a
+// hand-edited module with a malformed weight or name tag fails early.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+#include "tp/Dialect/TP/TPDialect.cpp.inc"
+
+void TPDialect::initialize() {}
+
+/// Every tp name tag is a non-empty string.
+static LogicalResult verifyNameTag(Operation *op, NamedAttribute attr) {
+  auto str = dyn_cast<StringAttr>(attr.getValue());
+  if (!str || str.getValue().empty())
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' must be a non-empty string";
+  return success();
+}
+
+LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                  unsigned,
+                                                  NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kWeightAttrName || name == kInputAttrName)
+    return verifyNameTag(op, attr);
+  return op->emitOpError() << "unknown argument attribute '" << name << "'";
+}
+
+LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                     unsigned,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kOutputAttrName)
+    return verifyNameTag(op, attr);
+  return op->emitOpError() << "unknown result attribute '" << name << "'";
+}
+
+LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kModelAttrName)
+    return verifyNameTag(op, attr);
+  if (name == kOpsetAttrName) {
+    if (!isa<IntegerAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be an integer";
+    return success();
+  }
+  if (name == kExternalDataAttrName) {
+    auto files = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!files || llvm::any_of(files, [](Attribute a) {
+          return !isa<StringAttr>(a);
+        }))
+      return op->emitOpError() << "'" << name
+                               << "' must be an array of file names";
+    return success();
+  }
+  return op->emitOpError() << "unknown attribute '" << name << "'";
+}

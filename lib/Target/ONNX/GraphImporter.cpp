@@ -1,0 +1,601 @@
+//===- GraphImporter.cpp - ONNX graph to func.func @main ------------------===//
+//
+// Walks an ONNX graph in order and builds `func.func @main`: graph inputs
+// and weights become arguments, nodes go through the converter table, and
+// values known at import (shapes, small constants) fold on the way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Importer.h"
+#include "ModelLoader.h"
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Target/ONNX/ImportONNX.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+using namespace mlir::tp::onnx_import;
+
+namespace mlir::tp::onnx_import {
+
+/// Imports one ModelProto into a fresh module.
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
+                StringRef path, const ONNXImportOptions &options)
+      : ctx(ctx), model(model), graph(model.graph()), path(path),
+        options(options), builder(ctx),
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {}
+
+  OwningOpRef<ModuleOp> run();
+
+  ImportedValue *lookup(StringRef name) {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  }
+  Value materialize(ImportedValue &v, OpBuilder &b, Location loc) {
+    if (!v.value)
+      v.value = materializeConstant(b, loc, *v.constant);
+    return v.value;
+  }
+  void define(StringRef name, ImportedValue v) { values[name] = std::move(v); }
+
+private:
+  LogicalResult checkOpset();
+  LogicalResult checkSupportedOps();
+  LogicalResult importInputs(SmallVectorImpl<Type> &argTypes,
+                             SmallVectorImpl<NamedAttribute> &argAttrs);
+  LogicalResult importInitializers(SmallVectorImpl<Type> &argTypes,
+                                   SmallVectorImpl<NamedAttribute> &argAttrs);
+  LogicalResult importNode(const onnx::NodeProto &node);
+  LogicalResult checkDeclaredType(const onnx::ValueInfoProto &info,
+                                  const ImportedValue &v, Location loc);
+  Location nodeLoc(const onnx::NodeProto &node);
+
+  MLIRContext *ctx;
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  std::string path;
+  const ONNXImportOptions &options;
+  OpBuilder builder;
+  Location fileLoc;
+  int64_t opset = 0;
+  llvm::StringMap<ImportedValue> values;
+  llvm::StringMap<const onnx::ValueInfoProto *> declared;
+  llvm::SetVector<StringRef> externalFiles;
+  /// Where each argument's value goes once the function exists.
+  SmallVector<std::string> argNames;
+};
+
+} // namespace mlir::tp::onnx_import
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+NodeContext::NodeContext(GraphImporter &importer, const onnx::NodeProto &node,
+                         OpBuilder &builder, Location loc, int64_t opset)
+    : node(node), b(builder), loc(loc), opset(opset), importer(importer) {}
+
+bool NodeContext::hasInput(unsigned i) const {
+  return i < getNumInputs() && !node.input(i).empty();
+}
+
+const ImportedValue &NodeContext::input(unsigned i) const {
+  return *importer.lookup(node.input(i));
+}
+
+Value NodeContext::operand(unsigned i) {
+  return importer.materialize(*importer.lookup(node.input(i)), b, loc);
+}
+
+const ConstTensor *NodeContext::constInput(unsigned i) const {
+  if (!hasInput(i))
+    return nullptr;
+  const ImportedValue &v = input(i);
+  return v.constant ? &*v.constant : nullptr;
+}
+
+std::optional<SmallVector<int64_t>> NodeContext::constInts(unsigned i,
+                                                           StringRef what) {
+  const ConstTensor *c = constInput(i);
+  if (!c) {
+    emitError() << "the " << what << " (input " << i
+                << ") must be known at import time; it depends on a model "
+                   "input or weight";
+    return std::nullopt;
+  }
+  SmallVector<int64_t> out;
+  for (int64_t k = 0, e = c->numel(); k < e; ++k)
+    out.push_back(c->getAsInt(k));
+  return out;
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeContext::attrInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+float NodeContext::attrFloat(StringRef name, float dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string NodeContext::attrString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+std::optional<SmallVector<int64_t>>
+NodeContext::attrInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+bool NodeContext::hasOutput(unsigned i) const {
+  return i < getNumOutputs() && !node.output(i).empty();
+}
+
+void NodeContext::setResult(unsigned i, Value value, DType dtype) {
+  if (!hasOutput(i))
+    return;
+  ImportedValue v;
+  v.dtype = dtype;
+  v.shape = llvm::to_vector(cast<RankedTensorType>(value.getType()).getShape());
+  v.value = value;
+  importer.define(node.output(i), std::move(v));
+}
+
+void NodeContext::setConstResult(unsigned i, ConstTensor value) {
+  if (!hasOutput(i))
+    return;
+  ImportedValue v;
+  v.dtype = value.dtype;
+  v.shape = value.shape;
+  v.constant = std::move(value);
+  importer.define(node.output(i), std::move(v));
+}
+
+InFlightDiagnostic NodeContext::emitError() {
+  std::string name = node.name().empty() ? node.output(0) : node.name();
+  return mlir::emitError(loc)
+         << "node '" << name << "' (" << node.op_type() << "): ";
+}
+
+std::optional<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+    emitError() << "axis " << axis << " is out of range for rank " << rank;
+    return std::nullopt;
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+bool NodeContext::allInputsConstant() const {
+  for (unsigned i = 0; i < getNumInputs(); ++i) {
+    if (!hasInput(i))
+      continue;
+    const ConstTensor *c = constInput(i);
+    if (!c || c->numel() > kMaxFoldedElements)
+      return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+Location GraphImporter::nodeLoc(const onnx::NodeProto &node) {
+  std::string name = node.name();
+  if (name.empty())
+    name = node.output_size() ? node.output(0) : node.op_type();
+  return NameLoc::get(StringAttr::get(ctx, name), fileLoc);
+}
+
+LogicalResult GraphImporter::checkOpset() {
+  for (const auto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+  if (opset == 0)
+    return emitError(fileLoc) << "'" << path
+                              << "' does not import the default ONNX opset";
+  return success();
+}
+
+LogicalResult GraphImporter::checkSupportedOps() {
+  const ConverterMap &converters = getConverters();
+  bool ok = true;
+  for (const auto &node : graph.node()) {
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && converters.count(node.op_type()))
+      continue;
+    InFlightDiagnostic diag = emitError(nodeLoc(node))
+                              << "unsupported ONNX op '";
+    if (!defaultDomain)
+      diag << node.domain() << ".";
+    diag << node.op_type() << "' (opset " << opset << ") at node '"
+         << (node.name().empty() ? node.output(0) : node.name()) << "'";
+    ok = false;
+  }
+  return success(ok);
+}
+
+/// Reads a value's declared dtype and (possibly symbolic) dims.
+static LogicalResult readValueType(const onnx::ValueInfoProto &info,
+                                   DType &dtype,
+                                   SmallVectorImpl<int64_t> &shape,
+                                   SmallVectorImpl<std::string> &symbols) {
+  if (!info.type().has_tensor_type())
+    return failure();
+  const auto &tt = info.type().tensor_type();
+  dtype = tt.elem_type();
+  if (!tt.has_shape())
+    return failure();
+  for (const auto &dim : tt.shape().dim()) {
+    if (dim.has_dim_value() && dim.dim_value() > 0) {
+      shape.push_back(dim.dim_value());
+      symbols.push_back("");
+    } else {
+      shape.push_back(ShapedType::kDynamic);
+      symbols.push_back(dim.has_dim_param() ? dim.dim_param() : "?");
+    }
+  }
+  return success();
+}
+
+LogicalResult
+GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
+                            SmallVectorImpl<NamedAttribute> &argAttrs) {
+  llvm::StringSet<> initializerNames;
+  for (const auto &init : graph.initializer())
+    initializerNames.insert(init.name());
+  llvm::StringSet<> inputNames;
+  bool ok = true;
+  for (const auto &info : graph.input()) {
+    if (initializerNames.contains(info.name()))
+      continue; // IR < 4 lists initializers as inputs too.
+    inputNames.insert(info.name());
+    Location loc = NameLoc::get(StringAttr::get(ctx, info.name()), fileLoc);
+    DType dtype = 0;
+    SmallVector<int64_t> shape;
+    SmallVector<std::string> symbols;
+    bool hasShape = succeeded(readValueType(info, dtype, shape, symbols));
+    if (!info.type().has_tensor_type()) {
+      emitError(loc) << "input '" << info.name() << "' is not a tensor";
+      ok = false;
+      continue;
+    }
+    auto it = options.inputShapes.find(info.name());
+    if (it != options.inputShapes.end()) {
+      if (hasShape && shape.size() != it->second.size()) {
+        emitError(loc) << "--input-shape gives input '" << info.name()
+                       << "' rank " << it->second.size()
+                       << " but the model declares rank " << shape.size();
+        ok = false;
+        continue;
+      }
+      shape.assign(it->second.begin(), it->second.end());
+    } else if (!hasShape) {
+      emitError(loc) << "input '" << info.name()
+                     << "' has no declared shape; pass --input-shape "
+                     << info.name() << "=<dims, e.g. 1x128>";
+      ok = false;
+      continue;
+    } else {
+      for (auto [i, d] : llvm::enumerate(shape)) {
+        if (d != ShapedType::kDynamic)
+          continue;
+        emitError(loc) << "input '" << info.name() << "' has dynamic dim "
+                       << i << " ('" << symbols[i]
+                       << "'); pass --input-shape " << info.name()
+                       << "=<dims, e.g. 1x128>";
+        ok = false;
+        break;
+      }
+    }
+    Type elementType = getElementType(ctx, dtype);
+    if (!elementType) {
+      emitError(loc) << "input '" << info.name()
+                     << "' has unsupported element type " << dtypeName(dtype);
+      ok = false;
+      continue;
+    }
+    if (!ok)
+      continue;
+    argTypes.push_back(RankedTensorType::get(shape, elementType));
+    argAttrs.push_back(builder.getNamedAttr(TPDialect::kInputAttrName,
+                                            builder.getStringAttr(info.name())));
+    argNames.push_back(info.name());
+    ImportedValue v;
+    v.dtype = dtype;
+    v.shape = shape;
+    values[info.name()] = std::move(v);
+  }
+  for (const auto &entry : options.inputShapes) {
+    if (inputNames.contains(entry.getKey()))
+      continue;
+    std::string known;
+    for (const auto &name : inputNames.keys())
+      known += (known.empty() ? "'" : ", '") + name.str() + "'";
+    emitError(fileLoc) << "--input-shape names '" << entry.getKey()
+                       << "', which is not an input of the model (inputs: "
+                       << known << ")";
+    ok = false;
+  }
+  return success(ok);
+}
+
+/// Integer tensors (shape-like, index buffers) and float scalars are folded
+/// constants; every other float tensor is a weight that stays in the file.
+static bool shouldInline(const onnx::TensorProto &t) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return false;
+  int64_t n = getNumElements(SmallVector<int64_t>(t.dims().begin(),
+                                                  t.dims().end()));
+  if (isFloatDType(t.data_type()))
+    return n <= 1;
+  return n <= kMaxFoldedElements;
+}
+
+static uint64_t elementBytes(DType t) {
+  switch (t) {
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64:
+    return 8;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32:
+    return 4;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+LogicalResult
+GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
+                                  SmallVectorImpl<NamedAttribute> &argAttrs) {
+  SmallString<256> modelDir(path);
+  llvm::sys::path::remove_filename(modelDir);
+  bool ok = true;
+  for (const auto &init : graph.initializer()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
+    SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    if (llvm::any_of(shape, [](int64_t d) { return d < 0; })) {
+      emitError(loc) << "initializer '" << init.name()
+                     << "' has a negative dim in " << formatShape(shape);
+      ok = false;
+      continue;
+    }
+    Type elementType = getElementType(ctx, init.data_type());
+    if (!elementType) {
+      emitError(loc) << "initializer '" << init.name()
+                     << "' has unsupported element type "
+                     << dtypeName(init.data_type());
+      ok = false;
+      continue;
+    }
+    ImportedValue v;
+    v.dtype = init.data_type();
+    v.shape = shape;
+    if (shouldInline(init)) {
+      std::string error;
+      FailureOr<ConstTensor> c = readTensorProto(init, error);
+      if (failed(c)) {
+        emitError(loc) << "initializer '" << init.name() << "' " << error;
+        ok = false;
+        continue;
+      }
+      v.constant = std::move(*c);
+    } else {
+      uint64_t bytes = getNumElements(shape) * elementBytes(init.data_type());
+      if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+        FailureOr<ExternalLocation> ext =
+            checkExternalData(init, modelDir, bytes, loc);
+        if (failed(ext)) {
+          ok = false;
+          continue;
+        }
+        externalFiles.insert(
+            StringAttr::get(ctx, ext->file).getValue());
+      } else if (init.has_raw_data() && init.raw_data().size() != bytes) {
+        emitError(loc) << "initializer '" << init.name() << "' holds "
+                       << init.raw_data().size() << " bytes but its shape "
+                       << formatShape(shape) << " needs " << bytes;
+        ok = false;
+        continue;
+      }
+      argTypes.push_back(RankedTensorType::get(shape, elementType));
+      argAttrs.push_back(builder.getNamedAttr(
+          TPDialect::kWeightAttrName, builder.getStringAttr(init.name())));
+      argNames.push_back(init.name());
+    }
+    values[init.name()] = std::move(v);
+  }
+  return success(ok);
+}
+
+LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,
+                                               const ImportedValue &v,
+                                               Location loc) {
+  DType dtype = 0;
+  SmallVector<int64_t> shape;
+  SmallVector<std::string> symbols;
+  if (failed(readValueType(info, dtype, shape, symbols)))
+    return success(); // Nothing declared, nothing to contradict.
+  bool sameDType = dtype == 0 || dtype == v.dtype;
+  bool sameShape = shape.size() == v.shape.size();
+  for (size_t i = 0; sameShape && i < shape.size(); ++i)
+    sameShape = shape[i] == ShapedType::kDynamic || shape[i] == v.shape[i];
+  // A user-given --input-shape legitimately overrides declared dims.
+  if (sameDType && (sameShape || !options.inputShapes.empty()))
+    return success();
+  return emitError(loc) << "value '" << info.name() << "' is declared as "
+                        << dtypeName(dtype) << formatShape(shape)
+                        << " but computes to " << dtypeName(v.dtype)
+                        << formatShape(v.shape);
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
+  Location loc = nodeLoc(node);
+  std::string name = node.name().empty() ? node.output(0) : node.name();
+  for (const auto &input : node.input()) {
+    if (input.empty() || lookup(input))
+      continue;
+    return emitError(loc) << "node '" << name << "' (" << node.op_type()
+                          << ") reads '" << input
+                          << "', which no earlier node, input or initializer "
+                             "defines";
+  }
+  NodeContext context(*this, node, builder, loc, opset);
+  const OpConverter &convert = getConverters().lookup(node.op_type());
+  if (failed(convert(context)))
+    return failure();
+  for (const auto &output : node.output()) {
+    if (output.empty())
+      continue;
+    ImportedValue *v = lookup(output);
+    if (!v)
+      return emitError(loc) << "node '" << name << "' (" << node.op_type()
+                            << "): output '" << output
+                            << "' is not produced by this importer";
+    auto it = declared.find(output);
+    if (it != declared.end() &&
+        failed(checkDeclaredType(*it->second, *v, loc)))
+      return failure();
+  }
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  ctx->loadDialect<TPDialect, func::FuncDialect, arith::ArithDialect,
+                   math::MathDialect, linalg::LinalgDialect,
+                   tensor::TensorDialect>();
+  if (failed(checkOpset()))
+    return nullptr;
+  if (failed(checkSupportedOps()))
+    return nullptr;
+  SmallVector<Type> argTypes;
+  SmallVector<NamedAttribute> argAttrs;
+  bool inputsOk = succeeded(importInputs(argTypes, argAttrs));
+  if (!inputsOk | failed(importInitializers(argTypes, argAttrs)))
+    return nullptr;
+  for (const auto &info : graph.value_info())
+    declared[info.name()] = &info;
+  for (const auto &info : graph.output())
+    declared[info.name()] = &info;
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  module->getOperation()->setAttr(TPDialect::kModelAttrName,
+                                  builder.getStringAttr(path));
+  module->getOperation()->setAttr(TPDialect::kOpsetAttrName,
+                                  builder.getI64IntegerAttr(opset));
+  if (!externalFiles.empty()) {
+    SmallVector<Attribute> files;
+    for (StringRef f : externalFiles)
+      files.push_back(builder.getStringAttr(f));
+    module->getOperation()->setAttr(TPDialect::kExternalDataAttrName,
+                                    builder.getArrayAttr(files));
+  }
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder, fileLoc, "main",
+                                   builder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    BlockArgument arg = entry->getArgument(i);
+    arg.setLoc(NameLoc::get(StringAttr::get(ctx, name), fileLoc));
+    func.setArgAttrs(i, ArrayRef<NamedAttribute>(argAttrs[i]));
+    values[name].value = arg;
+  }
+  builder.setInsertionPointToStart(entry);
+
+  for (const auto &node : graph.node())
+    if (failed(importNode(node)))
+      return nullptr;
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &info : graph.output()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, info.name()), fileLoc);
+    ImportedValue *v = lookup(info.name());
+    if (!v) {
+      emitError(loc) << "graph output '" << info.name()
+                     << "' is never computed";
+      return nullptr;
+    }
+    results.push_back(materialize(*v, builder, loc));
+    resultTypes.push_back(results.back().getType());
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, info] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, TPDialect::kOutputAttrName,
+                       builder.getStringAttr(info.name()));
+  if (failed(verify(*module))) {
+    emitError(fileLoc) << "internal error: the module imported from '" << path
+                       << "' does not verify";
+    return nullptr;
+  }
+  return module;
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp>
+mlir::tp::importONNXBuffer(StringRef bytes, StringRef path, MLIRContext *ctx,
+                           const ONNXImportOptions &options) {
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  onnx::ModelProto model;
+  if (failed(parseModel(bytes, path, loc, model)))
+    return nullptr;
+  return GraphImporter(ctx, model, path, options).run();
+}
+
+SmallVector<StringRef> mlir::tp::getSupportedONNXOps() {
+  SmallVector<StringRef> ops;
+  for (const auto &entry : getConverters())
+    ops.push_back(entry.getKey());
+  llvm::sort(ops);
+  return ops;
+}
+
+const ConverterMap &mlir::tp::onnx_import::getConverters() {
+  static const ConverterMap converters = [] {
+    ConverterMap map;
+    populateElementwiseConverters(map);
+    populateShapeConverters(map);
+    populateDataMovementConverters(map);
+    populateMatMulConverters(map);
+    populateReductionConverters(map);
+    populateConvConverters(map);
+    return map;
+  }();
+  return converters;
+}

@@ -1,0 +1,15 @@
+//===- tp-translate.cpp - tp-mlir import and emit driver ------------------===//
+//
+// mlir-translate with tp-mlir's translations: `--import-onnx` today.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Target/ONNX/ImportONNX.h"
+
+#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+
+int main(int argc, char **argv) {
+  mlir::tp::registerImportONNXTranslation();
+  return mlir::failed(
+      mlir::mlirTranslateMain(argc, argv, "tp-mlir translation driver\n"));
+}
