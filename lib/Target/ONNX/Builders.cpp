@@ -319,15 +319,16 @@ Value mlir::tp::onnx_import::castScalar(OpBuilder &b, Location loc, Value x,
 
 Value mlir::tp::onnx_import::buildIndexedRead(
     OpBuilder &b, Location loc, Value source, ValueRange inputs,
-    ArrayRef<int64_t> resultShape,
+    ArrayRef<AffineMap> inputMaps, ArrayRef<int64_t> resultShape,
     function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange,
                                     ValueRange)>
         indexFn) {
   MLIRContext *ctx = b.getContext();
-  SmallVector<AffineMap> maps;
-  for (Value input : inputs)
-    maps.push_back(
-        getBroadcastMap(ctx, getTensorType(input).getShape(), resultShape));
+  SmallVector<AffineMap> maps(inputMaps);
+  if (maps.empty())
+    for (Value input : inputs)
+      maps.push_back(
+          getBroadcastMap(ctx, getTensorType(input).getShape(), resultShape));
   maps.push_back(b.getMultiDimIdentityMap(resultShape.size()));
   SmallVector<utils::IteratorType> iterators(resultShape.size(),
                                              utils::IteratorType::parallel);

@@ -236,7 +236,7 @@ LogicalResult convertSlice(NodeContext &ctx) {
     return success();
   }
   Value result = buildIndexedRead(
-      ctx.b, ctx.loc, ctx.operand(0), {}, sizes,
+      ctx.b, ctx.loc, ctx.operand(0), {}, {}, sizes,
       [&](OpBuilder &b, Location loc, ValueRange loops, ValueRange) {
         SmallVector<Value> index;
         for (int64_t d = 0; d < rank; ++d) {
@@ -315,14 +315,16 @@ LogicalResult convertGather(NodeContext &ctx) {
   }
   Value idx = constIndices ? materializeConstant(ctx.b, ctx.loc, *constIndices)
                            : ctx.operand(1);
-  // The indices broadcast over the data dims around them.
-  SmallVector<int64_t> idxView(*axis, 1);
-  llvm::append_range(idxView, indices.shape);
-  idxView.append(rank - *axis - 1, 1);
-  Value idxOperand = buildReshape(ctx.b, ctx.loc, idx, idxView);
+  // The result loops are (data dims before axis, index dims, data dims
+  // after); the indices are read at the index dims.
+  SmallVector<AffineExpr> idxExprs;
+  for (int64_t d = 0; d < q; ++d)
+    idxExprs.push_back(ctx.b.getAffineDimExpr(*axis + d));
+  AffineMap idxMap =
+      AffineMap::get(shape.size(), 0, idxExprs, ctx.b.getContext());
   bool checkNegative = !constIndices;
   Value result = buildIndexedRead(
-      ctx.b, ctx.loc, ctx.operand(0), idxOperand, shape,
+      ctx.b, ctx.loc, ctx.operand(0), idx, idxMap, shape,
       [&](OpBuilder &b, Location loc, ValueRange loops, ValueRange scalars) {
         Value i = arith::IndexCastOp::create(b, loc, b.getIndexType(),
                                              scalars[0]);

@@ -204,11 +204,11 @@ Value buildContraction(OpBuilder &b, Location loc, Value lhs, Value rhs,
 
 /// A `linalg.generic` producing `resultShape` by reading `source` at
 /// computed indices: `indexFn(b, loc, loopIndices, inputScalars)` returns
-/// the source index (as `index` values). `inputs` are read with the
-/// broadcast maps of buildElementwise.
+/// the source index (as `index` values). `inputs` are read with
+/// `inputMaps`, or with the broadcast maps of buildElementwise if empty.
 Value buildIndexedRead(
     OpBuilder &b, Location loc, Value source, ValueRange inputs,
-    ArrayRef<int64_t> resultShape,
+    ArrayRef<AffineMap> inputMaps, ArrayRef<int64_t> resultShape,
     function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange loops,
                                     ValueRange scalars)>
         indexFn);
