@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Run run_imported.py's checker over the ONNX backend node tests.
+
+Each test directory (default /usr/share/libonnx-testdata/data/node/test_*/)
+holds model.onnx and test_data_set_0/{input,output}_N.pb TensorProto files.
+Inputs are matched by order to the graph inputs that are not initializers,
+outputs by order to the graph outputs.  Every test is imported with
+tp-translate, lowered/run with the upstream MLIR tools and compared with the
+stored outputs (atol/rtol 1e-4 by default).
+
+Prints: number of tests, how many import, how many run and match, and the
+failures grouped by reason (stage + normalised message).
+
+Usage
+  run_node_tests.py [--dir DIR] [--filter REGEX] [-j 2] [--timeout 120]
+                    [--tp-translate PATH] [--json results.json] [-v]
+Exit code 0 always unless --strict (then 1 if any imported test fails).
+"""
+
+import argparse
+import glob
+import json
+import multiprocessing
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_imported  # noqa: E402
+
+DEFAULT_DIR = "/usr/share/libonnx-testdata/data/node"
+
+
+def load_case(tdir):
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(os.path.join(tdir, "model.onnx"), load_external_data=False)
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    in_names = [vi.name for vi in g.input if vi.name not in inits]
+    out_names = [vi.name for vi in g.output]
+    ds = os.path.join(tdir, "test_data_set_0")
+
+    def read(prefix):
+        files = glob.glob(os.path.join(ds, prefix + "_*.pb"))
+        files.sort(key=lambda f: int(re.search(r"_(\d+)\.pb$", f).group(1)))
+        vals = []
+        for f in files:
+            t = onnx.TensorProto()
+            with open(f, "rb") as fh:
+                t.ParseFromString(fh.read())
+            if t.data_type == onnx.TensorProto.STRING:
+                raise ValueError("string tensor in test data")
+            vals.append(numpy_helper.to_array(t))
+        return vals
+
+    for vi in list(g.input) + list(g.output):
+        if not vi.type.HasField("tensor_type"):
+            raise ValueError("non-tensor graph input/output (sequence/optional/map)")
+    ins, outs = read("input"), read("output")
+    if len(ins) > len(in_names) or len(outs) != len(out_names):
+        raise ValueError(f"test data count mismatch ({len(ins)} inputs for {len(in_names)}, "
+                         f"{len(outs)} outputs for {len(out_names)})")
+    return dict(zip(in_names, ins)), dict(zip(out_names, outs))
+
+
+def normalise(stage, msg):
+    line = msg.strip().splitlines()[0] if msg.strip() else ""
+    line = re.sub(r"^.*?:\d+:\d+: error: ", "", line)
+    m = re.search(r"unsupported ONNX op '([^']+)'", line)
+    if m:
+        return f"{stage}: unsupported op {m.group(1)}"
+    line = re.sub(r" at node '[^']*'", "", line)
+    line = re.sub(r"node '[^']*' \(([^)]*)\)", r"\1", line)
+    line = re.sub(r"'[^']*'", "'…'", line) if stage != "import" else line
+    if stage == "mismatch":
+        line = re.sub(r"^[^:]*: ", "", line)
+        line = re.sub(r"\d+/\d+ elements", "N elements", line)
+        line = re.sub(r"\d+ (NaN|Inf|elements)", r"N \1", line)
+        line = re.sub(r"got \([^)]*\) ref \([^)]*\)", "got .. ref ..", line)
+        line = re.sub(r"got \w+ ref \w+", lambda m: m.group(0), line)
+        line = line.split(";")[0]
+    if stage in ("lower", "run"):
+        line = re.sub(r"^.*?error: ", "", line)
+        line = re.sub(r"%[\w#:]+", "%v", line)
+        line = re.sub(r"\d+", "N", line)
+    return f"{stage}: {line[:160]}"
+
+
+def run_one(job):
+    tdir, opts = job
+    name = os.path.basename(tdir.rstrip("/"))
+    t0 = time.time()
+    try:
+        inputs, refs = load_case(tdir)
+    except Exception as e:
+        return name, "data", f"unsupported test data: {e}", time.time() - t0, []
+    r = run_imported.check(os.path.join(tdir, "model.onnx"), inputs, refs,
+                           tp_translate=opts["tp_translate"], atol=opts["atol"],
+                           rtol=opts["rtol"], timeout=opts["timeout"])
+    diffs = [(n, d) for n, _, d, _ in r.diffs]
+    return name, r.status, r.reason, time.time() - t0, diffs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default=DEFAULT_DIR)
+    ap.add_argument("--filter", default="", help="regex on the test name")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
+    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--tp-translate", default=None)
+    ap.add_argument("--json", help="write per-test results here")
+    ap.add_argument("--strict", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    jobs = max(1, min(a.jobs, 2))
+
+    tests = sorted(d for d in glob.glob(os.path.join(a.dir, "test_*"))
+                   if os.path.exists(os.path.join(d, "model.onnx"))
+                   and re.search(a.filter, os.path.basename(d)))
+    opts = dict(tp_translate=a.tp_translate, atol=a.atol, rtol=a.rtol, timeout=a.timeout)
+    results = []
+    t0 = time.time()
+    with multiprocessing.Pool(jobs) as pool:
+        for i, res in enumerate(pool.imap_unordered(run_one, [(t, opts) for t in tests]), 1):
+            results.append(res)
+            if a.verbose:
+                print(f"[{i}/{len(tests)}] {res[0]}: {res[1]} ({res[3]:.1f}s) {res[2][:200]}",
+                      flush=True)
+    results.sort()
+    total = len(results)
+    data_bad = [r for r in results if r[1] == "data"]
+    not_imported = [r for r in results if r[1] in ("import", "data")
+                    or (r[1] == "timeout" and r[2].startswith("import"))]
+    imported = total - len(not_imported)
+    passed = [r for r in results if r[1] == "pass"]
+    print(f"node tests: {total}  (dir {a.dir}, filter '{a.filter}', {time.time() - t0:.0f}s, "
+          f"atol={a.atol:g} rtol={a.rtol:g})")
+    print(f"  imported by tp-translate: {imported}"
+          f"  (+{len(data_bad)} skipped: non-tensor/string test data)")
+    print(f"  ran and matched stored outputs: {len(passed)}")
+    print(f"  imported but failed: {imported - len(passed)}")
+    groups = defaultdict(list)
+    for name, status, reason, _, _ in results:
+        if status != "pass":
+            groups[normalise(status, reason)].append(name)
+    order = {"mismatch": 0, "run": 1, "lower": 2, "timeout": 3, "error": 4, "import": 5, "data": 6}
+    print("\nfailures by reason:")
+    for key in sorted(groups, key=lambda k: (order.get(k.split(":")[0], 9), -len(groups[k]), k)):
+        names = groups[key]
+        print(f"  [{len(names)}] {key}")
+        print("      " + " ".join(names))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump([dict(test=n, status=s, reason=r, seconds=round(t, 2),
+                            max_abs_diff=d) for n, s, r, t, d in results], f, indent=1)
+    if a.strict and imported != len(passed):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
