@@ -19,7 +19,8 @@ Steps
   4. Run with `mlir-runner -e tp_ref_entry -entry-point-result=void`.
   5. Parse the printed memrefs and compare each output against the reference:
      pass iff |got - ref| <= atol + rtol * |ref| elementwise (NaN/Inf must match
-     exactly), shapes equal, and element types agree.
+     exactly), shapes equal, and element types agree.  For bfloat16 results
+     rtol is raised to one bf16 ulp (2^-7): producers differ in rounding.
 
 Usage
   run_imported.py MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=2x16 ...]
@@ -63,6 +64,7 @@ PIPELINE = ",".join([
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map}",
     "convert-linalg-to-loops",
+    "convert-math-to-funcs",               # math.ipowi / math.fpowi -> outlined funcs
     "lower-affine",
     "convert-scf-to-cf",
     "expand-strided-metadata",
@@ -177,10 +179,26 @@ def _tensor_type(shape, elt):
     return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
 
 
+def _to_bf16_bits(a):
+    """float array -> uint16 bfloat16 bit patterns (round to nearest even)."""
+    if a.dtype == np.uint16:          # already raw bfloat16 bits
+        return a
+    b = np.ascontiguousarray(a.astype(np.float32)).view(np.uint32)
+    nan = np.isnan(a.astype(np.float32))
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(nan, np.uint16(0x7FC0), r)
+
+
 def dense_literal(arr, shape, elt):
-    want = MLIR_TO_NP[elt]
     a = np.asarray(arr)
-    if a.dtype == np.bool_ or elt == "i1":
+    if elt == "bf16":
+        a = _to_bf16_bits(a)
+        want = np.uint16
+    else:
+        want = MLIR_TO_NP[elt]
+    if elt == "bf16":
+        pass
+    elif a.dtype == np.bool_ or elt == "i1":
         a = a.astype(np.bool_)
     elif elt.startswith("i"):
         a = a.astype(np.int64).astype(want)   # wraps unsigned to signless
@@ -275,6 +293,8 @@ def parse_printed(stdout, results):
         data = chunk.split("data =", 1)[1]
         ints = np.array([int(x) for x in re.findall(r"-?\d+", data)], dtype=np.int64)
         n = int(np.prod(shape, dtype=np.int64))
+        if n == 0:          # printMemref prints a placeholder for empty memrefs
+            ints = ints[:0]
         if ints.size != n:
             raise ToolError("run", f"printed {ints.size} values, expected {n}")
         if elt == "f32":
@@ -301,6 +321,8 @@ def _run(cmd, stage, timeout, stdin=None):
         p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise ToolError("timeout", f"{stage}: timed out after {timeout:.0f}s")
+    except OSError as e:    # missing / not executable (e.g. being relinked)
+        raise ToolError("error", f"cannot execute {cmd[0]}: {e}")
     if p.returncode != 0:
         msg = (p.stderr or p.stdout).strip()
         raise ToolError(stage, msg[-4000:] or f"exit code {p.returncode}")
@@ -346,17 +368,22 @@ def ort_reference(model_path, inputs):
     return dict(zip(names, sess.run(names, feeds)))
 
 
-def compare(name, got, ref, atol, rtol):
-    """Returns (ok, max_abs_diff, message)."""
+def compare(name, got, got_elt, ref, atol, rtol, ref_elt=None):
+    """Returns (ok, max_abs_diff, message).  got_elt: MLIR element type of the
+    result; ref_elt: MLIR element type the reference stands for (default: from
+    its numpy dtype; pass "bf16" for bfloat16 references given as float32)."""
     ref = np.asarray(ref)
     if tuple(got.shape) != tuple(ref.shape):
         return False, float("inf"), f"shape mismatch: got {tuple(got.shape)} ref {tuple(ref.shape)}"
-    exp_elt = NP_TO_MLIR.get(ref.dtype)
-    got_elt = NP_TO_MLIR.get(got.dtype, "bf16")
+    exp_elt = ref_elt or NP_TO_MLIR.get(ref.dtype)
     if exp_elt is not None and exp_elt != got_elt:
-        return False, float("inf"), f"element type mismatch: got {got_elt} ref {ref.dtype}"
+        return False, float("inf"), f"element type mismatch: got {got_elt} ref {exp_elt} ({ref.dtype})"
     if ref.size == 0:
         return True, 0.0, ""
+    if exp_elt == "bf16":
+        # bfloat16 has 8 significant bits; rounding (RNE vs truncation) may
+        # differ between producers, so allow one bf16 ulp.
+        rtol = max(rtol, 2.0 ** -7)
     if ref.dtype.kind in "iub":
         g = got.astype(ref.dtype)        # wraps signless back to unsigned
         diff = np.abs(g.astype(np.float64) - ref.astype(np.float64))
@@ -364,6 +391,11 @@ def compare(name, got, ref, atol, rtol):
         return (not bad.any()), float(diff.max()), ("" if not bad.any() else f"{int(bad.sum())} elements differ")
     g = got.astype(np.float64)
     r = ref.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _compare_float(g, r, ref.size, atol, rtol)
+
+
+def _compare_float(g, r, size, atol, rtol):
     nan_bad = np.isnan(g) != np.isnan(r)
     fin = np.isfinite(g) & np.isfinite(r)
     inf_bad = (~fin & ~np.isnan(g) & ~np.isnan(r)) & (g != r)
@@ -375,7 +407,7 @@ def compare(name, got, ref, atol, rtol):
         maxd = float("inf")
     msg = ""
     if bad.any():
-        msg = f"{int(bad.sum())}/{ref.size} elements out of tolerance"
+        msg = f"{int(bad.sum())}/{size} elements out of tolerance"
         if nan_bad.any():
             msg += f" ({int(nan_bad.sum())} NaN mismatches)"
         if inf_bad.any():
@@ -384,8 +416,10 @@ def compare(name, got, ref, atol, rtol):
 
 
 def check(model, inputs, refs=None, input_shapes=(), tp_translate=None, atol=1e-4, rtol=1e-4,
-          timeout=300.0, keep_dir=None, opt_level="-O2", log=None):
-    """inputs: {name: ndarray}; refs: {output name: ndarray} or None to use onnxruntime."""
+          timeout=300.0, keep_dir=None, opt_level="-O2", log=None, ref_types=None):
+    """inputs: {name: ndarray}; refs: {output name: ndarray} or None to use onnxruntime;
+    ref_types: optional {output name: MLIR element type} overriding the refs' dtypes
+    (bfloat16 references are passed as float32 arrays with ref_types[name] = "bf16")."""
     log = log or (lambda s: None)
     deadline = time.time() + timeout
     remaining = lambda: max(1.0, deadline - time.time())
@@ -460,7 +494,8 @@ def check(model, inputs, refs=None, input_shapes=(), tp_translate=None, atol=1e-
                 ok = False
                 reasons.append(f"{name}: no reference")
                 continue
-            good, maxd, msg = compare(name, g, refs[name], atol, rtol)
+            good, maxd, msg = compare(name, g, elt, refs[name], atol, rtol,
+                                      (ref_types or {}).get(name))
             diffs.append((name, tuple(shape), maxd, msg))
             if not good:
                 ok = False

@@ -7,6 +7,7 @@
 #ifndef TP_TRANSFORMS_PASSES_H
 #define TP_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

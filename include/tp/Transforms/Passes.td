@@ -24,4 +24,43 @@ def ModelSummary : Pass<"tp-model-summary", "::mlir::ModuleOp"> {
   ];
 }
 
+def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Choose tensor-parallel weight splits and write them as "
+                "shard annotations";
+  let description = [{
+    Adds `shard.grid @grid(shape = devices)` and annotates weights of
+    `@main` with `shard.shard ... annotate_for_users`, the input of upstream
+    `sharding-propagation`.
+
+    `strategy=auto` finds Megatron-style column→row pairs by graph
+    structure, never by names: a contraction with a weight whose output dim
+    flows, through elementwise ops, reshapes, transposes, attention
+    (activation×activation contractions on other dims) and reductions over
+    other dims, into the contracting dim of another weight contraction. The
+    first is column-parallel (weight split on its output dim, along with the
+    biases added on the way), the second row-parallel (split on its
+    contracting dim; partition ends it with one all-reduce). A column
+    contraction whose result reaches a function result instead (an LM head)
+    is split on its output dim and gathered there. Everything else is
+    replicated; each replicated contraction records why in a `tp.replicated`
+    attribute, which `tp-explain` prints.
+
+    `strategy=config` reads `config=FILE`, a JSON object with a `rules`
+    array; each rule has a `pattern` (regex on weight names) and a `split`
+    (a dim, or "replicate"). Rules override the automatic plan. A rule that matches no weight, or a split that does not divide the
+    dim by the device count, is an error naming the rule.
+  }];
+  let options = [
+    Option<"devices", "devices", "int64_t", /*default=*/"2",
+           "Number of devices (ranks) on the tensor-parallel grid axis">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"auto\"",
+           "auto: find splits from the graph; config: also apply rules from "
+           "config=FILE">,
+    Option<"config", "config", "std::string", /*default=*/"\"\"",
+           "JSON file of rules (regex on weight names -> split dim or "
+           "replicate)">
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 #endif // TP_TRANSFORMS_PASSES_TD

@@ -30,7 +30,8 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                   unsigned,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kWeightAttrName || name == kInputAttrName)
+  if (name == kWeightAttrName || name == kInputAttrName ||
+      name == kParallelAttrName)
     return verifyNameTag(op, attr);
   return op->emitOpError() << "unknown argument attribute '" << name << "'";
 }
@@ -47,7 +48,7 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op, unsigned,
 LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kModelAttrName)
+  if (name == kModelAttrName || name == kReplicatedAttrName)
     return verifyNameTag(op, attr);
   if (name == kOpsetAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))

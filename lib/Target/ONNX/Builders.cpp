@@ -283,7 +283,8 @@ Value mlir::tp::onnx_import::buildContraction(OpBuilder &b, Location loc,
 }
 
 Value mlir::tp::onnx_import::castScalar(OpBuilder &b, Location loc, Value x,
-                                        Type to, bool srcUnsigned) {
+                                        Type to, bool srcUnsigned,
+                                        bool dstUnsigned) {
   Type from = x.getType();
   if (from == to)
     return x;
@@ -306,6 +307,8 @@ Value mlir::tp::onnx_import::castScalar(OpBuilder &b, Location loc, Value x,
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
                                  createScalar(b, loc, from, 0.0));
   }
+  if (fromFloat && dstUnsigned)
+    return arith::FPToUIOp::create(b, loc, to, x);
   if (fromFloat)
     return arith::FPToSIOp::create(b, loc, to, x);
   unsigned fromWidth = from.getIntOrFloatBitWidth();

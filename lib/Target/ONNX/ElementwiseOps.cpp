@@ -143,7 +143,7 @@ LogicalResult convertElementwise(NodeContext &ctx,
       [&](OpBuilder &b, Location loc, ValueRange scalars) {
         if (spec.result == ResultType::FromCastAttr)
           return castScalar(b, loc, scalars[0], resultElementType,
-                            srcUnsigned);
+                            srcUnsigned, isUnsignedDType(resultDType));
         return spec.build(b, loc, scalars, ctx);
       });
   ctx.setResult(0, result, resultDType);

@@ -221,7 +221,7 @@ ConstTensor foldByIndex(
 
 /// Casts a scalar between element types with ONNX semantics.
 Value castScalar(OpBuilder &b, Location loc, Value x, Type to,
-                 bool srcUnsigned);
+                 bool srcUnsigned, bool dstUnsigned = false);
 
 } // namespace mlir::tp::onnx_import
 

@@ -24,14 +24,18 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 enum class ReduceKind { Sum, Mean, Max, Min, Prod, SumSquare, L2 };
 
 Value combineFor(ReduceKind kind, OpBuilder &b, Location loc, Value acc,
-                 Value x) {
+                 Value x, bool isUnsigned) {
   bool isFloat = isa<FloatType>(x.getType());
   switch (kind) {
   case ReduceKind::Max:
+    if (isUnsigned)
+      return arith::MaxUIOp::create(b, loc, acc, x);
     return createMax(b, loc, acc, x);
   case ReduceKind::Min:
     if (isFloat)
       return arith::MinimumFOp::create(b, loc, acc, x);
+    if (isUnsigned)
+      return arith::MinUIOp::create(b, loc, acc, x);
     return arith::MinSIOp::create(b, loc, acc, x);
   case ReduceKind::Prod:
     return createMul(b, loc, acc, x);
@@ -43,12 +47,14 @@ Value combineFor(ReduceKind kind, OpBuilder &b, Location loc, Value acc,
   }
 }
 
-double initFor(ReduceKind kind) {
+/// The identity of the reduction; unsigned extremes are 0 and all ones
+/// (-1 as a signless integer).
+double initFor(ReduceKind kind, bool isUnsigned) {
   switch (kind) {
   case ReduceKind::Max:
-    return -kInf;
+    return isUnsigned ? 0.0 : -kInf;
   case ReduceKind::Min:
-    return kInf;
+    return isUnsigned ? -1.0 : kInf;
   case ReduceKind::Prod:
     return 1.0;
   default:
@@ -77,7 +83,8 @@ normalizeAxes(NodeContext &ctx, ArrayRef<int64_t> axes, int64_t rank) {
 }
 
 /// Divides `x` by the scalar `n` (broadcast), for means.
-Value divideBy(OpBuilder &b, Location loc, Value x, double n) {
+Value divideBy(OpBuilder &b, Location loc, Value x, double n,
+               bool isUnsigned = false) {
   auto type = getTensorType(x);
   return buildElementwise(
       b, loc, x, type.getShape(), type.getElementType(),
@@ -85,6 +92,8 @@ Value divideBy(OpBuilder &b, Location loc, Value x, double n) {
         Value d = createScalar(nb, nloc, s[0].getType(), n);
         if (isa<FloatType>(s[0].getType()))
           return arith::DivFOp::create(nb, nloc, s[0], d);
+        if (isUnsigned)
+          return arith::DivUIOp::create(nb, nloc, s[0], d);
         return arith::DivSIOp::create(nb, nloc, s[0], d);
       });
 }
@@ -112,23 +121,31 @@ LogicalResult convertReduce(NodeContext &ctx, ReduceKind kind,
   auto normalized = normalizeAxes(ctx, axes, rank);
   if (!normalized)
     return failure();
+  bool isUnsigned = isUnsignedDType(x.dtype);
   Value result = buildReduction(
-      ctx.b, ctx.loc, ctx.operand(0), *normalized, keepDims, initFor(kind),
+      ctx.b, ctx.loc, ctx.operand(0), *normalized, keepDims,
+      initFor(kind, isUnsigned),
       [&](OpBuilder &b, Location loc, Value acc, Value v) {
-        return combineFor(kind, b, loc, acc, v);
+        return combineFor(kind, b, loc, acc, v, isUnsigned);
       });
   if (kind == ReduceKind::Mean) {
     int64_t n = 1;
     for (int64_t a : *normalized)
       n *= x.shape[a];
-    result = divideBy(ctx.b, ctx.loc, result, n);
+    result = divideBy(ctx.b, ctx.loc, result, n, isUnsigned);
   } else if (kind == ReduceKind::L2) {
     auto type = getTensorType(result);
-    result = buildElementwise(ctx.b, ctx.loc, result, type.getShape(),
-                              type.getElementType(),
-                              [](OpBuilder &b, Location loc, ValueRange s) {
-                                return Value(math::SqrtOp::create(b, loc, s[0]));
-                              });
+    Type elementType = type.getElementType();
+    result = buildElementwise(
+        ctx.b, ctx.loc, result, type.getShape(), elementType,
+        [&](OpBuilder &b, Location loc, ValueRange s) -> Value {
+          if (isa<FloatType>(elementType))
+            return math::SqrtOp::create(b, loc, s[0]);
+          // Integer L2: the square root of the sum, truncated.
+          Value f = castScalar(b, loc, s[0], b.getF64Type(), isUnsigned);
+          Value r = math::SqrtOp::create(b, loc, f);
+          return castScalar(b, loc, r, elementType, false, isUnsigned);
+        });
   }
   ctx.setResult(0, result, x.dtype);
   return success();

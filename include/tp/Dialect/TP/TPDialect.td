@@ -24,6 +24,10 @@ def TP_Dialect : Dialect {
       initializer of that name; its bytes stay in the model file.
     - `tp.input = "<name>"` / `tp.output = "<name>"` on arguments / results:
       the ONNX graph input or output name.
+    - `tp.parallel = "column" | "row" | "column-gathered" | "bias"` on a
+      weight argument: how tp-plan-tensor-parallel split it.
+    - `tp.replicated = "<reason>"` on a contraction: why the planner left
+      its weight whole.
     - `tp.model = "<path>"` and `tp.external_data = ["<file>", ...]` on the
       module: where the weights live.
   }];
@@ -38,6 +42,9 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kExternalDataAttrName =
         "tp.external_data";
     static constexpr llvm::StringLiteral kOpsetAttrName = "tp.opset";
+    static constexpr llvm::StringLiteral kParallelAttrName = "tp.parallel";
+    static constexpr llvm::StringLiteral kReplicatedAttrName =
+        "tp.replicated";
   }];
 }
 

@@ -1,0 +1,55 @@
+//===- TensorParallelPlan.h - Megatron-style split analysis -----*- C++ -*-===//
+//
+// Finds column→row weight pairs by graph structure and records which
+// weights split on which dim; tp-plan-tensor-parallel writes the result as
+// shard annotations.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TRANSFORMS_TENSORPARALLELPLAN_H
+#define TP_TRANSFORMS_TENSORPARALLELPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+/// Why a weight is split.
+enum class SplitRole {
+  /// Output dim of a column-parallel contraction.
+  Column,
+  /// Contracting dim of a row-parallel contraction (ends in an all-reduce).
+  Row,
+  /// Output dim of a contraction whose result is gathered at a function
+  /// result (an LM head).
+  ColumnGathered,
+  /// A bias or scale applied elementwise to a column-parallel result.
+  Bias,
+};
+
+StringRef stringifySplitRole(SplitRole role);
+
+struct WeightSplit {
+  int64_t dim;
+  SplitRole role;
+};
+
+struct TensorParallelPlan {
+  /// Weight arguments of the function and how each splits.
+  llvm::MapVector<BlockArgument, WeightSplit> splits;
+  /// Weight contractions left replicated, with the reason.
+  SmallVector<std::pair<Operation *, std::string>> replicated;
+};
+
+/// Plans Megatron-style splits of `func` over `devices` ranks.
+TensorParallelPlan planTensorParallel(func::FuncOp func, int64_t devices);
+
+/// The weight argument a contraction reads, if exactly one of its two
+/// inputs is a `tp.weight` argument; returns its operand index.
+std::optional<unsigned> getWeightOperand(Operation *op);
+
+} // namespace mlir::tp
+
+#endif // TP_TRANSFORMS_TENSORPARALLELPLAN_H

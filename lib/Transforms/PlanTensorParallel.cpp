@@ -1,0 +1,86 @@
+//===- PlanTensorParallel.cpp - tp-plan-tensor-parallel -------------------===//
+//
+// Writes the tensor-parallel plan as upstream shard annotations: a 1-D
+// `shard.grid`, and an annotate_for_users `shard.shard` on each weight that
+// splits. Sharding propagation and partition do the rest.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/Passes.h"
+#include "tp/Transforms/TensorParallelPlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_PLANTENSORPARALLEL
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+constexpr StringLiteral kGridName = "grid";
+
+/// `shard.sharding @grid split_axes = [[], ..., [0]]` splitting `dim`.
+Value createSplitSharding(OpBuilder &b, Location loc, int64_t dim) {
+  SmallVector<shard::GridAxesAttr> axes;
+  for (int64_t d = 0; d < dim; ++d)
+    axes.push_back(b.getDenseI16ArrayAttr({}));
+  axes.push_back(b.getDenseI16ArrayAttr({0}));
+  return shard::ShardingOp::create(
+      b, loc, FlatSymbolRefAttr::get(b.getContext(), kGridName), axes);
+}
+
+struct PlanTensorParallel
+    : tp::impl::PlanTensorParallelBase<PlanTensorParallel> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (devices < 1) {
+      module.emitError() << "tp-plan-tensor-parallel: devices must be >= 1, "
+                            "got "
+                         << devices;
+      return signalPassFailure();
+    }
+    if (strategy != "auto" && strategy != "config") {
+      module.emitError() << "tp-plan-tensor-parallel: unknown strategy '"
+                         << strategy << "' (expected auto or config)";
+      return signalPassFailure();
+    }
+    if (SymbolTable::lookupSymbolIn(module, kGridName)) {
+      module.emitError() << "tp-plan-tensor-parallel: the module already has "
+                            "a symbol '@"
+                         << kGridName << "'; was it planned already?";
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getBodyRegion());
+    shard::GridOp::create(b, module.getLoc(), kGridName,
+                          ArrayRef<int64_t>{devices});
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        annotate(func, planTensorParallel(func, devices));
+  }
+
+  void annotate(func::FuncOp func, const TensorParallelPlan &plan) {
+    OpBuilder b(func.getBody());
+    MLIRContext *ctx = &getContext();
+    for (auto [arg, split] : plan.splits) {
+      Value sharding = createSplitSharding(b, arg.getLoc(), split.dim);
+      auto shardOp = shard::ShardOp::create(b, arg.getLoc(), arg, sharding,
+                                            /*annotate_for_users=*/true);
+      arg.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+      func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName,
+                      StringAttr::get(ctx, stringifySplitRole(split.role)));
+    }
+    for (const auto &[op, why] : plan.replicated)
+      op->setAttr(TPDialect::kReplicatedAttrName, StringAttr::get(ctx, why));
+  }
+};
+
+} // namespace

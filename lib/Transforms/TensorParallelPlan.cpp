@@ -1,0 +1,292 @@
+//===- TensorParallelPlan.cpp - Megatron-style split analysis -------------===//
+//
+// Follows the output dim of each weight contraction forward, op by op, to
+// see where it ends: in the contracting dim of another weight contraction
+// (a column→row pair, as Megatron-LM builds them by hand), at a function
+// result (a gathered LM head), or somewhere a split cannot pass (a
+// reduction over it, a slice of it), in which case the weight stays
+// replicated and the reason is kept for the explanation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Transforms/TensorParallelPlan.h"
+
+#include "tp/Dialect/TP/TPDialect.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/DenseSet.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+StringRef mlir::tp::stringifySplitRole(SplitRole role) {
+  switch (role) {
+  case SplitRole::Column:
+    return "column";
+  case SplitRole::Row:
+    return "row";
+  case SplitRole::ColumnGathered:
+    return "column-gathered";
+  case SplitRole::Bias:
+    return "bias";
+  }
+  llvm_unreachable("unknown split role");
+}
+
+/// A `tp.weight` argument of the enclosing function.
+static BlockArgument getWeightArg(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return {};
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || arg.getOwner() != &func.getBody().front() ||
+      !func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName))
+    return {};
+  return arg;
+}
+
+/// True if every use of `arg` is an input operand of a linalg op, so that
+/// an annotate_for_users shard op can stand in for it.
+static bool isReadAsOperandOnly(BlockArgument arg) {
+  return llvm::all_of(arg.getUses(), [](OpOperand &use) {
+    auto op = dyn_cast<linalg::LinalgOp>(use.getOwner());
+    return op && op.isDpsInput(&use);
+  });
+}
+
+static std::string getWeightName(BlockArgument arg) {
+  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                TPDialect::kWeightAttrName);
+  return name ? name.str() : "arg" + std::to_string(arg.getArgNumber());
+}
+
+std::optional<unsigned> mlir::tp::getWeightOperand(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || linalgOp.getNumDpsInputs() != 2 ||
+      linalgOp.getNumReductionLoops() == 0 ||
+      !linalg::isaContractionOpInterface(linalgOp))
+    return std::nullopt;
+  bool lhs = bool(getWeightArg(op->getOperand(0)));
+  bool rhs = bool(getWeightArg(op->getOperand(1)));
+  if (lhs == rhs)
+    return std::nullopt;
+  return lhs ? 0u : 1u;
+}
+
+namespace {
+
+/// Where a split dim goes, walking forward from one column contraction.
+struct SplitTracker {
+  explicit SplitTracker(int64_t devices) : devices(devices) {}
+
+  /// Follows `dim` of `value` to all its users; false on the first place a
+  /// split cannot pass (`failure` says why).
+  bool follow(Value value, int64_t dim);
+
+  int64_t devices;
+  /// Row-parallel contractions reached: op → weight dim that splits.
+  llvm::MapVector<Operation *, int64_t> rows;
+  /// Weights applied elementwise on the way, with their split dim.
+  llvm::MapVector<BlockArgument, int64_t> biases;
+  bool reachesResult = false;
+  std::string failure;
+
+private:
+  bool fail(Operation *op, const Twine &why) {
+    failure = ("'" + op->getName().getStringRef() + "' " + why).str();
+    return false;
+  }
+  bool followLinalg(linalg::LinalgOp op, OpOperand &use, int64_t dim);
+  DenseSet<std::pair<Value, int64_t>> visited;
+};
+
+bool SplitTracker::follow(Value value, int64_t dim) {
+  if (!visited.insert({value, dim}).second)
+    return true;
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    bool ok = true;
+    if (isa<func::ReturnOp>(user)) {
+      reachesResult = true;
+    } else if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
+      ok = followLinalg(op, use, dim);
+    } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
+      // The split lands on the outermost dim of the group (heads, for
+      // [B, S, H*D] -> [B, S, H, D]); it must divide by the devices.
+      int64_t outer = expand.getReassociationIndices()[dim].front();
+      int64_t size = expand.getResultType().getDimSize(outer);
+      if (size % devices != 0)
+        return fail(user, "splits dim " + Twine(dim) + " into a dim of size " +
+                              Twine(size) + ", which " + Twine(devices) +
+                              " devices do not divide");
+      ok = follow(expand.getResult(), outer);
+    } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+      auto groups = collapse.getReassociationIndices();
+      auto it = llvm::find_if(groups, [&](const ReassociationIndices &g) {
+        return llvm::is_contained(g, dim);
+      });
+      if (it->front() != dim)
+        return fail(user, "merges split dim " + Twine(dim) +
+                              " under an outer dim");
+      ok = follow(collapse.getResult(), it - groups.begin());
+    } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user)) {
+      auto srcType = slice.getSourceType();
+      if (slice.getResultType().getRank() != srcType.getRank() ||
+          slice.getStaticOffsets()[dim] != 0 ||
+          slice.getStaticSizes()[dim] != srcType.getDimSize(dim) ||
+          slice.getStaticStrides()[dim] != 1)
+        return fail(user, "slices the split dim " + Twine(dim));
+      ok = follow(slice.getResult(), dim);
+    } else if (auto concat = dyn_cast<tensor::ConcatOp>(user)) {
+      if (static_cast<int64_t>(concat.getDim()) == dim)
+        return fail(user, "concatenates along the split dim");
+      ok = follow(concat.getResult(), dim);
+    } else {
+      return fail(user, "has no tensor-parallel rule");
+    }
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
+                                int64_t dim) {
+  Operation *user = op.getOperation();
+  if (op.isDpsInit(&use))
+    return fail(user, "accumulates into a split value");
+  auto expr = dyn_cast<AffineDimExpr>(
+      op.getMatchingIndexingMap(&use).getResult(dim));
+  if (!expr)
+    return fail(user, "reads the split dim through a non-trivial index");
+  unsigned loop = expr.getPosition();
+  if (op.getIteratorTypesArray()[loop] == utils::IteratorType::reduction) {
+    std::optional<unsigned> weightIdx = getWeightOperand(user);
+    if (!weightIdx || *weightIdx == use.getOperandNumber())
+      return fail(user, "reduces over the split dim");
+    // A row-parallel contraction: its weight splits on the same loop.
+    AffineMap weightMap =
+        op.getMatchingIndexingMap(&user->getOpOperand(*weightIdx));
+    std::optional<unsigned> weightDim =
+        weightMap.getResultPosition(getAffineDimExpr(loop, user->getContext()));
+    if (!weightDim)
+      return fail(user, "does not read its weight on the split dim");
+    rows[user] = *weightDim;
+    return true;
+  }
+  AffineExpr loopExpr = getAffineDimExpr(loop, user->getContext());
+  std::optional<unsigned> resultDim =
+      op.getIndexingMapMatchingResult(cast<OpResult>(user->getResult(0)))
+          .getResultPosition(loopExpr);
+  if (!resultDim)
+    return fail(user, "drops the split dim");
+  // Weights applied elementwise along the split dim split with it.
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    if (input == &use)
+      continue;
+    BlockArgument arg = getWeightArg(input->get());
+    if (!arg)
+      continue;
+    if (std::optional<unsigned> d =
+            op.getMatchingIndexingMap(input).getResultPosition(loopExpr))
+      biases[arg] = *d;
+  }
+  return follow(user->getResult(0), *resultDim);
+}
+
+/// The weight dim and result dim of a contraction's output (column) dim:
+/// a weight dim on a parallel loop that the result keeps.
+std::optional<std::pair<int64_t, int64_t>>
+getOutputDim(linalg::LinalgOp op, unsigned weightIdx) {
+  AffineMap weightMap =
+      op.getMatchingIndexingMap(&op->getOpOperand(weightIdx));
+  AffineMap resultMap =
+      op.getIndexingMapMatchingResult(cast<OpResult>(op->getResult(0)));
+  auto iterators = op.getIteratorTypesArray();
+  std::optional<std::pair<int64_t, int64_t>> found;
+  for (auto [weightDim, expr] : llvm::enumerate(weightMap.getResults())) {
+    auto d = dyn_cast<AffineDimExpr>(expr);
+    if (!d || iterators[d.getPosition()] != utils::IteratorType::parallel)
+      continue;
+    if (std::optional<unsigned> r = resultMap.getResultPosition(d))
+      found = {static_cast<int64_t>(weightDim), *r};
+  }
+  return found;
+}
+
+} // namespace
+
+TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
+                                                int64_t devices) {
+  TensorParallelPlan plan;
+  DenseSet<Operation *> rowOps, columnOps;
+  auto replicate = [&](Operation *op, const Twine &why) {
+    plan.replicated.push_back({op, why.str()});
+  };
+  func.walk([&](linalg::LinalgOp op) {
+    std::optional<unsigned> weightIdx = getWeightOperand(op);
+    if (!weightIdx || rowOps.contains(op))
+      return;
+    BlockArgument weight = getWeightArg(op->getOperand(*weightIdx));
+    auto out = getOutputDim(op, *weightIdx);
+    if (!out)
+      return replicate(op, "its weight has no output dim");
+    auto [weightDim, resultDim] = *out;
+    int64_t size = cast<ShapedType>(weight.getType()).getDimSize(weightDim);
+    if (size % devices != 0)
+      return replicate(op, "output dim of size " + Twine(size) +
+                               " does not divide by " + Twine(devices) +
+                               " devices");
+    SplitTracker tracker(devices);
+    if (!tracker.follow(op->getResult(0), resultDim))
+      return replicate(op, "its output dim cannot stay split: " +
+                               tracker.failure);
+    if (tracker.rows.empty() && !tracker.reachesResult)
+      return replicate(op, "its output reaches no row-parallel contraction");
+    if (tracker.rows.empty() == false && tracker.reachesResult)
+      return replicate(op, "its output reaches both a row-parallel "
+                           "contraction and a function result");
+    for (auto &entry : tracker.rows) {
+      if (columnOps.contains(entry.first))
+        return replicate(op, "its row-parallel partner is already column-"
+                             "parallel");
+      BlockArgument rowWeight =
+          getWeightArg(entry.first->getOperand(*getWeightOperand(entry.first)));
+      auto it = plan.splits.find(rowWeight);
+      if (it != plan.splits.end() && (it->second.role != SplitRole::Row ||
+                                      it->second.dim != entry.second))
+        return replicate(op, "its row-parallel partner's weight is already "
+                             "split differently");
+    }
+    // Only weights read as plain operands can be annotated; one that an
+    // op reads inside its body (an embedding table) stays whole.
+    SmallVector<BlockArgument> touched = {weight};
+    for (auto &entry : tracker.rows)
+      touched.push_back(
+          getWeightArg(entry.first->getOperand(*getWeightOperand(entry.first))));
+    for (BlockArgument arg : touched)
+      if (!isReadAsOperandOnly(arg))
+        return replicate(op, "weight '" + getWeightName(arg) +
+                                 "' is also read inside an op body");
+    auto existing = plan.splits.find(weight);
+    if (existing != plan.splits.end())
+      return replicate(op, "its weight is already split for another use");
+    // Commit.
+    columnOps.insert(op);
+    plan.splits[weight] = {weightDim, tracker.rows.empty()
+                                          ? SplitRole::ColumnGathered
+                                          : SplitRole::Column};
+    for (auto &[rowOp, dim] : tracker.rows) {
+      rowOps.insert(rowOp);
+      plan.splits[getWeightArg(rowOp->getOperand(*getWeightOperand(rowOp)))] =
+          {dim, SplitRole::Row};
+    }
+    for (auto &[arg, dim] : tracker.biases)
+      if (!plan.splits.count(arg) && isReadAsOperandOnly(arg))
+        plan.splits[arg] = {dim, SplitRole::Bias};
+  });
+  return plan;
+}
