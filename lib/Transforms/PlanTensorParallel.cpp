@@ -78,6 +78,37 @@ struct PlanTensorParallel
       func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName,
                       StringAttr::get(ctx, stringifySplitRole(split.role)));
     }
+    // Upstream partition needs every tensor argument read through exactly
+    // one shard.shard (it crashes on an unused argument and rejects one that
+    // an op reads inside its body, like an embedding table), so everything
+    // the plan does not split is annotated as replicated.
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0 || plan.splits.count(arg))
+        continue;
+      auto sharding = shard::ShardingOp::create(
+          b, arg.getLoc(), FlatSymbolRefAttr::get(ctx, kGridName),
+          ArrayRef<shard::GridAxesAttr>{b.getDenseI16ArrayAttr({})});
+      auto shardOp = shard::ShardOp::create(b, arg.getLoc(), arg, sharding,
+                                            /*annotate_for_users=*/true);
+      arg.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+    }
+    // Outputs are whole on every rank: a split result is gathered here.
+    func.walk([&](func::ReturnOp ret) {
+      OpBuilder rb(ret);
+      for (OpOperand &operand : ret->getOpOperands()) {
+        auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+        if (!type || type.getRank() == 0)
+          continue;
+        auto sharding = shard::ShardingOp::create(
+            rb, ret.getLoc(), FlatSymbolRefAttr::get(ctx, kGridName),
+            ArrayRef<shard::GridAxesAttr>{rb.getDenseI16ArrayAttr({})});
+        auto shardOp =
+            shard::ShardOp::create(rb, ret.getLoc(), operand.get(), sharding,
+                                   /*annotate_for_users=*/true);
+        operand.set(shardOp.getResult());
+      }
+    });
     for (const auto &[op, why] : plan.replicated)
       op->setAttr(TPDialect::kReplicatedAttrName, StringAttr::get(ctx, why));
   }

@@ -193,17 +193,15 @@ def dense_literal(arr, shape, elt):
     a = np.asarray(arr)
     if elt == "bf16":
         a = _to_bf16_bits(a)
-        want = np.uint16
-    else:
-        want = MLIR_TO_NP[elt]
-    if elt == "bf16":
-        pass
+    elif elt not in MLIR_TO_NP:
+        raise ToolError("error", "unsupported argument element type " + elt)
     elif a.dtype == np.bool_ or elt == "i1":
         a = a.astype(np.bool_)
     elif elt.startswith("i"):
+        want = MLIR_TO_NP[elt]
         a = a.astype(np.int64).astype(want)   # wraps unsigned to signless
     else:
-        a = a.astype(want)
+        a = a.astype(MLIR_TO_NP[elt])
     if a.size != int(np.prod(shape, dtype=np.int64)):
         raise ToolError("error", f"value of shape {a.shape} does not fit {_tensor_type(shape, elt)}")
     a = a.reshape(shape)

@@ -300,12 +300,13 @@ struct ReshapeShardingModel
       if (anyCombinationCarriable(op, geo))
         return failure();
       auto warnDropped = [&](int64_t dim, ArrayRef<GridAxis> axes) {
-        int64_t devices = collectiveProcessGroupSize(axes, grid.getShape());
-        op->emitWarning() << "split of " << (isExpand ? "result" : "source")
-                          << " dim " << dim << " (size "
-                          << geo.fineShape[dim] << ") over " << devices
-                          << " devices cannot pass through this reshape; "
-                             "the value is replicated around it";
+        InFlightDiagnostic diag = op->emitWarning();
+        diag << "split of " << (isExpand ? "result" : "source") << " dim "
+             << dim << " (size " << geo.fineShape[dim] << ") on grid axes [";
+        llvm::interleaveComma(axes, diag,
+                              [&](GridAxis axis) { diag << int64_t(axis); });
+        diag << "] cannot pass through this reshape; the value is "
+                "replicated around it";
       };
       loops = mapToLoops(geo, coarse, fine, grid, DropFn(warnDropped));
       if (failed(loops))
@@ -386,6 +387,11 @@ struct ReshapeShardingModel
         shardShapedType(reshape.getSrcType(), grid, srcSharding));
     auto localResultType = cast<RankedTensorType>(
         shardShapedType(reshape.getResultType(), grid, resultSharding));
+    // Upstream resharding returns a null value for layouts it cannot
+    // convert (e.g. away from halos) instead of failing.
+    if (!src)
+      return op->emitOpError("source could not be resharded to ")
+             << localSrcType;
     if (src.getType() != localSrcType)
       return op->emitOpError("partitioned source has type ")
              << src.getType() << ", expected " << localSrcType;

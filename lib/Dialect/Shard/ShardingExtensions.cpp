@@ -7,6 +7,7 @@
 
 #include "tp/Dialect/Shard/ShardingExtensions.h"
 #include "tp/Dialect/Shard/ReshapeShardingModel.h"
+#include "SliceConcatShardingModel.h"
 
 #include "mlir/Dialect/Linalg/Transforms/ShardingInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/Extensions/ShardingExtensions.h"
@@ -16,4 +17,5 @@ void mlir::tp::registerShardingExtensions(DialectRegistry &registry) {
   linalg::registerShardingInterfaceExternalModels(registry);
   tensor::registerShardingInterfaceExternalModels(registry);
   registerReshapeShardingModels(registry);
+  registerSliceConcatShardingModels(registry);
 }

@@ -77,19 +77,50 @@ mlir::tp::onnx_import::broadcastShapes(ArrayRef<SmallVector<int64_t>> shapes) {
   return result;
 }
 
-/// The map from the loops of a `resultShape` generic to an operand of
-/// `shape` that broadcasts to it: broadcast dims read index 0.
-static AffineMap getBroadcastMap(MLIRContext *ctx, ArrayRef<int64_t> shape,
-                                 ArrayRef<int64_t> resultShape) {
+/// Drops the dims of `v` listed in `drop` (all of size 1) with
+/// tensor.collapse_shape. Broadcasting then needs no constant index in an
+/// indexing map: upstream sharding only accepts maps made of dims.
+static Value dropUnitDims(OpBuilder &b, Location loc, Value v,
+                          ArrayRef<bool> drop) {
+  auto type = getTensorType(v);
+  if (!llvm::is_contained(drop, true))
+    return v;
+  SmallVector<ReassociationIndices> groups;
+  ReassociationIndices pending;
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    pending.push_back(d);
+    if (drop[d])
+      continue;
+    groups.push_back(pending);
+    pending.clear();
+    shape.push_back(type.getDimSize(d));
+  }
+  // Trailing dropped dims join the last group.
+  if (!groups.empty())
+    groups.back().append(pending.begin(), pending.end());
+  auto resultType = RankedTensorType::get(shape, type.getElementType());
+  return tensor::CollapseShapeOp::create(b, loc, resultType, v, groups);
+}
+
+/// Prepares an operand of `shape` that broadcasts to `resultShape`: drops
+/// its broadcast (size-1) dims and returns the map from the loops of the
+/// result to what is left.
+static std::pair<Value, AffineMap>
+broadcastOperand(OpBuilder &b, Location loc, Value v,
+                 ArrayRef<int64_t> resultShape) {
+  MLIRContext *ctx = b.getContext();
+  ArrayRef<int64_t> shape = getTensorType(v).getShape();
   size_t offset = resultShape.size() - shape.size();
+  SmallVector<bool> drop;
   SmallVector<AffineExpr> exprs;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1 && resultShape[offset + i] != 1)
-      exprs.push_back(getAffineConstantExpr(0, ctx));
-    else
+    drop.push_back(shape[i] == 1 && resultShape[offset + i] != 1);
+    if (!drop.back())
       exprs.push_back(getAffineDimExpr(offset + i, ctx));
   }
-  return AffineMap::get(resultShape.size(), 0, exprs, ctx);
+  return {dropUnitDims(b, loc, v, drop),
+          AffineMap::get(resultShape.size(), 0, exprs, ctx)};
 }
 
 Value mlir::tp::onnx_import::buildElementwise(OpBuilder &b, Location loc,
@@ -97,17 +128,19 @@ Value mlir::tp::onnx_import::buildElementwise(OpBuilder &b, Location loc,
                                               ArrayRef<int64_t> resultShape,
                                               Type resultElementType,
                                               ScalarBody body) {
-  MLIRContext *ctx = b.getContext();
   SmallVector<AffineMap> maps;
-  for (Value input : inputs)
-    maps.push_back(
-        getBroadcastMap(ctx, getTensorType(input).getShape(), resultShape));
+  SmallVector<Value> operands;
+  for (Value input : inputs) {
+    auto [operand, map] = broadcastOperand(b, loc, input, resultShape);
+    operands.push_back(operand);
+    maps.push_back(map);
+  }
   maps.push_back(b.getMultiDimIdentityMap(resultShape.size()));
   SmallVector<utils::IteratorType> iterators(resultShape.size(),
                                              utils::IteratorType::parallel);
   Value init = createEmpty(b, loc, resultShape, resultElementType);
   auto generic = linalg::GenericOp::create(
-      b, loc, init.getType(), inputs, init, maps, iterators,
+      b, loc, init.getType(), operands, init, maps, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         Value r = body(nb, nloc, args.drop_back());
         linalg::YieldOp::create(nb, nloc, r);
@@ -259,11 +292,20 @@ Value mlir::tp::onnx_import::buildContraction(OpBuilder &b, Location loc,
                                          ValueRange{init})
         .getResult(0);
 
+  // Broadcast ('1') dims are dropped from the operand, not indexed at 0.
+  auto dropOnes = [&](Value v, StringRef dims) {
+    SmallVector<bool> drop;
+    for (char c : dims)
+      drop.push_back(c == '1');
+    return dropUnitDims(b, loc, v, drop);
+  };
+  lhs = dropOnes(lhs, lhsDims);
+  rhs = dropOnes(rhs, rhsDims);
   auto mapFor = [&](StringRef dims) {
     SmallVector<AffineExpr> exprs;
     for (char c : dims)
-      exprs.push_back(c == '1' ? getAffineConstantExpr(0, ctx)
-                               : getAffineDimExpr(loops.find(c), ctx));
+      if (c != '1')
+        exprs.push_back(getAffineDimExpr(loops.find(c), ctx));
     return AffineMap::get(loops.size(), 0, exprs, ctx);
   };
   SmallVector<AffineMap> maps = {mapFor(lhsDims), mapFor(rhsDims),
@@ -326,19 +368,23 @@ Value mlir::tp::onnx_import::buildIndexedRead(
     function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange,
                                     ValueRange)>
         indexFn) {
-  MLIRContext *ctx = b.getContext();
   SmallVector<AffineMap> maps(inputMaps);
-  if (maps.empty())
-    for (Value input : inputs)
-      maps.push_back(
-          getBroadcastMap(ctx, getTensorType(input).getShape(), resultShape));
+  SmallVector<Value> operands(inputs);
+  if (maps.empty()) {
+    operands.clear();
+    for (Value input : inputs) {
+      auto [operand, map] = broadcastOperand(b, loc, input, resultShape);
+      operands.push_back(operand);
+      maps.push_back(map);
+    }
+  }
   maps.push_back(b.getMultiDimIdentityMap(resultShape.size()));
   SmallVector<utils::IteratorType> iterators(resultShape.size(),
                                              utils::IteratorType::parallel);
   Value init =
       createEmpty(b, loc, resultShape, getTensorType(source).getElementType());
   auto generic = linalg::GenericOp::create(
-      b, loc, init.getType(), inputs, init, maps, iterators,
+      b, loc, init.getType(), operands, init, maps, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         SmallVector<Value> loops;
         for (size_t d = 0; d < resultShape.size(); ++d)

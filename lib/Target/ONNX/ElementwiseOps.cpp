@@ -134,13 +134,34 @@ LogicalResult convertElementwise(NodeContext &ctx,
       return foldElementwise(ctx, spec, *shape, resultDType);
   }
 
+  // Known single-element inputs (epsilons, exponents, mask fill values)
+  // become scalar constants in the body rather than 0-d tensor operands.
   SmallVector<Value> operands;
-  for (unsigned i : present)
+  SmallVector<const ConstTensor *> scalarConsts;
+  for (unsigned i : present) {
+    const ConstTensor *c = ctx.constInput(i);
+    if (c && c->numel() == 1) {
+      scalarConsts.push_back(c);
+      continue;
+    }
+    scalarConsts.push_back(nullptr);
     operands.push_back(ctx.operand(i));
+  }
   bool srcUnsigned = isUnsignedDType(inputDType);
+  MLIRContext *mctx = ctx.b.getContext();
   Value result = buildElementwise(
       ctx.b, ctx.loc, operands, *shape, resultElementType,
-      [&](OpBuilder &b, Location loc, ValueRange scalars) {
+      [&](OpBuilder &b, Location loc, ValueRange tensorScalars) {
+        SmallVector<Value> scalars;
+        unsigned next = 0;
+        for (const ConstTensor *c : scalarConsts) {
+          if (!c) {
+            scalars.push_back(tensorScalars[next++]);
+            continue;
+          }
+          Type type = getElementType(mctx, c->dtype);
+          scalars.push_back(createScalar(b, loc, type, c->getAsDouble(0)));
+        }
         if (spec.result == ResultType::FromCastAttr)
           return castScalar(b, loc, scalars[0], resultElementType,
                             srcUnsigned, isUnsignedDType(resultDType));
