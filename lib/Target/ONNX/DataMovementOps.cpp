@@ -111,6 +111,13 @@ void setSlice(NodeContext &ctx, unsigned output, ArrayRef<int64_t> offsets,
   }
   Value input = ctx.operand(0);
   auto type = RankedTensorType::get(sizes, getTensorType(input).getElementType());
+  if (type.getNumElements() == 0) {
+    // An empty slice may start past the end, which extract_slice rejects.
+    ctx.setResult(output,
+                  createEmpty(ctx.b, ctx.loc, sizes, type.getElementType()),
+                  x.dtype);
+    return;
+  }
   Value result = tensor::ExtractSliceOp::create(
       ctx.b, ctx.loc, type, input, ValueRange{}, ValueRange{}, ValueRange{},
       offsets, sizes, strides);

@@ -252,7 +252,7 @@ static LogicalResult readValueType(const onnx::ValueInfoProto &info,
   if (!tt.has_shape())
     return failure();
   for (const auto &dim : tt.shape().dim()) {
-    if (dim.has_dim_value() && dim.dim_value() > 0) {
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
       shape.push_back(dim.dim_value());
       symbols.push_back("");
     } else {

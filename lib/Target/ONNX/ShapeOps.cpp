@@ -29,6 +29,17 @@ LogicalResult convertIdentity(NodeContext &ctx) {
 
 /// Inference-mode Dropout is the identity; its mask is all true.
 LogicalResult convertDropout(NodeContext &ctx) {
+  bool training = false;
+  if (ctx.hasInput(2)) {
+    const ConstTensor *mode = ctx.constInput(2);
+    if (!mode)
+      return ctx.emitError() << "training_mode must be known at import "
+                                "time; only inference (false) is supported";
+    training = mode->getAsInt(0) != 0;
+  }
+  if (training)
+    return ctx.emitError() << "training-mode Dropout is not supported; "
+                              "export the model in eval mode";
   if (failed(convertIdentity(ctx)))
     return failure();
   if (!ctx.hasOutput(1))

@@ -34,9 +34,9 @@ bool mlir::tp::parseInputShape(StringRef text, ONNXImportOptions &options,
     dims.split(parts, 'x');
     for (StringRef part : parts) {
       int64_t d;
-      if (part.trim().getAsInteger(10, d) || d <= 0) {
+      if (part.trim().getAsInteger(10, d) || d < 0) {
         error = "bad dim '" + part.str() + "' in --input-shape '" +
-                text.str() + "'; dims are positive integers joined by 'x'";
+                text.str() + "'; dims are non-negative integers joined by 'x'";
         return false;
       }
       shape.push_back(d);

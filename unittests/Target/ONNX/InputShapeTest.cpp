@@ -31,6 +31,6 @@ TEST(InputShape, RejectsBadText) {
   EXPECT_NE(error.find("name=DIMS"), std::string::npos);
   EXPECT_FALSE(parseInputShape("x=2xN", options, error));
   EXPECT_NE(error.find("bad dim 'N'"), std::string::npos);
-  EXPECT_FALSE(parseInputShape("x=0x4", options, error));
+  EXPECT_FALSE(parseInputShape("x=-1x4", options, error));
   EXPECT_FALSE(parseInputShape("=4", options, error));
 }
