@@ -70,13 +70,20 @@ struct PlanTensorParallel
   void annotate(func::FuncOp func, const TensorParallelPlan &plan) {
     OpBuilder b(func.getBody());
     MLIRContext *ctx = &getContext();
-    for (auto [arg, split] : plan.splits) {
-      Value sharding = createSplitSharding(b, arg.getLoc(), split.dim);
-      auto shardOp = shard::ShardOp::create(b, arg.getLoc(), arg, sharding,
+    for (auto [weight, split] : plan.splits) {
+      OpBuilder::InsertionGuard guard(b);
+      auto role = StringAttr::get(ctx, stringifySplitRole(split.role));
+      if (auto arg = dyn_cast<BlockArgument>(weight)) {
+        func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName, role);
+      } else {
+        b.setInsertionPointAfterValue(weight);
+        weight.getDefiningOp()->setAttr(TPDialect::kParallelAttrName, role);
+      }
+      Value sharding = createSplitSharding(b, weight.getLoc(), split.dim);
+      auto shardOp = shard::ShardOp::create(b, weight.getLoc(), weight,
+                                            sharding,
                                             /*annotate_for_users=*/true);
-      arg.replaceAllUsesExcept(shardOp.getResult(), shardOp);
-      func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName,
-                      StringAttr::get(ctx, stringifySplitRole(split.role)));
+      weight.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
     // Upstream partition needs every tensor argument read through exactly
     // one shard.shard (it crashes on an unused argument and rejects one that

@@ -35,8 +35,13 @@ StringRef mlir::tp::stringifySplitRole(SplitRole role) {
   llvm_unreachable("unknown split role");
 }
 
-/// A `tp.weight` argument of the enclosing function.
-static BlockArgument getWeightArg(Value v) {
+/// A `tp.weight` argument of the enclosing function, or a static slice of
+/// one (a fused projection split by tp-split-fused-projections).
+static Value getWeightArg(Value v) {
+  if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>())
+    return getWeightArg(slice.getSource()) && slice.getOffsets().empty()
+               ? v
+               : Value();
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg)
     return {};
@@ -49,14 +54,17 @@ static BlockArgument getWeightArg(Value v) {
 
 /// True if every use of `arg` is an input operand of a linalg op, so that
 /// an annotate_for_users shard op can stand in for it.
-static bool isReadAsOperandOnly(BlockArgument arg) {
+static bool isReadAsOperandOnly(Value arg) {
   return llvm::all_of(arg.getUses(), [](OpOperand &use) {
     auto op = dyn_cast<linalg::LinalgOp>(use.getOwner());
     return op && op.isDpsInput(&use);
   });
 }
 
-static std::string getWeightName(BlockArgument arg) {
+static std::string getWeightName(Value v) {
+  if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>())
+    return getWeightName(slice.getSource()) + " (slice)";
+  auto arg = cast<BlockArgument>(v);
   auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
   auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                 TPDialect::kWeightAttrName);
@@ -90,7 +98,7 @@ struct SplitTracker {
   /// Row-parallel contractions reached: op → weight dim that splits.
   llvm::MapVector<Operation *, int64_t> rows;
   /// Weights applied elementwise on the way, with their split dim.
-  llvm::MapVector<BlockArgument, int64_t> biases;
+  llvm::MapVector<Value, int64_t> biases;
   bool reachesResult = false;
   std::string failure;
 
@@ -187,7 +195,7 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
   for (OpOperand *input : op.getDpsInputOperands()) {
     if (input == &use)
       continue;
-    BlockArgument arg = getWeightArg(input->get());
+    Value arg = getWeightArg(input->get());
     if (!arg)
       continue;
     if (std::optional<unsigned> d =
@@ -230,7 +238,7 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     std::optional<unsigned> weightIdx = getWeightOperand(op);
     if (!weightIdx || rowOps.contains(op))
       return;
-    BlockArgument weight = getWeightArg(op->getOperand(*weightIdx));
+    Value weight = getWeightArg(op->getOperand(*weightIdx));
     auto out = getOutputDim(op, *weightIdx);
     if (!out)
       return replicate(op, "its weight has no output dim");
@@ -253,7 +261,7 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
       if (columnOps.contains(entry.first))
         return replicate(op, "its row-parallel partner is already column-"
                              "parallel");
-      BlockArgument rowWeight =
+      Value rowWeight =
           getWeightArg(entry.first->getOperand(*getWeightOperand(entry.first)));
       auto it = plan.splits.find(rowWeight);
       if (it != plan.splits.end() && (it->second.role != SplitRole::Row ||
@@ -263,11 +271,11 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     }
     // Only weights read as plain operands can be annotated; one that an
     // op reads inside its body (an embedding table) stays whole.
-    SmallVector<BlockArgument> touched = {weight};
+    SmallVector<Value> touched = {weight};
     for (auto &entry : tracker.rows)
       touched.push_back(
           getWeightArg(entry.first->getOperand(*getWeightOperand(entry.first))));
-    for (BlockArgument arg : touched)
+    for (Value arg : touched)
       if (!isReadAsOperandOnly(arg))
         return replicate(op, "weight '" + getWeightName(arg) +
                                  "' is also read inside an op body");

@@ -8,6 +8,7 @@
 #include "tp/Dialect/Shard/ShardingExtensions.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
+#include "tp/Transforms/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -34,6 +35,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::shard::registerShardPasses();
   mlir::tp::registerTPPasses();
+  mlir::tp::registerTPPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tp-mlir optimizer driver\n", registry));
 }

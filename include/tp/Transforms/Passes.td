@@ -24,6 +24,23 @@ def ModelSummary : Pass<"tp-model-summary", "::mlir::ModuleOp"> {
   ];
 }
 
+def SplitFusedProjections : Pass<"tp-split-fused-projections",
+                                 "::mlir::func::FuncOp"> {
+  let summary = "Split a fused projection (QKV) into one contraction per "
+                "slice of its output";
+  let description = [{
+    A weight contraction whose result (after elementwise ops such as a bias
+    add) is only ever cut into slices along its output dim, as a fused QKV
+    projection is, computes independent projections side by side. Splitting
+    its output dim across devices would hand each rank a mix of Q, K and V.
+    This pass rewrites it into one contraction per slice, each reading the
+    matching slice of the weight (and of every bias on the way), so that
+    each can be planned column-parallel on its own. The arithmetic is
+    unchanged.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

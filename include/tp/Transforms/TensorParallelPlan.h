@@ -37,8 +37,8 @@ struct WeightSplit {
 };
 
 struct TensorParallelPlan {
-  /// Weight arguments of the function and how each splits.
-  llvm::MapVector<BlockArgument, WeightSplit> splits;
+  /// Weights (arguments, or slices of them) and how each splits.
+  llvm::MapVector<Value, WeightSplit> splits;
   /// Weight contractions left replicated, with the reason.
   SmallVector<std::pair<Operation *, std::string>> replicated;
 };
@@ -46,8 +46,9 @@ struct TensorParallelPlan {
 /// Plans Megatron-style splits of `func` over `devices` ranks.
 TensorParallelPlan planTensorParallel(func::FuncOp func, int64_t devices);
 
-/// The weight argument a contraction reads, if exactly one of its two
-/// inputs is a `tp.weight` argument; returns its operand index.
+/// The weight a contraction reads, if exactly one of its two inputs is a
+/// `tp.weight` argument (or a static slice of one); returns its operand
+/// index.
 std::optional<unsigned> getWeightOperand(Operation *op);
 
 } // namespace mlir::tp

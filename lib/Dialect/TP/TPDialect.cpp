@@ -48,7 +48,8 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op, unsigned,
 LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kModelAttrName || name == kReplicatedAttrName)
+  if (name == kModelAttrName || name == kReplicatedAttrName ||
+      name == kParallelAttrName)
     return verifyNameTag(op, attr);
   if (name == kOpsetAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))

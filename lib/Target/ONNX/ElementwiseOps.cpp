@@ -39,6 +39,21 @@ Value cst(OpBuilder &b, Location loc, Value like, double v) {
   return createScalar(b, loc, like.getType(), v);
 }
 
+/// The single element of `c` as an arith.constant scalar, exact for int64.
+Value createConstScalar(OpBuilder &b, Location loc, MLIRContext *ctx,
+                        const ConstTensor &c) {
+  Type type = getElementType(ctx, c.dtype);
+  if (c.isFloat())
+    return createScalar(b, loc, type, c.floats[0]);
+  auto intType = cast<IntegerType>(type);
+  return arith::ConstantOp::create(
+      b, loc, intType,
+      b.getIntegerAttr(intType, APInt(intType.getWidth(),
+                                      static_cast<uint64_t>(c.ints[0]),
+                                      /*isSigned=*/true,
+                                      /*implicitTrunc=*/true)));
+}
+
 /// Folds the node when every input is a small constant.
 LogicalResult foldElementwise(NodeContext &ctx, const ElementwiseSpec &spec,
                               ArrayRef<int64_t> shape, DType resultDType) {
@@ -159,8 +174,7 @@ LogicalResult convertElementwise(NodeContext &ctx,
             scalars.push_back(tensorScalars[next++]);
             continue;
           }
-          Type type = getElementType(mctx, c->dtype);
-          scalars.push_back(createScalar(b, loc, type, c->getAsDouble(0)));
+          scalars.push_back(createConstScalar(b, loc, mctx, *c));
         }
         if (spec.result == ResultType::FromCastAttr)
           return castScalar(b, loc, scalars[0], resultElementType,
@@ -454,7 +468,9 @@ LogicalResult convertClip(NodeContext &ctx) {
     hi = ctx.attrFloat("max", std::numeric_limits<float>::max());
   }
   SmallVector<Value> operands = {ctx.operand(0)};
-  bool hasMin = ctx.hasInput(1), hasMax = ctx.hasInput(2);
+  // A bound is a scalar constant in the body when known, else an operand.
+  std::optional<unsigned> minOperand, maxOperand;
+  const ConstTensor *constBound[3] = {nullptr, nullptr, nullptr};
   for (unsigned i : {1u, 2u}) {
     if (!ctx.hasInput(i))
       continue;
@@ -462,22 +478,31 @@ LogicalResult convertClip(NodeContext &ctx) {
       return ctx.emitError() << (i == 1 ? "min" : "max")
                              << " must be a scalar, got "
                              << formatShape(ctx.input(i).shape);
+    if ((constBound[i] = ctx.constInput(i)))
+      continue;
+    (i == 1 ? minOperand : maxOperand) = operands.size();
     operands.push_back(ctx.operand(i));
   }
+  MLIRContext *mctx = ctx.b.getContext();
   Value result = buildElementwise(
       ctx.b, ctx.loc, operands, x.shape, elementType,
       [&](OpBuilder &b, Location loc, ValueRange s) {
         bool isUnsigned = isUnsignedDType(x.dtype);
+        auto bound = [&](unsigned i, std::optional<unsigned> operand,
+                         std::optional<double> attr) -> Value {
+          if (constBound[i])
+            return createConstScalar(b, loc, mctx, *constBound[i]);
+          if (operand)
+            return s[*operand];
+          if (attr)
+            return cst(b, loc, s[0], *attr);
+          return {};
+        };
         Value v = s[0];
-        unsigned next = 1;
-        if (hasMin)
-          v = buildMinMax(b, loc, {v, s[next++]}, true, isUnsigned);
-        else if (lo)
-          v = buildMinMax(b, loc, {v, cst(b, loc, v, *lo)}, true, isUnsigned);
-        if (hasMax)
-          v = buildMinMax(b, loc, {v, s[next++]}, false, isUnsigned);
-        else if (hi)
-          v = buildMinMax(b, loc, {v, cst(b, loc, v, *hi)}, false, isUnsigned);
+        if (Value lo_ = bound(1, minOperand, lo))
+          v = buildMinMax(b, loc, {v, lo_}, true, isUnsigned);
+        if (Value hi_ = bound(2, maxOperand, hi))
+          v = buildMinMax(b, loc, {v, hi_}, false, isUnsigned);
         return v;
       });
   ctx.setResult(0, result, x.dtype);

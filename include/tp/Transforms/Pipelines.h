@@ -1,0 +1,43 @@
+//===- Pipelines.h - named tp-mlir pipelines --------------------*- C++ -*-===//
+//
+// The pipelines tp-opt registers and tp-compile runs, built in one place so
+// that every stage a user sees can be rerun by name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TRANSFORMS_PIPELINES_H
+#define TP_TRANSFORMS_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace mlir {
+class OpPassManager;
+namespace tp {
+
+struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
+  PassOptions::Option<int64_t> devices{
+      *this, "devices", llvm::cl::desc("Number of tensor-parallel ranks"),
+      llvm::cl::init(2)};
+  PassOptions::Option<std::string> strategy{
+      *this, "strategy", llvm::cl::desc("auto or config"),
+      llvm::cl::init("auto")};
+  PassOptions::Option<std::string> config{
+      *this, "config",
+      llvm::cl::desc("JSON rules for strategy=config (regex on weight names "
+                     "-> split dim or replicate)"),
+      llvm::cl::init("")};
+};
+
+/// plan → sharding-propagation → shard-partition → cleanup.
+void buildParallelizePipeline(OpPassManager &pm,
+                              const ParallelizeOptions &options);
+
+/// Registers `tp-parallelize`.
+void registerTPPipelines();
+
+} // namespace tp
+} // namespace mlir
+
+#endif // TP_TRANSFORMS_PIPELINES_H

@@ -1,0 +1,44 @@
+//===- Pipelines.cpp - named tp-mlir pipelines ----------------------------===//
+//
+// `tp-parallelize`: the tensor-parallel plan, then upstream sharding
+// propagation and partition, then cleanup. The result is one SPMD program
+// for every rank, with shard.all_reduce / all_gather where the plan needs
+// them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Transforms/Pipelines.h"
+
+#include "tp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
+                                        const ParallelizeOptions &options) {
+  PlanTensorParallelOptions plan;
+  plan.devices = options.devices;
+  plan.strategy = options.strategy;
+  plan.config = options.config;
+  pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
+  pm.addPass(createPlanTensorParallel(plan));
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(shard::createShardingPropagation());
+  func.addPass(shard::createPartition());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::tp::registerTPPipelines() {
+  PassPipelineRegistration<ParallelizeOptions>(
+      "tp-parallelize",
+      "Split @main across devices: tensor-parallel plan, sharding "
+      "propagation, partition, cleanup",
+      buildParallelizePipeline);
+}

@@ -1,0 +1,165 @@
+//===- SplitFusedProjections.cpp - tp-split-fused-projections -------------===//
+//
+// Rewrites a fused projection (one weight contraction whose output is cut
+// into Q, K and V slices) into one contraction per slice, so that each can
+// be split column-parallel without mixing the three on a rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/Passes.h"
+#include "tp/Transforms/TensorParallelPlan.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_SPLITFUSEDPROJECTIONS
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// One op of the chain from the contraction to the slices, and the operand
+/// that carries the chain.
+struct ChainLink {
+  linalg::LinalgOp op;
+  unsigned chainOperand;
+};
+
+/// Slices `v` along `dim` to [offset, offset + size).
+Value sliceAlong(OpBuilder &b, Location loc, Value v, int64_t dim,
+                 int64_t offset, int64_t size) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> offsets(type.getRank(), 0), sizes(type.getShape()),
+      strides(type.getRank(), 1);
+  offsets[dim] = offset;
+  sizes[dim] = size;
+  auto resultType = RankedTensorType::get(sizes, type.getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, resultType, v, ValueRange{},
+                                        ValueRange{}, ValueRange{}, offsets,
+                                        sizes, strides);
+}
+
+/// The operand dim that loop `loop` indexes, if any.
+std::optional<int64_t> operandDimOfLoop(linalg::LinalgOp op, OpOperand &operand,
+                                        unsigned loop) {
+  if (auto pos = op.getMatchingIndexingMap(&operand).getResultPosition(
+          getAffineDimExpr(loop, op->getContext())))
+    return *pos;
+  return std::nullopt;
+}
+
+struct SplitFusedProjections
+    : tp::impl::SplitFusedProjectionsBase<SplitFusedProjections> {
+  void runOnOperation() override {
+    SmallVector<linalg::LinalgOp> candidates;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (getWeightOperand(op))
+        candidates.push_back(op);
+    });
+    for (linalg::LinalgOp op : candidates)
+      trySplit(op);
+  }
+
+  void trySplit(linalg::LinalgOp contraction) {
+    unsigned weightIdx = *getWeightOperand(contraction);
+    AffineMap resultMap = contraction.getIndexingMapMatchingResult(
+        cast<OpResult>(contraction->getResult(0)));
+    AffineMap weightMap =
+        contraction.getMatchingIndexingMap(&contraction->getOpOperand(weightIdx));
+    // The output loop: a parallel loop of the weight that the result keeps.
+    std::optional<unsigned> loop;
+    for (AffineExpr e : weightMap.getResults()) {
+      auto d = dyn_cast<AffineDimExpr>(e);
+      if (d && contraction.getIteratorTypesArray()[d.getPosition()] ==
+                   utils::IteratorType::parallel &&
+          resultMap.getResultPosition(d))
+        loop = d.getPosition();
+    }
+    if (!loop)
+      return;
+    int64_t dim = *resultMap.getResultPosition(
+        getAffineDimExpr(*loop, contraction->getContext()));
+
+    // Walk single-use elementwise ops that keep the dim in place.
+    SmallVector<ChainLink> chain = {{contraction, weightIdx}};
+    Value end = contraction->getResult(0);
+    while (end.hasOneUse()) {
+      auto next = dyn_cast<linalg::LinalgOp>(*end.getUsers().begin());
+      if (!next || next.getNumReductionLoops() != 0 ||
+          next->getNumResults() != 1 || !next.isDpsInput(&*end.getUses().begin()))
+        break;
+      OpOperand &use = *end.getUses().begin();
+      AffineMap map = next.getMatchingIndexingMap(&use);
+      AffineMap out = next.getIndexingMapMatchingResult(
+          cast<OpResult>(next->getResult(0)));
+      if (!map.isIdentity() || !out.isIdentity())
+        break;
+      chain.push_back({next, use.getOperandNumber()});
+      end = next->getResult(0);
+    }
+    // All users must be slices that cut `dim` only, together covering it.
+    SmallVector<tensor::ExtractSliceOp> slices;
+    for (Operation *user : end.getUsers()) {
+      auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
+      if (!slice || !slice.getOffsets().empty() || !slice.getSizes().empty() ||
+          slice.getResultType().getRank() != slice.getSourceType().getRank())
+        return;
+      for (int64_t d = 0, e = slice.getSourceType().getRank(); d < e; ++d) {
+        bool whole = slice.getStaticOffsets()[d] == 0 &&
+                     slice.getStaticStrides()[d] == 1 &&
+                     slice.getStaticSizes()[d] ==
+                         slice.getSourceType().getDimSize(d);
+        if (d != dim && !whole)
+          return;
+        if (d == dim && slice.getStaticStrides()[d] != 1)
+          return;
+      }
+      slices.push_back(slice);
+    }
+    if (slices.size() < 2)
+      return;
+
+    for (tensor::ExtractSliceOp slice : slices) {
+      int64_t offset = slice.getStaticOffsets()[dim];
+      int64_t size = slice.getStaticSizes()[dim];
+      OpBuilder b(slice);
+      Value carried;
+      for (auto [i, link] : llvm::enumerate(chain)) {
+        IRMapping mapping;
+        // Slice every operand that indexes the output loop (the weight,
+        // biases); the chain value itself comes from the previous clone.
+        for (OpOperand &operand : link.op->getOpOperands()) {
+          if (i > 0 && operand.getOperandNumber() == link.chainOperand) {
+            mapping.map(operand.get(), carried);
+            continue;
+          }
+          unsigned l = i == 0 ? *loop : static_cast<unsigned>(dim);
+          std::optional<int64_t> d =
+              operandDimOfLoop(link.op, operand, l);
+          if (!d)
+            continue;
+          mapping.map(operand.get(), sliceAlong(b, slice.getLoc(),
+                                                operand.get(), *d, offset,
+                                                size));
+        }
+        Operation *clone = b.clone(*link.op, mapping);
+        clone->getResult(0).setType(slice.getResultType().clone(
+            cast<ShapedType>(link.op->getResult(0).getType())
+                .getElementType()));
+        carried = clone->getResult(0);
+      }
+      slice.replaceAllUsesWith(carried);
+      slice.erase();
+    }
+    for (ChainLink &link : llvm::reverse(chain))
+      link.op->erase();
+  }
+};
+
+} // namespace
