@@ -30,6 +30,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   pm.addPass(createPlanTensorParallel(plan));
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(shard::createShardingPropagation());
+  func.addPass(createCheckPartitionable());
   func.addPass(shard::createPartition());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

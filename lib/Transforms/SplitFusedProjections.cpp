@@ -45,6 +45,18 @@ Value sliceAlong(OpBuilder &b, Location loc, Value v, int64_t dim,
                                         sizes, strides);
 }
 
+/// An init tensor like `init` (tensor.empty, or a linalg.fill of one) but of
+/// `shape`.
+Value createInit(OpBuilder &b, Location loc, Value init,
+                 ArrayRef<int64_t> shape) {
+  Type elementType = cast<ShapedType>(init.getType()).getElementType();
+  Value empty = tensor::EmptyOp::create(b, loc, shape, elementType);
+  if (auto fill = init.getDefiningOp<linalg::FillOp>())
+    return linalg::FillOp::create(b, loc, fill.getInputs()[0], empty)
+        .getResult(0);
+  return empty;
+}
+
 /// The operand dim that loop `loop` indexes, if any.
 std::optional<int64_t> operandDimOfLoop(linalg::LinalgOp op, OpOperand &operand,
                                         unsigned loop) {
@@ -139,6 +151,14 @@ struct SplitFusedProjections
             mapping.map(operand.get(), carried);
             continue;
           }
+          // A fresh init of the slice's shape rather than a slice of the
+          // old one: an init is only zeros or scratch.
+          if (link.op.isDpsInit(&operand)) {
+            mapping.map(operand.get(),
+                        createInit(b, slice.getLoc(), operand.get(),
+                                   slice.getResultType().getShape()));
+            continue;
+          }
           unsigned l = i == 0 ? *loop : static_cast<unsigned>(dim);
           std::optional<int64_t> d =
               operandDimOfLoop(link.op, operand, l);
@@ -157,8 +177,24 @@ struct SplitFusedProjections
       slice.replaceAllUsesWith(carried);
       slice.erase();
     }
-    for (ChainLink &link : llvm::reverse(chain))
+    SmallVector<Operation *> inits;
+    for (ChainLink &link : llvm::reverse(chain)) {
+      for (Value init : link.op.getDpsInits())
+        if (Operation *def = init.getDefiningOp())
+          inits.push_back(def);
       link.op->erase();
+    }
+    // The old inits (a fill of an empty) are dead now; partition cannot
+    // leave dead tensors unannotated, so remove them.
+    while (!inits.empty()) {
+      Operation *def = inits.pop_back_val();
+      if (!def->use_empty() || !isa<tensor::EmptyOp, linalg::FillOp>(def))
+        continue;
+      for (Value operand : def->getOperands())
+        if (Operation *producer = operand.getDefiningOp())
+          inits.push_back(producer);
+      def->erase();
+    }
   }
 };
 

@@ -41,6 +41,20 @@ def SplitFusedProjections : Pass<"tp-split-fused-projections",
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def CheckPartitionable : Pass<"tp-check-partitionable",
+                              "::mlir::func::FuncOp"> {
+  let summary = "Check that a function is fully annotated before "
+                "shard-partition runs";
+  let description = [{
+    LLVM 22's `shard-partition` assumes, without checking, that every tensor
+    argument is read by exactly one `shard.shard`, that every tensor operand
+    comes from an `annotate_for_users` `shard.shard`, and that every tensor
+    result has exactly one use, a `shard.shard`; otherwise it crashes. This
+    pass checks the same rules and reports the first op that breaks them, so
+    that a plan that cannot be partitioned is a diagnostic, not a crash.
+  }];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

@@ -7,7 +7,7 @@
 
 #include "tp/Dialect/Shard/ShardingExtensions.h"
 #include "tp/Dialect/Shard/ReshapeShardingModel.h"
-#include "SliceConcatShardingModel.h"
+#include "DataMovementShardingModels.h"
 
 #include "mlir/Dialect/Linalg/Transforms/ShardingInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/Extensions/ShardingExtensions.h"
@@ -17,5 +17,5 @@ void mlir::tp::registerShardingExtensions(DialectRegistry &registry) {
   linalg::registerShardingInterfaceExternalModels(registry);
   tensor::registerShardingInterfaceExternalModels(registry);
   registerReshapeShardingModels(registry);
-  registerSliceConcatShardingModels(registry);
+  registerDataMovementShardingModels(registry);
 }

@@ -1,14 +1,14 @@
-//===- SliceConcatShardingModel.cpp - sharding of slices and concats ------===//
+//===- DataMovementShardingModels.cpp - slices, concats, pads -------------===//
 //
-// ShardingInterface models for tensor.extract_slice and tensor.concat. A
-// dim that the op does not cut (a slice that keeps the whole dim, a concat
-// along another dim) can stay split: every rank slices or concatenates its
-// own shard, with no communication. A split of the cut dim is refused, so
-// propagation replicates it instead.
+// ShardingInterface models for tensor.extract_slice, tensor.concat and
+// tensor.pad. A dim that the op does not cut (a slice that keeps the whole
+// dim, a concat along another dim, a dim without padding) can stay split: every rank slices or concatenates its
+// own shard, with no communication. The cut dim is kept whole: a split
+// asked of it is replicated, and partition gathers around the op.
 //
 //===----------------------------------------------------------------------===//
 
-#include "SliceConcatShardingModel.h"
+#include "DataMovementShardingModels.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -22,15 +22,18 @@ using namespace mlir::shard;
 
 namespace {
 
-/// Fails if the option splits any loop in `cut`.
-LogicalResult refuseCutLoops(FailureOr<ShardingOption> option,
-                             ArrayRef<bool> cut) {
+/// Replicates every loop in `cut` that the option would split. Failing
+/// instead would leave the op unannotated, which upstream partition cannot
+/// handle; replicating makes partition gather or slice around the op.
+FailureOr<ShardingOption> replicateCutLoops(FailureOr<ShardingOption> option,
+                                            ArrayRef<bool> cut) {
   if (failed(option))
     return failure();
   for (auto [loop, axes] : llvm::enumerate(option->shardingArray))
-    if (!axes.empty() && loop < cut.size() && cut[loop])
-      return failure();
-  return success();
+    if (loop < cut.size() && cut[loop])
+      axes.clear();
+  removeTrailingEmptySubArray(option->shardingArray);
+  return option;
 }
 
 struct ExtractSliceShardingModel
@@ -75,11 +78,9 @@ struct ExtractSliceShardingModel
     auto slice = cast<tensor::ExtractSliceOp>(op);
     if (!isModelled(slice))
       return failure();
-    FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
-        op, operandShardings, resultShardings);
-    if (failed(refuseCutLoops(option, cutDims(slice))))
-      return failure();
-    return option;
+    return replicateCutLoops(shard::detail::defaultGetShardingOption(
+                                 op, operandShardings, resultShardings),
+                             cutDims(slice));
   }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
@@ -132,11 +133,9 @@ struct ConcatShardingModel
     auto concat = cast<tensor::ConcatOp>(op);
     SmallVector<bool> cut(concat.getResultType().getRank(), false);
     cut[concat.getDim()] = true;
-    FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
-        op, operandShardings, resultShardings);
-    if (failed(refuseCutLoops(option, cut)))
-      return failure();
-    return option;
+    return replicateCutLoops(shard::detail::defaultGetShardingOption(
+                                 op, operandShardings, resultShardings),
+                             cut);
   }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
@@ -154,11 +153,80 @@ struct ConcatShardingModel
   }
 };
 
+struct PadShardingModel
+    : public ShardingInterface::ExternalModel<PadShardingModel, tensor::PadOp> {
+  /// Static pads with a padding value defined outside the region only.
+  static bool isModelled(tensor::PadOp pad) {
+    return pad->getNumOperands() == 1 && pad.getConstantPaddingValue();
+  }
+
+  static SmallVector<bool> paddedDims(tensor::PadOp pad) {
+    SmallVector<bool> cut;
+    for (auto [low, high] : llvm::zip(pad.getStaticLow(), pad.getStaticHigh()))
+      cut.push_back(low != 0 || high != 0);
+    return cut;
+  }
+
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(
+        cast<tensor::PadOp>(op).getResultType().getRank(),
+        utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto pad = cast<tensor::PadOp>(op);
+    if (!isModelled(pad))
+      return {};
+    AffineMap id = AffineMap::getMultiDimIdentityMap(
+        pad.getResultType().getRank(), op->getContext());
+    return {id, id};
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    auto pad = cast<tensor::PadOp>(op);
+    if (!isModelled(pad))
+      return failure();
+    return replicateCutLoops(shard::detail::defaultGetShardingOption(
+                                 op, operandShardings, resultShardings),
+                             paddedDims(pad));
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    auto pad = cast<tensor::PadOp>(op);
+    auto localSource = cast<RankedTensorType>(partitionedOperands[0].getType());
+    SmallVector<int64_t> shape;
+    SmallVector<OpFoldResult> low, high;
+    for (auto [d, lo, hi] : llvm::enumerate(pad.getStaticLow(),
+                                            pad.getStaticHigh())) {
+      shape.push_back(localSource.getDimSize(d) + lo + hi);
+      low.push_back(builder.getIndexAttr(lo));
+      high.push_back(builder.getIndexAttr(hi));
+    }
+    Value padValue = pad.getConstantPaddingValue();
+    padValue = partitionMap.lookupOrDefault(padValue);
+    auto type = RankedTensorType::get(shape, localSource.getElementType());
+    auto local = tensor::PadOp::create(builder, op->getLoc(), type,
+                                       partitionedOperands[0], low, high,
+                                       padValue);
+    partitionMap.map(op->getResult(0), local.getResult());
+    partitionMap.map(op, local.getOperation());
+    return success();
+  }
+};
+
 } // namespace
 
-void mlir::tp::registerSliceConcatShardingModels(DialectRegistry &registry) {
+void mlir::tp::registerDataMovementShardingModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, tensor::TensorDialect *) {
     tensor::ExtractSliceOp::attachInterface<ExtractSliceShardingModel>(*ctx);
     tensor::ConcatOp::attachInterface<ConcatShardingModel>(*ctx);
+    tensor::PadOp::attachInterface<PadShardingModel>(*ctx);
   });
 }
