@@ -73,11 +73,14 @@ struct PlanTensorParallel
     for (auto [weight, split] : plan.splits) {
       OpBuilder::InsertionGuard guard(b);
       auto role = StringAttr::get(ctx, stringifySplitRole(split.role));
+      auto block = b.getI64IntegerAttr(split.block);
       if (auto arg = dyn_cast<BlockArgument>(weight)) {
         func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName, role);
+        func.setArgAttr(arg.getArgNumber(), TPDialect::kBlockAttrName, block);
       } else {
         b.setInsertionPointAfterValue(weight);
         weight.getDefiningOp()->setAttr(TPDialect::kParallelAttrName, role);
+        weight.getDefiningOp()->setAttr(TPDialect::kBlockAttrName, block);
       }
       Value sharding = createSplitSharding(b, weight.getLoc(), split.dim);
       auto shardOp = shard::ShardOp::create(b, weight.getLoc(), weight,

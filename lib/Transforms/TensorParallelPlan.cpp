@@ -231,6 +231,7 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
                                                 int64_t devices) {
   TensorParallelPlan plan;
   DenseSet<Operation *> rowOps, columnOps;
+  int64_t nextBlock = 0;
   auto replicate = [&](Operation *op, const Twine &why) {
     plan.replicated.push_back({op, why.str()});
   };
@@ -282,19 +283,29 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     auto existing = plan.splits.find(weight);
     if (existing != plan.splits.end())
       return replicate(op, "its weight is already split for another use");
-    // Commit.
+    // Commit. Columns that share a row partner (Q, K, V) share its block.
+    int64_t block = nextBlock;
+    for (auto &entry : tracker.rows) {
+      auto it = plan.splits.find(getWeightArg(
+          entry.first->getOperand(*getWeightOperand(entry.first))));
+      if (it != plan.splits.end())
+        block = it->second.block;
+    }
+    if (block == nextBlock)
+      ++nextBlock;
     columnOps.insert(op);
-    plan.splits[weight] = {weightDim, tracker.rows.empty()
-                                          ? SplitRole::ColumnGathered
-                                          : SplitRole::Column};
+    plan.splits[weight] = {weightDim,
+                           tracker.rows.empty() ? SplitRole::ColumnGathered
+                                                : SplitRole::Column,
+                           block};
     for (auto &[rowOp, dim] : tracker.rows) {
       rowOps.insert(rowOp);
       plan.splits[getWeightArg(rowOp->getOperand(*getWeightOperand(rowOp)))] =
-          {dim, SplitRole::Row};
+          {dim, SplitRole::Row, block};
     }
     for (auto &[arg, dim] : tracker.biases)
       if (!plan.splits.count(arg) && isReadAsOperandOnly(arg))
-        plan.splits[arg] = {dim, SplitRole::Bias};
+        plan.splits[arg] = {dim, SplitRole::Bias, block};
   });
   return plan;
 }

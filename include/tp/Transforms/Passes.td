@@ -55,6 +55,25 @@ def CheckPartitionable : Pass<"tp-check-partitionable",
   }];
 }
 
+def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
+  let summary = "Explain a partitioned module: splits, collectives, bytes";
+  let description = [{
+    Run after `tp-parallelize`. Prints, per block (a column→row group; a
+    transformer layer is two: attention and MLP), which weights split how
+    and their local shapes, and every collective with the activation it
+    moves and the bytes each rank sends: A·(t−1)/t for all-gather and
+    reduce-scatter, 2·A·(t−1)/t for all-reduce, 0 for a local all_slice.
+    Then the contractions left replicated and why, weight and activation
+    bytes per device, and the (tensor, sequence, pipeline) support triple
+    (what optimum-neuron's `is_model_supported` returns) for this model.
+    `--tp-explain=json` prints one JSON object instead. The IR is unchanged.
+  }];
+  let options = [
+    Option<"json", "json", "bool", /*default=*/"false",
+           "Print the explanation as one JSON object">
+  ];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

@@ -34,6 +34,9 @@ StringRef stringifySplitRole(SplitRole role);
 struct WeightSplit {
   int64_t dim;
   SplitRole role;
+  /// The column→row group (block) the weight belongs to, numbered in program
+  /// order; the weights of one block share the collective that ends it.
+  int64_t block;
 };
 
 struct TensorParallelPlan {

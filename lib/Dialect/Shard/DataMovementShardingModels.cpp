@@ -22,6 +22,16 @@ using namespace mlir::shard;
 
 namespace {
 
+/// Records `local` as the partition of `op`, keeping the discardable
+/// attributes (tp.parallel, tp.block) that later stages read.
+LogicalResult mapLocal(Operation *op, Operation *local, IRMapping &map) {
+  for (NamedAttribute attr : op->getDiscardableAttrs())
+    local->setAttr(attr.getName(), attr.getValue());
+  map.map(op->getResult(0), local->getResult(0));
+  map.map(op, local);
+  return success();
+}
+
 /// Replicates every loop in `cut` that the option would split. Failing
 /// instead would leave the op unannotated, which upstream partition cannot
 /// handle; replicating makes partition gather or slice around the op.
@@ -105,9 +115,7 @@ struct ExtractSliceShardingModel
         builder, op->getLoc(), type, partitionedOperands[0], ValueRange{},
         ValueRange{}, ValueRange{}, slice.getStaticOffsets(), sizes,
         slice.getStaticStrides());
-    partitionMap.map(op->getResult(0), local.getResult());
-    partitionMap.map(op, local.getOperation());
-    return success();
+    return mapLocal(op, local, partitionMap);
   }
 };
 
@@ -147,9 +155,7 @@ struct ConcatShardingModel
     auto concat = cast<tensor::ConcatOp>(op);
     auto local = tensor::ConcatOp::create(builder, op->getLoc(),
                                           concat.getDim(), partitionedOperands);
-    partitionMap.map(op->getResult(0), local.getResult());
-    partitionMap.map(op, local.getOperation());
-    return success();
+    return mapLocal(op, local, partitionMap);
   }
 };
 
@@ -215,9 +221,7 @@ struct PadShardingModel
     auto local = tensor::PadOp::create(builder, op->getLoc(), type,
                                        partitionedOperands[0], low, high,
                                        padValue);
-    partitionMap.map(op->getResult(0), local.getResult());
-    partitionMap.map(op, local.getOperation());
-    return success();
+    return mapLocal(op, local, partitionMap);
   }
 };
 

@@ -26,6 +26,14 @@ static LogicalResult verifyNameTag(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+static LogicalResult verifyBlock(Operation *op, NamedAttribute attr) {
+  auto block = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!block || block.getInt() < 0)
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' must be a non-negative integer";
+  return success();
+}
+
 LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                   unsigned,
                                                   NamedAttribute attr) {
@@ -33,6 +41,8 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (name == kWeightAttrName || name == kInputAttrName ||
       name == kParallelAttrName)
     return verifyNameTag(op, attr);
+  if (name == kBlockAttrName)
+    return verifyBlock(op, attr);
   return op->emitOpError() << "unknown argument attribute '" << name << "'";
 }
 
@@ -51,6 +61,8 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
   if (name == kModelAttrName || name == kReplicatedAttrName ||
       name == kParallelAttrName)
     return verifyNameTag(op, attr);
+  if (name == kBlockAttrName)
+    return verifyBlock(op, attr);
   if (name == kOpsetAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be an integer";

@@ -26,6 +26,8 @@ def TP_Dialect : Dialect {
       the ONNX graph input or output name.
     - `tp.parallel = "column" | "row" | "column-gathered" | "bias"` on a
       weight argument: how tp-plan-tensor-parallel split it.
+    - `tp.block = N` next to `tp.parallel`: the column→row group the weight
+      belongs to (one collective ends each block).
     - `tp.replicated = "<reason>"` on a contraction: why the planner left
       its weight whole.
     - `tp.model = "<path>"` and `tp.external_data = ["<file>", ...]` on the
@@ -45,6 +47,7 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kParallelAttrName = "tp.parallel";
     static constexpr llvm::StringLiteral kReplicatedAttrName =
         "tp.replicated";
+    static constexpr llvm::StringLiteral kBlockAttrName = "tp.block";
   }];
 }
 

@@ -1,0 +1,299 @@
+//===- Explain.cpp - tp-explain -------------------------------------------===//
+//
+// Reads a partitioned module back to the user: which weights split, which
+// collectives run and how many bytes each rank moves, what stayed
+// replicated and why, and what a rank holds. The cost model is the
+// textbook ring one: all-reduce 2·A·(t−1)/t, all-gather and reduce-scatter
+// A·(t−1)/t per rank for an activation of A bytes on t ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_EXPLAIN
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+int64_t bytesOf(Type type) {
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  return shaped.getNumElements() *
+         llvm::divideCeil(shaped.getElementTypeBitWidth(), 8);
+}
+
+std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  type.print(os);
+  return s;
+}
+
+/// The ONNX node an op came from (its NameLoc; imported IR printed with
+/// -mlir-print-debuginfo keeps them), else the location as printed.
+std::string nodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (auto name = dyn_cast<NameLoc>(inner))
+        return name.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return llvm::formatv("{0}:{1}", file.getFilename(), file.getLine()).str();
+  return "?";
+}
+
+struct WeightInfo {
+  std::string name, role, localType;
+  int64_t block = -1, localBytes = 0;
+};
+
+struct CollectiveInfo {
+  std::string kind, type, node;
+  int64_t activationBytes = 0, movedBytes = 0, block = -1;
+};
+
+/// The block of the nearest weight an op reads, walking producers back a
+/// few steps (a collective follows the contraction it completes).
+int64_t findBlock(Value v, func::FuncOp func, unsigned depth = 6) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (arg.getOwner()->getParentOp() != func)
+      return -1;
+    auto block = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                    TPDialect::kBlockAttrName);
+    return block ? block.getInt() : -1;
+  }
+  Operation *def = v.getDefiningOp();
+  if (!def || depth == 0)
+    return -1;
+  if (auto block = def->getAttrOfType<IntegerAttr>(TPDialect::kBlockAttrName))
+    return block.getInt();
+  for (Value operand : def->getOperands())
+    if (int64_t b = findBlock(operand, func, depth - 1); b >= 0)
+      return b;
+  return -1;
+}
+
+struct Explain : tp::impl::ExplainBase<Explain> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t devices = 1;
+    std::string gridName;
+    module.walk([&](shard::GridOp grid) {
+      gridName = grid.getSymName().str();
+      for (int64_t d : grid.getShape())
+        devices *= d;
+    });
+    module.walk([&](func::FuncOp func) {
+      if (!func.isExternal())
+        explain(func, devices, gridName);
+    });
+    markAllAnalysesPreserved();
+  }
+
+  void explain(func::FuncOp func, int64_t devices, StringRef gridName) {
+    std::vector<WeightInfo> weights;
+    int64_t weightBytes = 0, modelBytes = 0;
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    TPDialect::kWeightAttrName);
+      if (!name)
+        continue;
+      WeightInfo w;
+      w.name = name.str();
+      auto role = func.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), TPDialect::kParallelAttrName);
+      w.role = role ? role.str() : "replicated";
+      if (auto block = func.getArgAttrOfType<IntegerAttr>(
+              arg.getArgNumber(), TPDialect::kBlockAttrName))
+        w.block = block.getInt();
+      w.localType = typeString(arg.getType());
+      w.localBytes = bytesOf(arg.getType());
+      weightBytes += w.localBytes;
+      modelBytes += role ? w.localBytes * devices : w.localBytes;
+      weights.push_back(std::move(w));
+    }
+    // Slices of fused weights carry their role on the slice op.
+    func.walk([&](Operation *op) {
+      auto role = op->getAttrOfType<StringAttr>(TPDialect::kParallelAttrName);
+      if (!role || isa<func::FuncOp>(op))
+        return;
+      WeightInfo w;
+      w.name = nodeName(op->getLoc()) + " (slice)";
+      w.role = role.str();
+      if (auto block = op->getAttrOfType<IntegerAttr>(TPDialect::kBlockAttrName))
+        w.block = block.getInt();
+      w.localType = typeString(op->getResult(0).getType());
+      weights.push_back(std::move(w));
+    });
+
+    std::vector<CollectiveInfo> collectives;
+    std::vector<std::pair<std::string, std::string>> replicated;
+    int64_t activationBytes = 0, largestActivation = 0;
+    double t = static_cast<double>(devices);
+    func.walk([&](Operation *op) {
+      if (auto why = op->getAttrOfType<StringAttr>(TPDialect::kReplicatedAttrName))
+        replicated.push_back({nodeName(op->getLoc()), why.str()});
+      CollectiveInfo c;
+      if (isa<shard::AllReduceOp>(op)) {
+        c.kind = "all_reduce";
+        c.activationBytes = bytesOf(op->getOperand(0).getType());
+        c.movedBytes = static_cast<int64_t>(2 * c.activationBytes * (t - 1) / t);
+      } else if (isa<shard::AllGatherOp>(op)) {
+        c.kind = "all_gather";
+        c.activationBytes = bytesOf(op->getResult(0).getType());
+        c.movedBytes = static_cast<int64_t>(c.activationBytes * (t - 1) / t);
+      } else if (isa<shard::ReduceScatterOp>(op)) {
+        c.kind = "reduce_scatter";
+        c.activationBytes = bytesOf(op->getOperand(0).getType());
+        c.movedBytes = static_cast<int64_t>(c.activationBytes * (t - 1) / t);
+      } else if (isa<shard::AllToAllOp>(op)) {
+        c.kind = "all_to_all";
+        c.activationBytes = bytesOf(op->getOperand(0).getType());
+        c.movedBytes = static_cast<int64_t>(c.activationBytes * (t - 1) / t);
+      } else if (isa<shard::AllSliceOp>(op)) {
+        c.kind = "all_slice";
+        c.activationBytes = bytesOf(op->getOperand(0).getType());
+      } else {
+        if (op->getParentOp() == func && !isa<shard::ShardingOp>(op))
+          for (Value result : op->getResults()) {
+            activationBytes += bytesOf(result.getType());
+            largestActivation =
+                std::max(largestActivation, bytesOf(result.getType()));
+          }
+        return;
+      }
+      c.type = typeString(op->getOperand(0).getType());
+      c.node = nodeName(op->getLoc());
+      c.block = findBlock(op->getOperand(0), func);
+      collectives.push_back(std::move(c));
+    });
+
+    bool tensorParallel = llvm::any_of(
+        weights, [](const WeightInfo &w) { return w.role != "replicated"; });
+    if (json)
+      printJSON(func, devices, weights, collectives, replicated, weightBytes,
+                modelBytes, activationBytes, largestActivation, tensorParallel);
+    else
+      printText(func, devices, gridName, weights, collectives, replicated,
+                weightBytes, modelBytes, activationBytes, largestActivation,
+                tensorParallel);
+  }
+
+  void printText(func::FuncOp func, int64_t devices, StringRef gridName,
+                 ArrayRef<WeightInfo> weights,
+                 ArrayRef<CollectiveInfo> collectives,
+                 ArrayRef<std::pair<std::string, std::string>> replicated,
+                 int64_t weightBytes, int64_t modelBytes,
+                 int64_t activationBytes, int64_t largestActivation,
+                 bool tensorParallel) {
+    llvm::raw_ostream &os = llvm::outs();
+    os << "tp-explain: @" << func.getName() << " on " << devices
+       << " device(s)" << (gridName.empty() ? "" : " (grid @")
+       << gridName << (gridName.empty() ? "" : ")") << "\n";
+    std::map<int64_t, std::pair<std::vector<const WeightInfo *>,
+                                std::vector<const CollectiveInfo *>>>
+        blocks;
+    for (const WeightInfo &w : weights)
+      if (w.role != "replicated")
+        blocks[w.block].first.push_back(&w);
+    for (const CollectiveInfo &c : collectives)
+      blocks[c.block].second.push_back(&c);
+    for (auto &[block, entry] : blocks) {
+      if (block >= 0)
+        os << "block " << block << ":\n";
+      else
+        os << "outside blocks:\n";
+      for (const WeightInfo *w : entry.first)
+        os << llvm::formatv("  {0,-16} {1} -> {2} per device\n", w->role,
+                            w->name, w->localType);
+      for (const CollectiveInfo *c : entry.second)
+        os << llvm::formatv("  {0,-16} {1} at '{2}': activation {3} B, {4} B "
+                            "sent per rank\n",
+                            c->kind, c->type, c->node, c->activationBytes,
+                            c->movedBytes);
+    }
+    if (!replicated.empty()) {
+      os << "replicated contractions:\n";
+      for (const auto &[node, why] : replicated)
+        os << "  '" << node << "': " << why << "\n";
+    }
+    std::map<std::string, int64_t> counts;
+    int64_t moved = 0;
+    for (const CollectiveInfo &c : collectives) {
+      ++counts[c.kind];
+      moved += c.movedBytes;
+    }
+    os << "collectives:";
+    for (const auto &[kind, n] : counts)
+      os << " " << n << " " << kind;
+    if (counts.empty())
+      os << " none";
+    os << "; " << moved << " B sent per rank per forward pass\n";
+    os << "per device: weights " << weightBytes << " B (whole model "
+       << modelBytes << " B), activations " << activationBytes
+       << " B produced, largest " << largestActivation << " B\n";
+    os << "support (tensor, sequence, pipeline): ("
+       << (tensorParallel ? "true" : "false")
+       << ", false, false)  [sequence and pipeline parallelism are not "
+          "implemented yet]\n";
+  }
+
+  void printJSON(func::FuncOp func, int64_t devices,
+                 ArrayRef<WeightInfo> weights,
+                 ArrayRef<CollectiveInfo> collectives,
+                 ArrayRef<std::pair<std::string, std::string>> replicated,
+                 int64_t weightBytes, int64_t modelBytes,
+                 int64_t activationBytes, int64_t largestActivation,
+                 bool tensorParallel) {
+    llvm::json::Array w, c, r;
+    for (const WeightInfo &x : weights)
+      w.push_back(llvm::json::Object{{"name", x.name},
+                                     {"role", x.role},
+                                     {"block", x.block},
+                                     {"local_type", x.localType},
+                                     {"local_bytes", x.localBytes}});
+    for (const CollectiveInfo &x : collectives)
+      c.push_back(llvm::json::Object{{"kind", x.kind},
+                                     {"type", x.type},
+                                     {"node", x.node},
+                                     {"block", x.block},
+                                     {"activation_bytes", x.activationBytes},
+                                     {"bytes_sent_per_rank", x.movedBytes}});
+    for (const auto &[node, why] : replicated)
+      r.push_back(llvm::json::Object{{"node", node}, {"reason", why}});
+    llvm::json::Object root{
+        {"function", func.getName().str()},
+        {"devices", devices},
+        {"weights", std::move(w)},
+        {"collectives", std::move(c)},
+        {"replicated", std::move(r)},
+        {"weight_bytes_per_device", weightBytes},
+        {"model_weight_bytes", modelBytes},
+        {"activation_bytes_per_device", activationBytes},
+        {"largest_activation_bytes", largestActivation},
+        {"support", llvm::json::Object{{"tensor", tensorParallel},
+                                       {"sequence", false},
+                                       {"pipeline", false}}}};
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
+                 << "\n";
+  }
+};
+
+} // namespace
