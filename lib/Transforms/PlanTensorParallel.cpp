@@ -119,8 +119,13 @@ struct PlanTensorParallel
         operand.set(shardOp.getResult());
       }
     });
-    for (const auto &[op, why] : plan.replicated)
+    // A dim that does not divide is the user's choice of device count to
+    // revisit, so it is a warning, not only a line in tp-explain.
+    for (const auto &[op, why, uneven] : plan.replicated) {
       op->setAttr(TPDialect::kReplicatedAttrName, StringAttr::get(ctx, why));
+      if (uneven)
+        op->emitWarning() << "tp-plan-tensor-parallel: replicated, " << why;
+    }
   }
 };
 

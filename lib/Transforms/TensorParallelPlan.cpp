@@ -84,6 +84,15 @@ std::optional<unsigned> mlir::tp::getWeightOperand(Operation *op) {
   return lhs ? 0u : 1u;
 }
 
+/// "1, 2, 4" for the device counts (up to 64) that divide `size`.
+static std::string formatDivisors(int64_t size) {
+  std::string s;
+  for (int64_t d = 1; d <= 64 && d <= size; ++d)
+    if (size % d == 0)
+      s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return s;
+}
+
 namespace {
 
 /// Where a split dim goes, walking forward from one column contraction.
@@ -100,6 +109,8 @@ struct SplitTracker {
   /// Weights applied elementwise on the way, with their split dim.
   llvm::MapVector<Value, int64_t> biases;
   bool reachesResult = false;
+  /// The failure is a dim that does not divide by the device count.
+  bool uneven = false;
   std::string failure;
 
 private:
@@ -126,10 +137,14 @@ bool SplitTracker::follow(Value value, int64_t dim) {
       // [B, S, H*D] -> [B, S, H, D]); it must divide by the devices.
       int64_t outer = expand.getReassociationIndices()[dim].front();
       int64_t size = expand.getResultType().getDimSize(outer);
-      if (size % devices != 0)
-        return fail(user, "splits dim " + Twine(dim) + " into a dim of size " +
-                              Twine(size) + ", which " + Twine(devices) +
-                              " devices do not divide");
+      if (size % devices != 0) {
+        uneven = true;
+        return fail(user, "splits dim " + Twine(dim) + " into dim " +
+                              Twine(outer) + " of size " + Twine(size) +
+                              " (heads), which " + Twine(devices) +
+                              " devices do not divide; device counts that "
+                              "do: " + formatDivisors(size));
+      }
       ok = follow(expand.getResult(), outer);
     } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
       auto groups = collapse.getReassociationIndices();
@@ -232,8 +247,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
   TensorParallelPlan plan;
   DenseSet<Operation *> rowOps, columnOps;
   int64_t nextBlock = 0;
-  auto replicate = [&](Operation *op, const Twine &why) {
-    plan.replicated.push_back({op, why.str()});
+  auto replicate = [&](Operation *op, const Twine &why, bool uneven = false) {
+    plan.replicated.push_back({op, why.str(), uneven});
   };
   func.walk([&](linalg::LinalgOp op) {
     std::optional<unsigned> weightIdx = getWeightOperand(op);
@@ -246,13 +261,17 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     auto [weightDim, resultDim] = *out;
     int64_t size = cast<ShapedType>(weight.getType()).getDimSize(weightDim);
     if (size % devices != 0)
-      return replicate(op, "output dim of size " + Twine(size) +
-                               " does not divide by " + Twine(devices) +
-                               " devices");
+      return replicate(op,
+                       "output dim " + Twine(weightDim) + " of size " +
+                           Twine(size) + " does not divide by " +
+                           Twine(devices) + " devices; device counts that do: " +
+                           formatDivisors(size),
+                       /*uneven=*/true);
     SplitTracker tracker(devices);
     if (!tracker.follow(op->getResult(0), resultDim))
       return replicate(op, "its output dim cannot stay split: " +
-                               tracker.failure);
+                               tracker.failure,
+                       tracker.uneven);
     if (tracker.rows.empty() && !tracker.reachesResult)
       return replicate(op, "its output reaches no row-parallel contraction");
     if (tracker.rows.empty() == false && tracker.reachesResult)

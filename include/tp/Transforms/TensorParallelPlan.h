@@ -42,8 +42,14 @@ struct WeightSplit {
 struct TensorParallelPlan {
   /// Weights (arguments, or slices of them) and how each splits.
   llvm::MapVector<Value, WeightSplit> splits;
+  struct Replicated {
+    Operation *op;
+    std::string reason;
+    /// Replicated only because a dim does not divide by the device count.
+    bool uneven;
+  };
   /// Weight contractions left replicated, with the reason.
-  SmallVector<std::pair<Operation *, std::string>> replicated;
+  SmallVector<Replicated> replicated;
 };
 
 /// Plans Megatron-style splits of `func` over `devices` ranks.
