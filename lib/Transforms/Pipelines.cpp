@@ -28,10 +28,14 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   plan.config = options.config;
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
   pm.addPass(createPlanTensorParallel(plan));
+  pm.addPass(createOutlineUnpartitionable());
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(shard::createShardingPropagation());
   func.addPass(createCheckPartitionable());
   func.addPass(shard::createPartition());
+  // Put back what tp-outline-unpartitionable moved out of the way.
+  pm.addPass(createInlinerPass());
+  pm.addPass(createSymbolDCEPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

@@ -45,7 +45,7 @@ struct PlanTensorParallel
     if (devices < 1) {
       module.emitError() << "tp-plan-tensor-parallel: devices must be >= 1, "
                             "got "
-                         << devices;
+                         << static_cast<int64_t>(devices);
       return signalPassFailure();
     }
     if (strategy != "auto" && strategy != "config") {

@@ -74,6 +74,23 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
   ];
 }
 
+def OutlineUnpartitionable : Pass<"tp-outline-unpartitionable",
+                                  "::mlir::ModuleOp"> {
+  let summary = "Hide ops that upstream partition cannot handle behind "
+                "replicated calls";
+  let description = [{
+    Upstream `shard-partition` rejects linalg ops whose indexing maps are
+    not projected permutations (convolutions, pooling windows) even when
+    nothing about them is split. This pass moves each such op into a
+    private function, calls it with every tensor operand and result
+    annotated as replicated, and marks the callee `tp.outlined`; partition
+    then copies the call as it is, and `inline` after partition puts the op
+    back. Run after the plan, before `sharding-propagation`.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

@@ -11,6 +11,7 @@ namespace mlir {
 class DialectRegistry;
 namespace tp {
 void registerDataMovementShardingModels(DialectRegistry &registry);
+void registerReplicatedCallShardingModel(DialectRegistry &registry);
 } // namespace tp
 } // namespace mlir
 

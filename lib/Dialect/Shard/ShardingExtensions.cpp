@@ -9,6 +9,7 @@
 #include "tp/Dialect/Shard/ReshapeShardingModel.h"
 #include "DataMovementShardingModels.h"
 
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Linalg/Transforms/ShardingInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/Extensions/ShardingExtensions.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -18,4 +19,7 @@ void mlir::tp::registerShardingExtensions(DialectRegistry &registry) {
   tensor::registerShardingInterfaceExternalModels(registry);
   registerReshapeShardingModels(registry);
   registerDataMovementShardingModels(registry);
+  registerReplicatedCallShardingModel(registry);
+  // tp-outline-unpartitionable relies on inlining calls back.
+  func::registerInlinerExtension(registry);
 }

@@ -1,0 +1,372 @@
+// RUN: tp-opt %s -split-input-file --tp-plan-tensor-parallel=devices=2 | FileCheck %s
+
+// The functions below are importer output (tp-translate --import-onnx of
+// small models, weights retagged tp.input -> tp.weight), trimmed to the ops
+// each plan decision depends on.
+
+// An MLP, MatMul -> Add(bias) -> Relu -> MatMul -> Add: w1 and its bias
+// split on the output dim (column), w2 on the contracting dim (row); the
+// second bias is added after the all-reduce, so it stays whole, as do the
+// activation input and the result.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK: shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME: %arg0: tensor<2x16x64xf32> {tp.input = "x"}
+// CHECK-SAME: tp.parallel = "column", tp.weight = "w1"}
+// CHECK-SAME: tp.parallel = "bias", tp.weight = "b1"}
+// CHECK-SAME: tp.parallel = "row", tp.weight = "w2"}
+// CHECK-SAME: %arg4: tensor<64xf32> {tp.weight = "b2"})
+// CHECK: %[[S1:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[W1:.*]] = shard.shard %arg1 to %[[S1]] annotate_for_users : tensor<64x256xf32>
+// CHECK: %[[S2:.*]] = shard.sharding @grid split_axes = {{\[\[}}0]] : !shard.sharding
+// CHECK-NEXT: %[[W2:.*]] = shard.shard %arg3 to %[[S2]] annotate_for_users : tensor<256x64xf32>
+// CHECK: %[[SB1:.*]] = shard.sharding @grid split_axes = {{\[\[}}0]] : !shard.sharding
+// CHECK-NEXT: %[[B1:.*]] = shard.shard %arg2 to %[[SB1]] annotate_for_users : tensor<256xf32>
+// CHECK: %[[SX:.*]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[X:.*]] = shard.shard %arg0 to %[[SX]] annotate_for_users : tensor<2x16x64xf32>
+// CHECK: %[[SB2:.*]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[B2:.*]] = shard.shard %arg4 to %[[SB2]] annotate_for_users : tensor<64xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %[[W1]] :
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[B1]] :
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[W2]] :
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[B2]] :
+// CHECK: %[[SY:.*]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[R:.*]] = shard.shard %[[Y]] to %[[SY]] annotate_for_users : tensor<2x16x64xf32>
+// CHECK-NEXT: return %[[R]]
+// CHECK-NOT: tp.replicated
+func.func @mlp(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256xf32> {tp.weight = "w1"}, %arg2: tensor<256xf32> {tp.weight = "b1"}, %arg3: tensor<256x64xf32> {tp.weight = "w2"}, %arg4: tensor<64xf32> {tp.weight = "b2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x256xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %12 = arith.mulf %in, %in_1 : f32
+    %13 = arith.addf %out, %12 : f32
+    linalg.yield %13 : f32
+  } -> tensor<2x16x256xf32>
+  %3 = tensor.empty() : tensor<2x16x256xf32>
+  %4 = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%2, %arg2 : tensor<2x16x256xf32>, tensor<256xf32>) outs(%3 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %12 = arith.addf %in, %in_1 : f32
+    linalg.yield %12 : f32
+  } -> tensor<2x16x256xf32>
+  %5 = tensor.empty() : tensor<2x16x256xf32>
+  %6 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%4 : tensor<2x16x256xf32>) outs(%5 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %12 = arith.maximumf %in, %cst : f32
+    linalg.yield %12 : f32
+  } -> tensor<2x16x256xf32>
+  %7 = tensor.empty() : tensor<2x16x64xf32>
+  %8 = linalg.fill ins(%cst : f32) outs(%7 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %9 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%6, %arg3 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%8 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %12 = arith.mulf %in, %in_1 : f32
+    %13 = arith.addf %out, %12 : f32
+    linalg.yield %13 : f32
+  } -> tensor<2x16x64xf32>
+  %10 = tensor.empty() : tensor<2x16x64xf32>
+  %11 = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%9, %arg4 : tensor<2x16x64xf32>, tensor<64xf32>) outs(%10 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %12 = arith.addf %in, %in_1 : f32
+    linalg.yield %12 : f32
+  } -> tensor<2x16x64xf32>
+  return %11 : tensor<2x16x64xf32>
+}
+
+// -----
+
+// Attention with separate Q, K and V projections (4 heads of 16): the split
+// follows each projection through the heads reshape and transposes and the
+// activation x activation contractions (which contract the head dim, not
+// the heads), back through the merge of the heads into the contracting dim
+// of the output projection. Q, K, V are column (with Q's bias), the output
+// projection is row.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+#lhs = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+#rhs = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+#out = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK: shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @attention(
+// CHECK-SAME: %arg0: tensor<2x16x64xf32> {tp.input = "x"}
+// CHECK-SAME: tp.parallel = "column", tp.weight = "wq"}
+// CHECK-SAME: tp.parallel = "bias", tp.weight = "bq"}
+// CHECK-SAME: tp.parallel = "column", tp.weight = "wk"}
+// CHECK-SAME: tp.parallel = "column", tp.weight = "wv"}
+// CHECK-SAME: tp.parallel = "row", tp.weight = "wo"}
+// CHECK-SAME: %arg6: tensor<64xf32> {tp.weight = "bo"})
+// CHECK-DAG: shard.shard %arg1 to %[[SQ:[^ ]*]] annotate_for_users
+// CHECK-DAG: %[[SQ]] = shard.sharding @grid split_axes = {{\[\[}}], [0]]
+// CHECK-DAG: shard.shard %arg2 to %[[SBQ:[^ ]*]] annotate_for_users
+// CHECK-DAG: %[[SBQ]] = shard.sharding @grid split_axes = {{\[\[}}0]]
+// CHECK-DAG: shard.shard %arg3 to %[[SK:[^ ]*]] annotate_for_users
+// CHECK-DAG: %[[SK]] = shard.sharding @grid split_axes = {{\[\[}}], [0]]
+// CHECK-DAG: shard.shard %arg4 to %[[SV:[^ ]*]] annotate_for_users
+// CHECK-DAG: %[[SV]] = shard.sharding @grid split_axes = {{\[\[}}], [0]]
+// CHECK-DAG: shard.shard %arg5 to %[[SO:[^ ]*]] annotate_for_users
+// CHECK-DAG: %[[SO]] = shard.sharding @grid split_axes = {{\[\[}}0]]
+// CHECK-DAG: shard.shard %arg6 to %[[SBO:[^ ]*]] annotate_for_users
+// CHECK-DAG: %[[SBO]] = shard.sharding @grid split_axes = {{\[\[}}]]
+// CHECK-NOT: tp.replicated
+func.func @attention(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x64xf32> {tp.weight = "wq"}, %arg2: tensor<64xf32> {tp.weight = "bq"}, %arg3: tensor<64x64xf32> {tp.weight = "wk"}, %arg4: tensor<64x64xf32> {tp.weight = "wv"}, %arg5: tensor<64x64xf32> {tp.weight = "wo"}, %arg6: tensor<64xf32> {tp.weight = "bo"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x64xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x64xf32>, tensor<64x64xf32>) outs(%1 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %3 = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%2, %arg2 : tensor<2x16x64xf32>, tensor<64xf32>) outs(%0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %a = arith.addf %in, %in_0 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %q4 = tensor.expand_shape %3 [[0], [1], [2, 3]] output_shape [2, 16, 4, 16] : tensor<2x16x64xf32> into tensor<2x16x4x16xf32>
+  %e0 = tensor.empty() : tensor<2x4x16x16xf32>
+  %q = linalg.transpose ins(%q4 : tensor<2x16x4x16xf32>) outs(%e0 : tensor<2x4x16x16xf32>) permutation = [0, 2, 1, 3]
+  %4 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg3 : tensor<2x16x64xf32>, tensor<64x64xf32>) outs(%1 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %k4 = tensor.expand_shape %4 [[0], [1], [2, 3]] output_shape [2, 16, 4, 16] : tensor<2x16x64xf32> into tensor<2x16x4x16xf32>
+  %e1 = tensor.empty() : tensor<2x4x16x16xf32>
+  %kt = linalg.transpose ins(%k4 : tensor<2x16x4x16xf32>) outs(%e1 : tensor<2x4x16x16xf32>) permutation = [0, 2, 3, 1]
+  %5 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg4 : tensor<2x16x64xf32>, tensor<64x64xf32>) outs(%1 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %v4 = tensor.expand_shape %5 [[0], [1], [2, 3]] output_shape [2, 16, 4, 16] : tensor<2x16x64xf32> into tensor<2x16x4x16xf32>
+  %e2 = tensor.empty() : tensor<2x4x16x16xf32>
+  %v = linalg.transpose ins(%v4 : tensor<2x16x4x16xf32>) outs(%e2 : tensor<2x4x16x16xf32>) permutation = [0, 2, 1, 3]
+  %e3 = tensor.empty() : tensor<2x4x16x16xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%e3 : tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %scores = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %kt : tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>) outs(%z : tensor<2x4x16x16xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x4x16x16xf32>
+  %ctx = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%scores, %v : tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>) outs(%z : tensor<2x4x16x16xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x4x16x16xf32>
+  %e4 = tensor.empty() : tensor<2x16x4x16xf32>
+  %ct = linalg.transpose ins(%ctx : tensor<2x4x16x16xf32>) outs(%e4 : tensor<2x16x4x16xf32>) permutation = [0, 2, 1, 3]
+  %merged = tensor.collapse_shape %ct [[0], [1], [2, 3]] : tensor<2x16x4x16xf32> into tensor<2x16x64xf32>
+  %6 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%merged, %arg5 : tensor<2x16x64xf32>, tensor<64x64xf32>) outs(%1 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %7 = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%6, %arg6 : tensor<2x16x64xf32>, tensor<64xf32>) outs(%0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %a = arith.addf %in, %in_0 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %7 : tensor<2x16x64xf32>
+}
+
+// -----
+
+// An LM head: a weight contraction whose output reaches the function result
+// is split on its output dim and gathered at the result (column-gathered);
+// the result itself is annotated whole.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @lm_head(
+// CHECK-SAME: tp.parallel = "column-gathered", tp.weight = "wlm"}
+// CHECK: %[[S:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: shard.shard %arg1 to %[[S]] annotate_for_users : tensor<64x128xf32>
+// CHECK: %[[Y:.*]] = linalg.generic
+// CHECK: %[[SY:.*]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK-NEXT: %[[R:.*]] = shard.shard %[[Y]] to %[[SY]] annotate_for_users : tensor<2x16x128xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @lm_head(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x128xf32> {tp.weight = "wlm"}) -> (tensor<2x16x128xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x128xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x128xf32>) -> tensor<2x16x128xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x64xf32>, tensor<64x128xf32>) outs(%1 : tensor<2x16x128xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x128xf32>
+  return %2 : tensor<2x16x128xf32>
+}
+
+// -----
+
+// ReduceSum over the output dim of a contraction: the split cannot pass the
+// reduction, so the weight stays whole and the contraction says why.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#in = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#red = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @reduce_over_output_dim(
+// CHECK-SAME: %arg1: tensor<64x256xf32> {tp.weight = "w"})
+// CHECK-DAG: shard.shard %arg1 to %[[S:[^ ]*]] annotate_for_users : tensor<64x256xf32>
+// CHECK-DAG: %[[S]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK: linalg.generic
+// CHECK-SAME: tp.replicated = "its output dim cannot stay split: 'linalg.generic' reduces over the split dim"
+func.func @reduce_over_output_dim(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256xf32> {tp.weight = "w"}) -> (tensor<2x16xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x256xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %3 = tensor.empty() : tensor<2x16xf32>
+  %4 = linalg.fill ins(%cst : f32) outs(%3 : tensor<2x16xf32>) -> tensor<2x16xf32>
+  %5 = linalg.generic {indexing_maps = [#in, #red], iterator_types = ["parallel", "parallel", "reduction"]} ins(%2 : tensor<2x16x256xf32>) outs(%4 : tensor<2x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %out, %in : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16xf32>
+  return %5 : tensor<2x16xf32>
+}
+
+// -----
+
+// An embedding table read inside an op body (Gather) cannot be annotated
+// for that use, so it stays whole; the tied LM head that contracts with it
+// is left replicated and says why. The MLP in between splits as usual.
+#ids = affine_map<(d0, d1, d2) -> (d0, d1)>
+#emb = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#oh = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+// CHECK-LABEL: func.func @embedding(
+// CHECK-SAME: %arg1: tensor<100x64xf32> {tp.weight = "emb"}
+// CHECK-SAME: tp.parallel = "column", tp.weight = "w1"}
+// CHECK-SAME: tp.parallel = "row", tp.weight = "w2"}
+// CHECK-DAG: %[[E:.*]] = shard.shard %arg1 to %[[S:[^ ]*]] annotate_for_users : tensor<100x64xf32>
+// CHECK-DAG: %[[S]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK: tensor.extract %[[E]]
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[E]] :
+// CHECK-SAME: tp.replicated = "weight 'emb' is also read inside an op body"
+func.func @embedding(%arg0: tensor<2x16xi64> {tp.input = "ids"}, %arg1: tensor<100x64xf32> {tp.weight = "emb"}, %arg2: tensor<64x256xf32> {tp.weight = "w1"}, %arg3: tensor<256x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x100xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x64xf32>
+  %1 = linalg.generic {indexing_maps = [#ids, #emb], iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg0 : tensor<2x16xi64>) outs(%0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %c100 = arith.constant 100 : index
+    %c0 = arith.constant 0 : index
+    %i = linalg.index 2 : index
+    %16 = arith.index_cast %in : i64 to index
+    %17 = arith.cmpi slt, %16, %c0 : index
+    %18 = arith.addi %16, %c100 : index
+    %19 = arith.select %17, %18, %16 : index
+    %extracted = tensor.extract %arg1[%19, %i] : tensor<100x64xf32>
+    linalg.yield %extracted : f32
+  } -> tensor<2x16x64xf32>
+  %2 = tensor.empty() : tensor<2x16x256xf32>
+  %3 = linalg.fill ins(%cst : f32) outs(%2 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %4 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%1, %arg2 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%3 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %5 = tensor.empty() : tensor<2x16x64xf32>
+  %6 = linalg.fill ins(%cst : f32) outs(%5 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %7 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%4, %arg3 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%6 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %8 = tensor.empty() : tensor<2x16x100xf32>
+  %9 = linalg.fill ins(%cst : f32) outs(%8 : tensor<2x16x100xf32>) -> tensor<2x16x100xf32>
+  %10 = linalg.generic {indexing_maps = [#bsh, #oh, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%7, %arg1 : tensor<2x16x64xf32>, tensor<100x64xf32>) outs(%9 : tensor<2x16x100xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x100xf32>
+  return %10 : tensor<2x16x100xf32>
+}
+
+// -----
+
+// 3 heads do not divide over 2 devices: the split of the projection's
+// output dim would land on the heads dim of the reshape, so it stays whole.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @heads_not_divisible(
+// CHECK-SAME: %arg1: tensor<48x48xf32> {tp.weight = "wq"})
+// CHECK-DAG: shard.shard %arg1 to %[[S:[^ ]*]] annotate_for_users : tensor<48x48xf32>
+// CHECK-DAG: %[[S]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK: linalg.generic
+// CHECK-SAME: tp.replicated = "its output dim cannot stay split: 'tensor.expand_shape' splits dim 2 into {{.*}}size 3{{.*}}, which 2 devices do not divide
+func.func @heads_not_divisible(%arg0: tensor<2x16x48xf32> {tp.input = "x"}, %arg1: tensor<48x48xf32> {tp.weight = "wq"}) -> (tensor<2x16x3x16xf32> {tp.output = "q"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x48xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x48xf32>) -> tensor<2x16x48xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x48xf32>, tensor<48x48xf32>) outs(%1 : tensor<2x16x48xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x48xf32>
+  %3 = tensor.expand_shape %2 [[0], [1], [2, 3]] output_shape [2, 16, 3, 16] : tensor<2x16x48xf32> into tensor<2x16x3x16xf32>
+  return %3 : tensor<2x16x3x16xf32>
+}
+
+// -----
+
+// A column contraction whose output feeds both a row-parallel contraction
+// and a function result has no single place to end its split: w1 stays
+// whole, and w2, no longer anyone's row partner, is planned on its own as a
+// gathered column (its output is the first result).
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @row_and_result(
+// CHECK-SAME: %arg1: tensor<64x256xf32> {tp.weight = "w1"}
+// CHECK-SAME: tp.parallel = "column-gathered", tp.weight = "w2"})
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<2x16x64xf32>, tensor<64x256xf32>)
+// CHECK-SAME: tp.replicated = "its output reaches both a row-parallel contraction and a function result"
+func.func @row_and_result(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256xf32> {tp.weight = "w1"}, %arg2: tensor<256x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}, tensor<2x16x256xf32> {tp.output = "h"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x256xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %3 = tensor.empty() : tensor<2x16x64xf32>
+  %4 = linalg.fill ins(%cst : f32) outs(%3 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %5 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%2, %arg2 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%4 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %5, %2 : tensor<2x16x64xf32>, tensor<2x16x256xf32>
+}
