@@ -35,23 +35,23 @@ LogicalResult checkOp(Operation *op) {
     auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
     if (!shardOp || !shardOp.getAnnotateForUsers())
       return op->emitError()
-             << "cannot partition: tensor operand " << operand.getOperandNumber()
+             << "cannot partition: tensor operand "
+             << operand.getOperandNumber()
              << " has no sharding (no annotate_for_users shard.shard)";
   }
   for (OpResult result : op->getResults()) {
     if (!needsAnnotation(result.getType()))
       continue;
     if (!result.hasOneUse())
-      return op->emitError() << "cannot partition: result "
-                             << result.getResultNumber() << " has "
-                             << std::distance(result.use_begin(),
-                                              result.use_end())
-                             << " uses; expected one shard.shard";
+      return op->emitError()
+             << "cannot partition: result " << result.getResultNumber()
+             << " has " << std::distance(result.use_begin(), result.use_end())
+             << " uses; expected one shard.shard";
     auto shardOp = dyn_cast<shard::ShardOp>(*result.getUsers().begin());
     if (!shardOp || shardOp.getAnnotateForUsers())
-      return op->emitError() << "cannot partition: result "
-                             << result.getResultNumber()
-                             << " has no sharding (no shard.shard)";
+      return op->emitError()
+             << "cannot partition: result " << result.getResultNumber()
+             << " has no sharding (no shard.shard)";
   }
   return success();
 }
@@ -61,8 +61,7 @@ struct CheckPartitionable
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     // Partition, like this check, only touches functions with annotations.
-    if (func.isExternal() ||
-        func.getBody().getOps<shard::ShardOp>().empty())
+    if (func.isExternal() || func.getBody().getOps<shard::ShardOp>().empty())
       return;
     for (BlockArgument arg : func.getArguments()) {
       if (!needsAnnotation(arg.getType()))

@@ -137,7 +137,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       WeightInfo w;
       w.name = nodeName(op->getLoc()) + " (slice)";
       w.role = role.str();
-      if (auto block = op->getAttrOfType<IntegerAttr>(TPDialect::kBlockAttrName))
+      if (auto block =
+              op->getAttrOfType<IntegerAttr>(TPDialect::kBlockAttrName))
         w.block = block.getInt();
       w.localType = typeString(op->getResult(0).getType());
       weights.push_back(std::move(w));
@@ -148,13 +149,15 @@ struct Explain : tp::impl::ExplainBase<Explain> {
     int64_t activationBytes = 0, largestActivation = 0;
     double t = static_cast<double>(devices);
     func.walk([&](Operation *op) {
-      if (auto why = op->getAttrOfType<StringAttr>(TPDialect::kReplicatedAttrName))
+      if (auto why =
+              op->getAttrOfType<StringAttr>(TPDialect::kReplicatedAttrName))
         replicated.push_back({nodeName(op->getLoc()), why.str()});
       CollectiveInfo c;
       if (isa<shard::AllReduceOp>(op)) {
         c.kind = "all_reduce";
         c.activationBytes = bytesOf(op->getOperand(0).getType());
-        c.movedBytes = static_cast<int64_t>(2 * c.activationBytes * (t - 1) / t);
+        c.movedBytes =
+            static_cast<int64_t>(2 * c.activationBytes * (t - 1) / t);
       } else if (isa<shard::AllGatherOp>(op)) {
         c.kind = "all_gather";
         c.activationBytes = bytesOf(op->getResult(0).getType());
@@ -187,13 +190,17 @@ struct Explain : tp::impl::ExplainBase<Explain> {
 
     bool tensorParallel = llvm::any_of(
         weights, [](const WeightInfo &w) { return w.role != "replicated"; });
+    // Sequence parallelism applies wherever a row-parallel block ends.
+    bool sequenceParallel = llvm::any_of(
+        weights, [](const WeightInfo &w) { return w.role == "row"; });
     if (json)
       printJSON(func, devices, weights, collectives, replicated, weightBytes,
-                modelBytes, activationBytes, largestActivation, tensorParallel);
+                modelBytes, activationBytes, largestActivation, tensorParallel,
+                sequenceParallel);
     else
       printText(func, devices, gridName, weights, collectives, replicated,
                 weightBytes, modelBytes, activationBytes, largestActivation,
-                tensorParallel);
+                tensorParallel, sequenceParallel);
   }
 
   void printText(func::FuncOp func, int64_t devices, StringRef gridName,
@@ -202,11 +209,11 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  ArrayRef<std::pair<std::string, std::string>> replicated,
                  int64_t weightBytes, int64_t modelBytes,
                  int64_t activationBytes, int64_t largestActivation,
-                 bool tensorParallel) {
+                 bool tensorParallel, bool sequenceParallel) {
     llvm::raw_ostream &os = llvm::outs();
-    os << "tp-explain: @" << func.getName() << " on " << devices
-       << " device(s)" << (gridName.empty() ? "" : " (grid @")
-       << gridName << (gridName.empty() ? "" : ")") << "\n";
+    os << "tp-explain: @" << func.getName() << " on " << devices << " device(s)"
+       << (gridName.empty() ? "" : " (grid @") << gridName
+       << (gridName.empty() ? "" : ")") << "\n";
     std::map<int64_t, std::pair<std::vector<const WeightInfo *>,
                                 std::vector<const CollectiveInfo *>>>
         blocks;
@@ -250,9 +257,9 @@ struct Explain : tp::impl::ExplainBase<Explain> {
        << modelBytes << " B), activations " << activationBytes
        << " B produced, largest " << largestActivation << " B\n";
     os << "support (tensor, sequence, pipeline): ("
-       << (tensorParallel ? "true" : "false")
-       << ", false, false)  [sequence and pipeline parallelism are not "
-          "implemented yet]\n";
+       << (tensorParallel ? "true" : "false") << ", "
+       << (sequenceParallel ? "true" : "false")
+       << ", false)  [pipeline parallelism is not implemented yet]\n";
   }
 
   void printJSON(func::FuncOp func, int64_t devices,
@@ -261,7 +268,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  ArrayRef<std::pair<std::string, std::string>> replicated,
                  int64_t weightBytes, int64_t modelBytes,
                  int64_t activationBytes, int64_t largestActivation,
-                 bool tensorParallel) {
+                 bool tensorParallel, bool sequenceParallel) {
     llvm::json::Array w, c, r;
     for (const WeightInfo &x : weights)
       w.push_back(llvm::json::Object{{"name", x.name},
@@ -289,7 +296,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"activation_bytes_per_device", activationBytes},
         {"largest_activation_bytes", largestActivation},
         {"support", llvm::json::Object{{"tensor", tensorParallel},
-                                       {"sequence", false},
+                                       {"sequence", sequenceParallel},
                                        {"pipeline", false}}}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
                  << "\n";

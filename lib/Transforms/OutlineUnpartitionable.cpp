@@ -73,9 +73,8 @@ struct OutlineUnpartitionable
 
     OpBuilder moduleBuilder(op->getParentOfType<func::FuncOp>());
     auto type = moduleBuilder.getFunctionType(
-        llvm::to_vector(llvm::map_range(inputs, [](Value v) {
-          return v.getType();
-        })),
+        llvm::to_vector(
+            llvm::map_range(inputs, [](Value v) { return v.getType(); })),
         op->getResultTypes());
     auto callee = func::FuncOp::create(
         moduleBuilder, loc, ("tp_replicated_" + Twine(index)).str(), type);
@@ -97,8 +96,7 @@ struct OutlineUnpartitionable
         args.push_back(v);
         continue;
       }
-      args.push_back(shard::ShardOp::create(b, loc, v,
-                                            replicated(b, loc, grid),
+      args.push_back(shard::ShardOp::create(b, loc, v, replicated(b, loc, grid),
                                             /*annotate_for_users=*/true));
     }
     auto call = func::CallOp::create(b, loc, callee, args);
@@ -108,9 +106,9 @@ struct OutlineUnpartitionable
         result.replaceAllUsesWith(callResult);
         continue;
       }
-      auto annotated = shard::ShardOp::create(b, loc, callResult,
-                                              replicated(b, loc, grid),
-                                              /*annotate_for_users=*/false);
+      auto annotated =
+          shard::ShardOp::create(b, loc, callResult, replicated(b, loc, grid),
+                                 /*annotate_for_users=*/false);
       result.replaceAllUsesWith(annotated.getResult());
     }
     op->erase();

@@ -28,6 +28,8 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   plan.config = options.config;
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
   pm.addPass(createPlanTensorParallel(plan));
+  if (options.sequenceParallel)
+    pm.addPass(createPlanSequenceParallel());
   pm.addPass(createOutlineUnpartitionable());
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(shard::createShardingPropagation());
@@ -38,6 +40,8 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   pm.addPass(createSymbolDCEPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.sequenceParallel)
+    pm.addNestedPass<func::FuncOp>(createFormReduceScatter());
 }
 
 void mlir::tp::registerTPPipelines() {

@@ -10,6 +10,7 @@
 #include "tp/Transforms/Passes.h"
 #include "tp/Transforms/TensorParallelPlan.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -83,9 +84,9 @@ struct PlanTensorParallel
         weight.getDefiningOp()->setAttr(TPDialect::kBlockAttrName, block);
       }
       Value sharding = createSplitSharding(b, weight.getLoc(), split.dim);
-      auto shardOp = shard::ShardOp::create(b, weight.getLoc(), weight,
-                                            sharding,
-                                            /*annotate_for_users=*/true);
+      auto shardOp =
+          shard::ShardOp::create(b, weight.getLoc(), weight, sharding,
+                                 /*annotate_for_users=*/true);
       weight.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
     // Upstream partition needs every tensor argument read through exactly
@@ -103,6 +104,22 @@ struct PlanTensorParallel
                                             /*annotate_for_users=*/true);
       arg.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
+    // Partition copies constants whole; pinning them replicated makes a
+    // split consumer slice its part instead of reading the whole tensor.
+    func.walk([&](arith::ConstantOp cst) {
+      auto type = dyn_cast<RankedTensorType>(cst.getType());
+      if (!type || type.getRank() == 0)
+        return;
+      OpBuilder cb(cst->getContext());
+      cb.setInsertionPointAfter(cst);
+      auto sharding = shard::ShardingOp::create(
+          cb, cst.getLoc(), FlatSymbolRefAttr::get(ctx, kGridName),
+          ArrayRef<shard::GridAxesAttr>{cb.getDenseI16ArrayAttr({})});
+      auto shardOp =
+          shard::ShardOp::create(cb, cst.getLoc(), cst.getResult(), sharding,
+                                 /*annotate_for_users=*/false);
+      cst.getResult().replaceAllUsesExcept(shardOp.getResult(), shardOp);
+    });
     // Outputs are whole on every rank: a split result is gathered here.
     func.walk([&](func::ReturnOp ret) {
       OpBuilder rb(ret);
@@ -124,7 +141,8 @@ struct PlanTensorParallel
     for (const auto &[op, why, uneven] : plan.replicated) {
       op->setAttr(TPDialect::kReplicatedAttrName, StringAttr::get(ctx, why));
       if (uneven)
-        op->emitWarning() << "tp-plan-tensor-parallel: replicated, " << why;
+        emitWarning(op->getLoc())
+            << "tp-plan-tensor-parallel: replicated, " << why;
     }
   }
 };

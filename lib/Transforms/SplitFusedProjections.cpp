@@ -82,14 +82,15 @@ struct SplitFusedProjections
     unsigned weightIdx = *getWeightOperand(contraction);
     AffineMap resultMap = contraction.getIndexingMapMatchingResult(
         cast<OpResult>(contraction->getResult(0)));
-    AffineMap weightMap =
-        contraction.getMatchingIndexingMap(&contraction->getOpOperand(weightIdx));
+    AffineMap weightMap = contraction.getMatchingIndexingMap(
+        &contraction->getOpOperand(weightIdx));
     // The output loop: a parallel loop of the weight that the result keeps.
     std::optional<unsigned> loop;
     for (AffineExpr e : weightMap.getResults()) {
       auto d = dyn_cast<AffineDimExpr>(e);
-      if (d && contraction.getIteratorTypesArray()[d.getPosition()] ==
-                   utils::IteratorType::parallel &&
+      if (d &&
+          contraction.getIteratorTypesArray()[d.getPosition()] ==
+              utils::IteratorType::parallel &&
           resultMap.getResultPosition(d))
         loop = d.getPosition();
     }
@@ -104,12 +105,13 @@ struct SplitFusedProjections
     while (end.hasOneUse()) {
       auto next = dyn_cast<linalg::LinalgOp>(*end.getUsers().begin());
       if (!next || next.getNumReductionLoops() != 0 ||
-          next->getNumResults() != 1 || !next.isDpsInput(&*end.getUses().begin()))
+          next->getNumResults() != 1 ||
+          !next.isDpsInput(&*end.getUses().begin()))
         break;
       OpOperand &use = *end.getUses().begin();
       AffineMap map = next.getMatchingIndexingMap(&use);
-      AffineMap out = next.getIndexingMapMatchingResult(
-          cast<OpResult>(next->getResult(0)));
+      AffineMap out =
+          next.getIndexingMapMatchingResult(cast<OpResult>(next->getResult(0)));
       if (!map.isIdentity() || !out.isIdentity())
         break;
       chain.push_back({next, use.getOperandNumber()});
@@ -123,10 +125,10 @@ struct SplitFusedProjections
           slice.getResultType().getRank() != slice.getSourceType().getRank())
         return;
       for (int64_t d = 0, e = slice.getSourceType().getRank(); d < e; ++d) {
-        bool whole = slice.getStaticOffsets()[d] == 0 &&
-                     slice.getStaticStrides()[d] == 1 &&
-                     slice.getStaticSizes()[d] ==
-                         slice.getSourceType().getDimSize(d);
+        bool whole =
+            slice.getStaticOffsets()[d] == 0 &&
+            slice.getStaticStrides()[d] == 1 &&
+            slice.getStaticSizes()[d] == slice.getSourceType().getDimSize(d);
         if (d != dim && !whole)
           return;
         if (d == dim && slice.getStaticStrides()[d] != 1)
@@ -160,13 +162,12 @@ struct SplitFusedProjections
             continue;
           }
           unsigned l = i == 0 ? *loop : static_cast<unsigned>(dim);
-          std::optional<int64_t> d =
-              operandDimOfLoop(link.op, operand, l);
+          std::optional<int64_t> d = operandDimOfLoop(link.op, operand, l);
           if (!d)
             continue;
-          mapping.map(operand.get(), sliceAlong(b, slice.getLoc(),
-                                                operand.get(), *d, offset,
-                                                size));
+          mapping.map(
+              operand.get(),
+              sliceAlong(b, slice.getLoc(), operand.get(), *d, offset, size));
         }
         Operation *clone = b.clone(*link.op, mapping);
         clone->getResult(0).setType(slice.getResultType().clone(

@@ -143,7 +143,8 @@ bool SplitTracker::follow(Value value, int64_t dim) {
                               Twine(outer) + " of size " + Twine(size) +
                               " (heads), which " + Twine(devices) +
                               " devices do not divide; device counts that "
-                              "do: " + formatDivisors(size));
+                              "do: " +
+                              formatDivisors(size));
       }
       ok = follow(expand.getResult(), outer);
     } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
@@ -152,8 +153,8 @@ bool SplitTracker::follow(Value value, int64_t dim) {
         return llvm::is_contained(g, dim);
       });
       if (it->front() != dim)
-        return fail(user, "merges split dim " + Twine(dim) +
-                              " under an outer dim");
+        return fail(user,
+                    "merges split dim " + Twine(dim) + " under an outer dim");
       ok = follow(collapse.getResult(), it - groups.begin());
     } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user)) {
       auto srcType = slice.getSourceType();
@@ -181,8 +182,8 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
   Operation *user = op.getOperation();
   if (op.isDpsInit(&use))
     return fail(user, "accumulates into a split value");
-  auto expr = dyn_cast<AffineDimExpr>(
-      op.getMatchingIndexingMap(&use).getResult(dim));
+  auto expr =
+      dyn_cast<AffineDimExpr>(op.getMatchingIndexingMap(&use).getResult(dim));
   if (!expr)
     return fail(user, "reads the split dim through a non-trivial index");
   unsigned loop = expr.getPosition();
@@ -222,10 +223,9 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
 
 /// The weight dim and result dim of a contraction's output (column) dim:
 /// a weight dim on a parallel loop that the result keeps.
-std::optional<std::pair<int64_t, int64_t>>
-getOutputDim(linalg::LinalgOp op, unsigned weightIdx) {
-  AffineMap weightMap =
-      op.getMatchingIndexingMap(&op->getOpOperand(weightIdx));
+std::optional<std::pair<int64_t, int64_t>> getOutputDim(linalg::LinalgOp op,
+                                                        unsigned weightIdx) {
+  AffineMap weightMap = op.getMatchingIndexingMap(&op->getOpOperand(weightIdx));
   AffineMap resultMap =
       op.getIndexingMapMatchingResult(cast<OpResult>(op->getResult(0)));
   auto iterators = op.getIteratorTypesArray();
@@ -261,16 +261,16 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     auto [weightDim, resultDim] = *out;
     int64_t size = cast<ShapedType>(weight.getType()).getDimSize(weightDim);
     if (size % devices != 0)
-      return replicate(op,
-                       "output dim " + Twine(weightDim) + " of size " +
-                           Twine(size) + " does not divide by " +
-                           Twine(devices) + " devices; device counts that do: " +
-                           formatDivisors(size),
-                       /*uneven=*/true);
+      return replicate(
+          op,
+          "output dim " + Twine(weightDim) + " of size " + Twine(size) +
+              " does not divide by " + Twine(devices) +
+              " devices; device counts that do: " + formatDivisors(size),
+          /*uneven=*/true);
     SplitTracker tracker(devices);
     if (!tracker.follow(op->getResult(0), resultDim))
-      return replicate(op, "its output dim cannot stay split: " +
-                               tracker.failure,
+      return replicate(op,
+                       "its output dim cannot stay split: " + tracker.failure,
                        tracker.uneven);
     if (tracker.rows.empty() && !tracker.reachesResult)
       return replicate(op, "its output reaches no row-parallel contraction");
@@ -284,8 +284,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
       Value rowWeight =
           getWeightArg(entry.first->getOperand(*getWeightOperand(entry.first)));
       auto it = plan.splits.find(rowWeight);
-      if (it != plan.splits.end() && (it->second.role != SplitRole::Row ||
-                                      it->second.dim != entry.second))
+      if (it != plan.splits.end() &&
+          (it->second.role != SplitRole::Row || it->second.dim != entry.second))
         return replicate(op, "its row-parallel partner's weight is already "
                              "split differently");
     }
@@ -293,8 +293,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     // op reads inside its body (an embedding table) stays whole.
     SmallVector<Value> touched = {weight};
     for (auto &entry : tracker.rows)
-      touched.push_back(
-          getWeightArg(entry.first->getOperand(*getWeightOperand(entry.first))));
+      touched.push_back(getWeightArg(
+          entry.first->getOperand(*getWeightOperand(entry.first))));
     for (Value arg : touched)
       if (!isReadAsOperandOnly(arg))
         return replicate(op, "weight '" + getWeightName(arg) +
@@ -319,8 +319,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
                            block};
     for (auto &[rowOp, dim] : tracker.rows) {
       rowOps.insert(rowOp);
-      plan.splits[getWeightArg(rowOp->getOperand(*getWeightOperand(rowOp)))] =
-          {dim, SplitRole::Row, block};
+      plan.splits[getWeightArg(rowOp->getOperand(*getWeightOperand(rowOp)))] = {
+          dim, SplitRole::Row, block};
     }
     for (auto &[arg, dim] : tracker.biases)
       if (!plan.splits.count(arg) && isReadAsOperandOnly(arg))

@@ -91,6 +91,35 @@ def OutlineUnpartitionable : Pass<"tp-outline-unpartitionable",
                            "::mlir::func::FuncDialect"];
 }
 
+def PlanSequenceParallel : Pass<"tp-plan-sequence-parallel",
+                                "::mlir::ModuleOp"> {
+  let summary = "Split the activations between tensor-parallel blocks on "
+                "the sequence dim";
+  let description = [{
+    Megatron-LM's sequence parallelism, on top of tp-plan-tensor-parallel:
+    the residual stream between blocks (the residual adds after each
+    row-parallel block, and the norms that follow) is annotated as split on
+    its sequence dim (the second-to-last dim, [batch, seq, hidden]).
+    Partition then ends each row-parallel block in an all-reduce followed by
+    a local slice, which tp-form-reduce-scatter turns into one
+    reduce-scatter, and puts an all-gather before each column-parallel
+    contraction. Run after tp-plan-tensor-parallel, before
+    sharding-propagation.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def FormReduceScatter : Pass<"tp-form-reduce-scatter", "::mlir::func::FuncOp"> {
+  let summary = "Turn an all-reduce followed by a slice into a "
+                "reduce-scatter";
+  let description = [{
+    After partition, a row-parallel block whose result is split on the
+    sequence dim reads `shard.all_reduce` then `shard.all_slice` on the same
+    grid axes; each rank keeps only its slice of what it reduced. One
+    `shard.reduce_scatter` on the sliced dim moves half the bytes.
+  }];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

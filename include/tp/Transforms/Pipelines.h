@@ -20,17 +20,24 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
   PassOptions::Option<int64_t> devices{
       *this, "devices", llvm::cl::desc("Number of tensor-parallel ranks"),
       llvm::cl::init(2)};
-  PassOptions::Option<std::string> strategy{
-      *this, "strategy", llvm::cl::desc("auto or config"),
-      llvm::cl::init("auto")};
+  PassOptions::Option<std::string> strategy{*this, "strategy",
+                                            llvm::cl::desc("auto or config"),
+                                            llvm::cl::init("auto")};
   PassOptions::Option<std::string> config{
       *this, "config",
       llvm::cl::desc("JSON rules for strategy=config (regex on weight names "
                      "-> split dim or replicate)"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Also split the activations between blocks on the "
+                     "sequence dim (reduce-scatter + all-gather instead of "
+                     "all-reduce)"),
+      llvm::cl::init(false)};
 };
 
-/// plan → sharding-propagation → shard-partition → cleanup.
+/// plan (TP, then SP if asked) → sharding-propagation → shard-partition →
+/// cleanup.
 void buildParallelizePipeline(OpPassManager &pm,
                               const ParallelizeOptions &options);
 

@@ -2,9 +2,10 @@
 //
 // ShardingInterface models for tensor.extract_slice, tensor.concat and
 // tensor.pad. A dim that the op does not cut (a slice that keeps the whole
-// dim, a concat along another dim, a dim without padding) can stay split: every rank slices or concatenates its
-// own shard, with no communication. The cut dim is kept whole: a split
-// asked of it is replicated, and partition gathers around the op.
+// dim, a concat along another dim, a dim without padding) can stay split: every
+// rank slices or concatenates its own shard, with no communication. The cut dim
+// is kept whole: a split asked of it is replicated, and partition gathers
+// around the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -209,8 +210,8 @@ struct PadShardingModel
     auto localSource = cast<RankedTensorType>(partitionedOperands[0].getType());
     SmallVector<int64_t> shape;
     SmallVector<OpFoldResult> low, high;
-    for (auto [d, lo, hi] : llvm::enumerate(pad.getStaticLow(),
-                                            pad.getStaticHigh())) {
+    for (auto [d, lo, hi] :
+         llvm::enumerate(pad.getStaticLow(), pad.getStaticHigh())) {
       shape.push_back(localSource.getDimSize(d) + lo + hi);
       low.push_back(builder.getIndexAttr(lo));
       high.push_back(builder.getIndexAttr(hi));
@@ -218,9 +219,9 @@ struct PadShardingModel
     Value padValue = pad.getConstantPaddingValue();
     padValue = partitionMap.lookupOrDefault(padValue);
     auto type = RankedTensorType::get(shape, localSource.getElementType());
-    auto local = tensor::PadOp::create(builder, op->getLoc(), type,
-                                       partitionedOperands[0], low, high,
-                                       padValue);
+    auto local =
+        tensor::PadOp::create(builder, op->getLoc(), type,
+                              partitionedOperands[0], low, high, padValue);
     return mapLocal(op, local, partitionMap);
   }
 };

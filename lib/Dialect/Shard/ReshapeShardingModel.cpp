@@ -268,7 +268,8 @@ struct ReshapeShardingModel
       }
       coarseExprs.push_back(expr);
     }
-    AffineMap coarseMap = AffineMap::get(numLoops, numSymbols, coarseExprs, ctx);
+    AffineMap coarseMap =
+        AffineMap::get(numLoops, numSymbols, coarseExprs, ctx);
     AffineMap fineMap = AffineMap::getMultiDimIdentityMap(numLoops, ctx);
     if (!isExpand)
       return {fineMap, coarseMap};
@@ -300,7 +301,7 @@ struct ReshapeShardingModel
       if (anyCombinationCarriable(op, geo))
         return failure();
       auto warnDropped = [&](int64_t dim, ArrayRef<GridAxis> axes) {
-        InFlightDiagnostic diag = op->emitWarning();
+        InFlightDiagnostic diag = emitWarning(op->getLoc());
         diag << "split of " << (isExpand ? "result" : "source") << " dim "
              << dim << " (size " << geo.fineShape[dim] << ") on grid axes [";
         llvm::interleaveComma(axes, diag,
@@ -374,9 +375,9 @@ struct ReshapeShardingModel
     FailureOr<ShardingArray> loops = mapToLoops(geo, coarse, fine, grid);
     FailureOr<std::pair<Sharding, Sharding>> expected;
     if (succeeded(loops))
-      expected = annotationsFor(
-          geo, ShardingOption(*loops, srcSharding.getGridAttr()),
-          op->getContext());
+      expected =
+          annotationsFor(geo, ShardingOption(*loops, srcSharding.getGridAttr()),
+                         op->getContext());
     if (failed(expected) || !sameSplits(expected->first, coarse) ||
         !sameSplits(expected->second, fine))
       return op->emitOpError("source and result shardings do not describe "
@@ -420,9 +421,9 @@ struct ReshapeShardingModel
                                             reshape.getReassociationIndices(),
                                             outputShape);
     } else {
-      local = tensor::CollapseShapeOp::create(builder, loc, localResultType,
-                                              src,
-                                              reshape.getReassociationIndices());
+      local =
+          tensor::CollapseShapeOp::create(builder, loc, localResultType, src,
+                                          reshape.getReassociationIndices());
     }
     partitionMap.map(op->getResult(0), local);
     return success();

@@ -6,8 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "tp/Dialect/Shard/ShardingExtensions.h"
-#include "tp/Dialect/Shard/ReshapeShardingModel.h"
 #include "DataMovementShardingModels.h"
+#include "tp/Dialect/Shard/ReshapeShardingModel.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Linalg/Transforms/ShardingInterfaceImpl.h"

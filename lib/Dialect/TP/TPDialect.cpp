@@ -70,11 +70,10 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kExternalDataAttrName) {
     auto files = dyn_cast<ArrayAttr>(attr.getValue());
-    if (!files || llvm::any_of(files, [](Attribute a) {
-          return !isa<StringAttr>(a);
-        }))
-      return op->emitOpError() << "'" << name
-                               << "' must be an array of file names";
+    if (!files ||
+        llvm::any_of(files, [](Attribute a) { return !isa<StringAttr>(a); }))
+      return op->emitOpError()
+             << "'" << name << "' must be an array of file names";
     return success();
   }
   return op->emitOpError() << "unknown attribute '" << name << "'";

@@ -250,8 +250,8 @@ static bool isMatmulForm(StringRef lhs, StringRef rhs, StringRef out,
     letters.insert(c);
   if (batched)
     letters.insert(lhs[0]);
-  return letters.size() == (batched ? 4u : 3u) && rhs[o] == k &&
-         out[o] == m && out[o + 1] == n && !letters.contains('1');
+  return letters.size() == (batched ? 4u : 3u) && rhs[o] == k && out[o] == m &&
+         out[o + 1] == n && !letters.contains('1');
 }
 
 Value mlir::tp::onnx_import::buildContraction(OpBuilder &b, Location loc,
@@ -288,8 +288,7 @@ Value mlir::tp::onnx_import::buildContraction(OpBuilder &b, Location loc,
         .getResult(0);
   if (isMatmulForm(lhsDims, rhsDims, outDims, /*batched=*/true))
     return linalg::BatchMatmulOp::create(b, loc, TypeRange{init.getType()},
-                                         ValueRange{lhs, rhs},
-                                         ValueRange{init})
+                                         ValueRange{lhs, rhs}, ValueRange{init})
         .getResult(0);
 
   // Broadcast ('1') dims are dropped from the operand, not indexed at 0.
@@ -389,8 +388,7 @@ Value mlir::tp::onnx_import::buildIndexedRead(
         SmallVector<Value> loops;
         for (size_t d = 0; d < resultShape.size(); ++d)
           loops.push_back(linalg::IndexOp::create(nb, nloc, d));
-        SmallVector<Value> index =
-            indexFn(nb, nloc, loops, args.drop_back());
+        SmallVector<Value> index = indexFn(nb, nloc, loops, args.drop_back());
         Value v = tensor::ExtractOp::create(nb, nloc, source, index);
         linalg::YieldOp::create(nb, nloc, v);
       });

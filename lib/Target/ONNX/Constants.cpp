@@ -72,7 +72,8 @@ int64_t mlir::tp::onnx_import::getNumElements(ArrayRef<int64_t> shape) {
   return n;
 }
 
-SmallVector<int64_t> mlir::tp::onnx_import::getStrides(ArrayRef<int64_t> shape) {
+SmallVector<int64_t>
+mlir::tp::onnx_import::getStrides(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
@@ -261,8 +262,8 @@ mlir::tp::onnx_import::readTensorProto(const TensorProto &tensor,
     if (!check(tensor.int32_data_size()))
       return failure();
     for (int64_t i = 0; i < n; ++i)
-      c.floats[i] = halfToDouble(tensor.int32_data(i),
-                                 c.dtype == TensorProto::BFLOAT16);
+      c.floats[i] =
+          halfToDouble(tensor.int32_data(i), c.dtype == TensorProto::BFLOAT16);
     break;
   case TensorProto::INT64:
     if (!check(tensor.int64_data_size()))
@@ -298,8 +299,8 @@ Value mlir::tp::onnx_import::materializeConstant(OpBuilder &b, Location loc,
     for (int64_t i = 0; i < n; ++i) {
       APFloat v(c.floats[i]);
       bool lost;
-      v.convert(floatType.getFloatSemantics(),
-                APFloat::rmNearestTiesToEven, &lost);
+      v.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &lost);
       values.push_back(v);
     }
     attr = DenseElementsAttr::get(type, values);

@@ -59,9 +59,9 @@ FailureOr<Window> getWindow(NodeContext &ctx, ArrayRef<int64_t> spatial,
     }
     int64_t span = spatial[i] + begin + end - extent;
     if (span < 0)
-      return ctx.emitError() << "kernel extent " << extent
-                             << " exceeds the padded input " << spatial[i]
-                             << " + " << begin + end << " on spatial dim " << i;
+      return ctx.emitError()
+             << "kernel extent " << extent << " exceeds the padded input "
+             << spatial[i] << " + " << begin + end << " on spatial dim " << i;
     int64_t out = ceilMode ? (span + w.strides[i] - 1) / w.strides[i] + 1
                            : span / w.strides[i] + 1;
     // A ceil-mode window must start inside the input or its begin padding.
@@ -82,7 +82,8 @@ Value padSpatial(OpBuilder &b, Location loc, Value x, const Window &w,
   if (llvm::all_of(w.padBegin, [](int64_t p) { return p == 0; }) &&
       llvm::all_of(w.padEnd, [](int64_t p) { return p == 0; }))
     return x;
-  SmallVector<OpFoldResult> low(2, b.getIndexAttr(0)), high(2, b.getIndexAttr(0));
+  SmallVector<OpFoldResult> low(2, b.getIndexAttr(0)),
+      high(2, b.getIndexAttr(0));
   SmallVector<int64_t> shape(type.getShape().take_front(2));
   for (size_t i = 0; i < w.padBegin.size(); ++i) {
     low.push_back(b.getIndexAttr(w.padBegin[i]));
@@ -90,9 +91,9 @@ Value padSpatial(OpBuilder &b, Location loc, Value x, const Window &w,
     shape.push_back(type.getDimSize(i + 2) + w.padBegin[i] + w.padEnd[i]);
   }
   Value padValue = createScalar(b, loc, type.getElementType(), value);
-  return tensor::PadOp::create(b, loc,
-                               RankedTensorType::get(shape, type.getElementType()),
-                               x, low, high, padValue);
+  return tensor::PadOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), x, low, high,
+      padValue);
 }
 
 /// Reshapes a per-channel vector [C] to [C, 1, ..., 1] for broadcasting
@@ -124,8 +125,8 @@ LogicalResult convertConv(NodeContext &ctx) {
   if (auto ks = ctx.attrInts("kernel_shape"); ks && *ks != kernel)
     return ctx.emitError() << "kernel_shape " << formatShape(*ks)
                            << " does not match W " << formatShape(wt.shape);
-  FailureOr<Window> w = getWindow(
-      ctx, ArrayRef<int64_t>(x.shape).drop_front(2), kernel, false);
+  FailureOr<Window> w =
+      getWindow(ctx, ArrayRef<int64_t>(x.shape).drop_front(2), kernel, false);
   if (failed(w))
     return failure();
   OpBuilder &b = ctx.b;
@@ -137,8 +138,7 @@ LogicalResult convertConv(NodeContext &ctx) {
   // Loops: n, g, mg, out..., c, k...
   int64_t numLoops = 3 + 2 * spatialRank + 1;
   auto dim = [&](int64_t i) { return getAffineDimExpr(i, mctx); };
-  SmallVector<AffineExpr> xExprs = {dim(0),
-                                    dim(1) * cg + dim(3 + spatialRank)};
+  SmallVector<AffineExpr> xExprs = {dim(0), dim(1) * cg + dim(3 + spatialRank)};
   SmallVector<AffineExpr> wExprs = {dim(1), dim(2), dim(3 + spatialRank)};
   SmallVector<AffineExpr> outExprs = {dim(0), dim(1), dim(2)};
   SmallVector<int64_t> outShape = {x.shape[0], group, mg};
@@ -156,20 +156,19 @@ LogicalResult convertConv(NodeContext &ctx) {
                                              utils::IteratorType::parallel);
   iterators.append(1 + spatialRank, utils::IteratorType::reduction);
   Value init = createFilled(b, loc, outShape, elementType, 0.0);
-  SmallVector<AffineMap> maps = {
-      AffineMap::get(numLoops, 0, xExprs, mctx),
-      AffineMap::get(numLoops, 0, wExprs, mctx),
-      AffineMap::get(numLoops, 0, outExprs, mctx)};
-  Value conv =
-      linalg::GenericOp::create(
-          b, loc, init.getType(), ValueRange{input, weight}, init, maps,
-          iterators,
-          [](OpBuilder &nb, Location nloc, ValueRange args) {
-            Value p = arith::MulFOp::create(nb, nloc, args[0], args[1]);
-            Value sum = arith::AddFOp::create(nb, nloc, args[2], p);
-            linalg::YieldOp::create(nb, nloc, sum);
-          })
-          .getResult(0);
+  SmallVector<AffineMap> maps = {AffineMap::get(numLoops, 0, xExprs, mctx),
+                                 AffineMap::get(numLoops, 0, wExprs, mctx),
+                                 AffineMap::get(numLoops, 0, outExprs, mctx)};
+  Value conv = linalg::GenericOp::create(
+                   b, loc, init.getType(), ValueRange{input, weight}, init,
+                   maps, iterators,
+                   [](OpBuilder &nb, Location nloc, ValueRange args) {
+                     Value p =
+                         arith::MulFOp::create(nb, nloc, args[0], args[1]);
+                     Value sum = arith::AddFOp::create(nb, nloc, args[2], p);
+                     linalg::YieldOp::create(nb, nloc, sum);
+                   })
+                   .getResult(0);
   SmallVector<int64_t> resultShape = {x.shape[0], m};
   resultShape.append(w->out.begin(), w->out.end());
   Value result = buildReshape(b, loc, conv, resultShape);
@@ -190,8 +189,7 @@ LogicalResult convertConv(NodeContext &ctx) {
 
 /// How many taps of each output position's window fall inside the input
 /// (AveragePool with count_include_pad = 0).
-ConstTensor countTaps(ArrayRef<int64_t> spatial, const Window &w,
-                      DType dtype) {
+ConstTensor countTaps(ArrayRef<int64_t> spatial, const Window &w, DType dtype) {
   ConstTensor c;
   c.dtype = dtype;
   c.shape.assign(w.out.begin(), w.out.end());
@@ -255,22 +253,21 @@ LogicalResult convertPool(NodeContext &ctx, bool isMax) {
   SmallVector<utils::IteratorType> iterators(2 + spatialRank,
                                              utils::IteratorType::parallel);
   iterators.append(spatialRank, utils::IteratorType::reduction);
-  Value init = createFilled(b, loc, outShape, elementType, isMax ? lowest : 0.0);
-  Value result =
-      linalg::GenericOp::create(
-          b, loc, init.getType(), ValueRange{input, window}, init, maps,
-          iterators,
-          [&](OpBuilder &nb, Location nloc, ValueRange args) {
-            Value v = isMax ? createMax(nb, nloc, args[2], args[0])
-                            : createAdd(nb, nloc, args[2], args[0]);
-            linalg::YieldOp::create(nb, nloc, v);
-          })
-          .getResult(0);
+  Value init =
+      createFilled(b, loc, outShape, elementType, isMax ? lowest : 0.0);
+  Value result = linalg::GenericOp::create(
+                     b, loc, init.getType(), ValueRange{input, window}, init,
+                     maps, iterators,
+                     [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                       Value v = isMax ? createMax(nb, nloc, args[2], args[0])
+                                       : createAdd(nb, nloc, args[2], args[0]);
+                       linalg::YieldOp::create(nb, nloc, v);
+                     })
+                     .getResult(0);
   if (!isMax) {
     Value divisor;
     if (ctx.attrInt("count_include_pad", 0)) {
-      divisor = createScalar(b, loc, elementType,
-                             getNumElements(w->kernel));
+      divisor = createScalar(b, loc, elementType, getNumElements(w->kernel));
       divisor = tensor::FromElementsOp::create(
           b, loc, RankedTensorType::get({}, elementType), divisor);
     } else {
@@ -300,12 +297,13 @@ LogicalResult convertGlobalPool(NodeContext &ctx, bool isMax) {
   }
   OpBuilder &b = ctx.b;
   Location loc = ctx.loc;
-  Value result = buildReduction(
-      b, loc, ctx.operand(0), axes, /*keepDims=*/true,
-      isMax ? -std::numeric_limits<double>::infinity() : 0.0,
-      [&](OpBuilder &nb, Location nloc, Value acc, Value v) {
-        return isMax ? createMax(nb, nloc, acc, v) : createAdd(nb, nloc, acc, v);
-      });
+  Value result =
+      buildReduction(b, loc, ctx.operand(0), axes, /*keepDims=*/true,
+                     isMax ? -std::numeric_limits<double>::infinity() : 0.0,
+                     [&](OpBuilder &nb, Location nloc, Value acc, Value v) {
+                       return isMax ? createMax(nb, nloc, acc, v)
+                                    : createAdd(nb, nloc, acc, v);
+                     });
   if (!isMax) {
     auto type = getTensorType(result);
     result = buildElementwise(
@@ -329,9 +327,9 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
     return ctx.emitError() << "only inference mode (one output) is supported";
   for (unsigned i = 1; i < 5; ++i)
     if (ctx.input(i).shape != SmallVector<int64_t>{x.shape[1]})
-      return ctx.emitError() << "input " << i << " "
-                             << formatShape(ctx.input(i).shape)
-                             << " must be [" << x.shape[1] << "]";
+      return ctx.emitError()
+             << "input " << i << " " << formatShape(ctx.input(i).shape)
+             << " must be [" << x.shape[1] << "]";
   double epsilon = ctx.attrFloat("epsilon", 1e-5f);
   OpBuilder &b = ctx.b;
   Location loc = ctx.loc;
@@ -346,8 +344,8 @@ LogicalResult convertBatchNorm(NodeContext &ctx) {
         Value centered = arith::SubFOp::create(nb, nloc, s[0], s[3]);
         Value inv = math::RsqrtOp::create(
             nb, nloc,
-            arith::AddFOp::create(nb, nloc, s[4],
-                                  createScalar(nb, nloc, elementType, epsilon)));
+            arith::AddFOp::create(
+                nb, nloc, s[4], createScalar(nb, nloc, elementType, epsilon)));
         Value scaled = arith::MulFOp::create(
             nb, nloc, centered, arith::MulFOp::create(nb, nloc, s[1], inv));
         return arith::AddFOp::create(nb, nloc, scaled, s[2]);

@@ -38,12 +38,11 @@ LogicalResult convertConcat(NodeContext &ctx) {
     for (int64_t d = 0; same && d < rank; ++d)
       same = d == *axis || in.shape[d] == first.shape[d];
     if (!same)
-      return ctx.emitError() << "input " << i << " " << dtypeName(in.dtype)
-                             << formatShape(in.shape)
-                             << " does not match input 0 "
-                             << dtypeName(first.dtype)
-                             << formatShape(first.shape) << " off axis "
-                             << *axis;
+      return ctx.emitError()
+             << "input " << i << " " << dtypeName(in.dtype)
+             << formatShape(in.shape) << " does not match input 0 "
+             << dtypeName(first.dtype) << formatShape(first.shape)
+             << " off axis " << *axis;
     shape[*axis] += in.shape[*axis];
     if (in.shape[*axis] != 0)
       parts.push_back(i);
@@ -86,10 +85,10 @@ LogicalResult convertConcat(NodeContext &ctx) {
   SmallVector<Value> operands;
   for (unsigned i : parts)
     operands.push_back(ctx.operand(i));
-  Value result = operands.size() == 1
-                     ? operands.front()
-                     : Value(tensor::ConcatOp::create(ctx.b, ctx.loc, *axis,
-                                                      operands));
+  Value result =
+      operands.size() == 1
+          ? operands.front()
+          : Value(tensor::ConcatOp::create(ctx.b, ctx.loc, *axis, operands));
   ctx.setResult(0, result, first.dtype);
   return success();
 }
@@ -110,7 +109,8 @@ void setSlice(NodeContext &ctx, unsigned output, ArrayRef<int64_t> offsets,
     return;
   }
   Value input = ctx.operand(0);
-  auto type = RankedTensorType::get(sizes, getTensorType(input).getElementType());
+  auto type =
+      RankedTensorType::get(sizes, getTensorType(input).getElementType());
   if (type.getNumElements() == 0) {
     // An empty slice may start past the end, which extract_slice rejects.
     ctx.setResult(output,
@@ -157,8 +157,7 @@ LogicalResult convertSplit(NodeContext &ctx) {
                            << formatShape(x.shape);
   int64_t offset = 0;
   for (auto [i, s] : llvm::enumerate(sizes)) {
-    SmallVector<int64_t> offsets(rank, 0), shape = x.shape,
-                                           strides(rank, 1);
+    SmallVector<int64_t> offsets(rank, 0), shape = x.shape, strides(rank, 1);
     offsets[*axis] = offset;
     shape[*axis] = s;
     setSlice(ctx, i, offsets, shape, strides);
@@ -307,8 +306,7 @@ LogicalResult convertGather(NodeContext &ctx) {
   }
   // A single known index (x[:, 0]) is a slice.
   if (constIndices && q == 0) {
-    SmallVector<int64_t> offsets(rank, 0), sizes = data.shape,
-                                           strides(rank, 1);
+    SmallVector<int64_t> offsets(rank, 0), sizes = data.shape, strides(rank, 1);
     offsets[*axis] = constIndices->ints[0];
     sizes[*axis] = 1;
     Value input = ctx.operand(0);
@@ -333,8 +331,8 @@ LogicalResult convertGather(NodeContext &ctx) {
   Value result = buildIndexedRead(
       ctx.b, ctx.loc, ctx.operand(0), idx, idxMap, shape,
       [&](OpBuilder &b, Location loc, ValueRange loops, ValueRange scalars) {
-        Value i = arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                             scalars[0]);
+        Value i =
+            arith::IndexCastOp::create(b, loc, b.getIndexType(), scalars[0]);
         if (checkNegative) {
           Value n = indexConst(b, loc, dim);
           Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
@@ -356,8 +354,8 @@ LogicalResult convertPad(NodeContext &ctx) {
   int64_t rank = x.shape.size();
   std::string mode = ctx.attrString("mode", "constant");
   if (mode != "constant")
-    return ctx.emitError() << "only mode 'constant' is supported, got '"
-                           << mode << "'";
+    return ctx.emitError() << "only mode 'constant' is supported, got '" << mode
+                           << "'";
   std::optional<SmallVector<int64_t>> pads =
       ctx.opset < 11 ? ctx.attrInts("pads") : ctx.constInts(1, "pads");
   if (!pads)
@@ -460,9 +458,10 @@ LogicalResult convertTrilu(NodeContext &ctx) {
         Value i = linalg::IndexOp::create(b, loc, rank - 2);
         Value j = linalg::IndexOp::create(b, loc, rank - 1);
         Value diff = arith::SubIOp::create(b, loc, j, i);
-        Value keepIt = arith::CmpIOp::create(
-            b, loc, upper ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle,
-            diff, indexConst(b, loc, k));
+        Value keepIt = arith::CmpIOp::create(b, loc,
+                                             upper ? arith::CmpIPredicate::sge
+                                                   : arith::CmpIPredicate::sle,
+                                             diff, indexConst(b, loc, k));
         return Value(arith::SelectOp::create(
             b, loc, keepIt, s[0], createScalar(b, loc, elementType, 0)));
       });

@@ -62,7 +62,8 @@ LogicalResult foldElementwise(NodeContext &ctx, const ElementwiseSpec &spec,
     if (ctx.hasInput(i))
       inputs.push_back(ctx.constInput(i));
   ConstTensor r;
-  r.dtype = isFloatDType(resultDType) ? TensorProto::DOUBLE : TensorProto::INT64;
+  r.dtype =
+      isFloatDType(resultDType) ? TensorProto::DOUBLE : TensorProto::INT64;
   r.shape.assign(shape.begin(), shape.end());
   r.allocate();
   SmallVector<int64_t> strides = getStrides(shape);
@@ -138,9 +139,8 @@ LogicalResult convertElementwise(NodeContext &ctx,
                            << dtypeName(resultDType);
 
   if (ctx.allInputsConstant()) {
-    bool exact = llvm::all_of(present, [&](unsigned i) {
-      return foldsExactly(*ctx.constInput(i));
-    });
+    bool exact = llvm::all_of(
+        present, [&](unsigned i) { return foldsExactly(*ctx.constInput(i)); });
     if (spec.result == ResultType::FromCastAttr) {
       ctx.setConstResult(0, ctx.constInput(0)->castTo(resultDType));
       return success();
@@ -177,8 +177,8 @@ LogicalResult convertElementwise(NodeContext &ctx,
           scalars.push_back(createConstScalar(b, loc, mctx, *c));
         }
         if (spec.result == ResultType::FromCastAttr)
-          return castScalar(b, loc, scalars[0], resultElementType,
-                            srcUnsigned, isUnsignedDType(resultDType));
+          return castScalar(b, loc, scalars[0], resultElementType, srcUnsigned,
+                            isUnsignedDType(resultDType));
         return spec.build(b, loc, scalars, ctx);
       });
   ctx.setResult(0, result, resultDType);
@@ -239,7 +239,8 @@ Value buildCompare(OpBuilder &b, Location loc, ValueRange s,
 Value buildSigmoid(OpBuilder &b, Location loc, Value x) {
   Value one = cst(b, loc, x, 1.0);
   Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
-  return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e));
+  return arith::DivFOp::create(b, loc, one,
+                               arith::AddFOp::create(b, loc, one, e));
 }
 
 /// GELU, exact (erf) or tanh approximation.
@@ -247,7 +248,8 @@ Value buildGelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
   Value half = cst(b, loc, x, 0.5), one = cst(b, loc, x, 1.0);
   Value inner;
   if (tanhApprox) {
-    Value x3 = arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
+    Value x3 =
+        arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
     Value poly = arith::AddFOp::create(
         b, loc, x, arith::MulFOp::create(b, loc, cst(b, loc, x, 0.044715), x3));
     inner = math::TanhOp::create(
@@ -258,13 +260,11 @@ Value buildGelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
     inner = math::ErfOp::create(
         b, loc, arith::MulFOp::create(b, loc, x, cst(b, loc, x, M_SQRT1_2)));
   }
-  return arith::MulFOp::create(
-      b, loc, arith::MulFOp::create(b, loc, half, x),
-      arith::AddFOp::create(b, loc, one, inner));
+  return arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, half, x),
+                               arith::AddFOp::create(b, loc, one, inner));
 }
 
-template <typename OpTy>
-ElementwiseSpec unaryMath(FoldFn fold = nullptr) {
+template <typename OpTy> ElementwiseSpec unaryMath(FoldFn fold = nullptr) {
   return {ResultType::SameAsInput,
           [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
             return Value(OpTy::create(b, loc, s[0]));
@@ -331,14 +331,15 @@ llvm::StringMap<ElementwiseSpec> makeSpecs() {
                        [](ArrayRef<double> a) { return double(a[0] == a[1]); });
   m["Less"] = compare(P::OLT, I::slt, I::ult,
                       [](ArrayRef<double> a) { return double(a[0] < a[1]); });
-  m["LessOrEqual"] =
-      compare(P::OLE, I::sle, I::ule,
-              [](ArrayRef<double> a) { return double(a[0] <= a[1]); });
-  m["Greater"] = compare(P::OGT, I::sgt, I::ugt,
-                         [](ArrayRef<double> a) { return double(a[0] > a[1]); });
-  m["GreaterOrEqual"] =
-      compare(P::OGE, I::sge, I::uge,
-              [](ArrayRef<double> a) { return double(a[0] >= a[1]); });
+  m["LessOrEqual"] = compare(P::OLE, I::sle, I::ule, [](ArrayRef<double> a) {
+    return double(a[0] <= a[1]);
+  });
+  m["Greater"] = compare(P::OGT, I::sgt, I::ugt, [](ArrayRef<double> a) {
+    return double(a[0] > a[1]);
+  });
+  m["GreaterOrEqual"] = compare(P::OGE, I::sge, I::uge, [](ArrayRef<double> a) {
+    return double(a[0] >= a[1]);
+  });
   auto logic = [](Value (*build)(OpBuilder &, Location, Value, Value),
                   FoldFn fold) {
     return ElementwiseSpec{
@@ -353,11 +354,10 @@ llvm::StringMap<ElementwiseSpec> makeSpecs() {
         return arith::AndIOp::create(b, loc, x, y);
       },
       [](ArrayRef<double> a) { return double(a[0] != 0 && a[1] != 0); });
-  m["Or"] = logic(
-      [](OpBuilder &b, Location loc, Value x, Value y) -> Value {
-        return arith::OrIOp::create(b, loc, x, y);
-      },
-      [](ArrayRef<double> a) { return double(a[0] != 0 || a[1] != 0); });
+  m["Or"] =
+      logic([](OpBuilder &b, Location loc, Value x,
+               Value y) -> Value { return arith::OrIOp::create(b, loc, x, y); },
+            [](ArrayRef<double> a) { return double(a[0] != 0 || a[1] != 0); });
   m["Xor"] = logic(
       [](OpBuilder &b, Location loc, Value x, Value y) -> Value {
         return arith::XOrIOp::create(b, loc, x, y);
@@ -365,8 +365,8 @@ llvm::StringMap<ElementwiseSpec> makeSpecs() {
       [](ArrayRef<double> a) { return double((a[0] != 0) != (a[1] != 0)); });
   m["Not"] = {ResultType::Bool,
               [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
-                return Value(arith::XOrIOp::create(b, loc, s[0],
-                                                   cst(b, loc, s[0], 1)));
+                return Value(
+                    arith::XOrIOp::create(b, loc, s[0], cst(b, loc, s[0], 1)));
               },
               [](ArrayRef<double> a) { return double(a[0] == 0); }};
   m["Where"] = {ResultType::SameAsSecond,
@@ -393,27 +393,27 @@ llvm::StringMap<ElementwiseSpec> makeSpecs() {
               [](ArrayRef<double> a) { return std::fabs(a[0]); }};
   m["Sqrt"] = unaryMath<math::SqrtOp>(
       [](ArrayRef<double> a) { return std::sqrt(a[0]); });
-  m["Exp"] = unaryMath<math::ExpOp>(
-      [](ArrayRef<double> a) { return std::exp(a[0]); });
-  m["Log"] = unaryMath<math::LogOp>(
-      [](ArrayRef<double> a) { return std::log(a[0]); });
+  m["Exp"] =
+      unaryMath<math::ExpOp>([](ArrayRef<double> a) { return std::exp(a[0]); });
+  m["Log"] =
+      unaryMath<math::LogOp>([](ArrayRef<double> a) { return std::log(a[0]); });
   m["Tanh"] = unaryMath<math::TanhOp>();
   m["Erf"] = unaryMath<math::ErfOp>();
-  m["Sin"] = unaryMath<math::SinOp>(
-      [](ArrayRef<double> a) { return std::sin(a[0]); });
-  m["Cos"] = unaryMath<math::CosOp>(
-      [](ArrayRef<double> a) { return std::cos(a[0]); });
+  m["Sin"] =
+      unaryMath<math::SinOp>([](ArrayRef<double> a) { return std::sin(a[0]); });
+  m["Cos"] =
+      unaryMath<math::CosOp>([](ArrayRef<double> a) { return std::cos(a[0]); });
   m["Floor"] = unaryMath<math::FloorOp>(
       [](ArrayRef<double> a) { return std::floor(a[0]); });
   m["Ceil"] = unaryMath<math::CeilOp>(
       [](ArrayRef<double> a) { return std::ceil(a[0]); });
-  m["Reciprocal"] = {ResultType::SameAsInput,
-                     [](OpBuilder &b, Location loc, ValueRange s,
-                        NodeContext &) {
-                       return Value(arith::DivFOp::create(
-                           b, loc, cst(b, loc, s[0], 1.0), s[0]));
-                     },
-                     [](ArrayRef<double> a) { return 1.0 / a[0]; }};
+  m["Reciprocal"] = {
+      ResultType::SameAsInput,
+      [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
+        return Value(
+            arith::DivFOp::create(b, loc, cst(b, loc, s[0], 1.0), s[0]));
+      },
+      [](ArrayRef<double> a) { return 1.0 / a[0]; }};
   m["Sigmoid"] = {ResultType::SameAsInput,
                   [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
                     return buildSigmoid(b, loc, s[0]);
@@ -433,17 +433,17 @@ llvm::StringMap<ElementwiseSpec> makeSpecs() {
             b, loc, arith::CmpFPredicate::OGT, x, cst(b, loc, x, 0.0));
         return Value(arith::SelectOp::create(b, loc, positive, x, scaled));
       }};
-  m["Softplus"] = {ResultType::SameAsInput,
-                   [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
-                     // log(1 + exp(x)) without overflow for large x.
-                     Value x = s[0];
-                     Value e = math::ExpOp::create(b, loc, x);
-                     Value soft = math::Log1pOp::create(b, loc, e);
-                     Value big = arith::CmpFOp::create(
-                         b, loc, arith::CmpFPredicate::OGT, x,
-                         cst(b, loc, x, 20.0));
-                     return Value(arith::SelectOp::create(b, loc, big, x, soft));
-                   }};
+  m["Softplus"] = {
+      ResultType::SameAsInput,
+      [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
+        // log(1 + exp(x)) without overflow for large x.
+        Value x = s[0];
+        Value e = math::ExpOp::create(b, loc, x);
+        Value soft = math::Log1pOp::create(b, loc, e);
+        Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x,
+                                          cst(b, loc, x, 20.0));
+        return Value(arith::SelectOp::create(b, loc, big, x, soft));
+      }};
   m["Gelu"] = {ResultType::SameAsInput,
                [](OpBuilder &b, Location loc, ValueRange s, NodeContext &ctx) {
                  return buildGelu(b, loc, s[0],
@@ -475,9 +475,9 @@ LogicalResult convertClip(NodeContext &ctx) {
     if (!ctx.hasInput(i))
       continue;
     if (!ctx.input(i).shape.empty())
-      return ctx.emitError() << (i == 1 ? "min" : "max")
-                             << " must be a scalar, got "
-                             << formatShape(ctx.input(i).shape);
+      return ctx.emitError()
+             << (i == 1 ? "min" : "max") << " must be a scalar, got "
+             << formatShape(ctx.input(i).shape);
     if ((constBound[i] = ctx.constInput(i)))
       continue;
     (i == 1 ? minOperand : maxOperand) = operands.size();

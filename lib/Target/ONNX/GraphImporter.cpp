@@ -32,8 +32,8 @@ namespace mlir::tp::onnx_import {
 /// Imports one ModelProto into a fresh module.
 class GraphImporter {
 public:
-  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
-                StringRef path, const ONNXImportOptions &options)
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model, StringRef path,
+                const ONNXImportOptions &options)
       : ctx(ctx), model(model), graph(model.graph()), path(path),
         options(options), builder(ctx),
         fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {}
@@ -217,8 +217,8 @@ LogicalResult GraphImporter::checkOpset() {
     if (entry.domain().empty() || entry.domain() == "ai.onnx")
       opset = entry.version();
   if (opset == 0)
-    return emitError(fileLoc) << "'" << path
-                              << "' does not import the default ONNX opset";
+    return emitError(fileLoc)
+           << "'" << path << "' does not import the default ONNX opset";
   return success();
 }
 
@@ -305,10 +305,9 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
       for (auto [i, d] : llvm::enumerate(shape)) {
         if (d != ShapedType::kDynamic)
           continue;
-        emitError(loc) << "input '" << info.name() << "' has dynamic dim "
-                       << i << " ('" << symbols[i]
-                       << "'); pass --input-shape " << info.name()
-                       << "=<dims, e.g. 1x128>";
+        emitError(loc) << "input '" << info.name() << "' has dynamic dim " << i
+                       << " ('" << symbols[i] << "'); pass --input-shape "
+                       << info.name() << "=<dims, e.g. 1x128>";
         ok = false;
         break;
       }
@@ -323,8 +322,8 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
     if (!ok)
       continue;
     argTypes.push_back(RankedTensorType::get(shape, elementType));
-    argAttrs.push_back(builder.getNamedAttr(TPDialect::kInputAttrName,
-                                            builder.getStringAttr(info.name())));
+    argAttrs.push_back(builder.getNamedAttr(
+        TPDialect::kInputAttrName, builder.getStringAttr(info.name())));
     argNames.push_back(info.name());
     ImportedValue v;
     v.dtype = dtype;
@@ -350,8 +349,8 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
 static bool shouldInline(const onnx::TensorProto &t) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return false;
-  int64_t n = getNumElements(SmallVector<int64_t>(t.dims().begin(),
-                                                  t.dims().end()));
+  int64_t n =
+      getNumElements(SmallVector<int64_t>(t.dims().begin(), t.dims().end()));
   if (isFloatDType(t.data_type()))
     return n <= 1;
   return n <= kMaxFoldedElements;
@@ -421,8 +420,7 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
           ok = false;
           continue;
         }
-        externalFiles.insert(
-            StringAttr::get(ctx, ext->file).getValue());
+        externalFiles.insert(StringAttr::get(ctx, ext->file).getValue());
       } else if (init.has_raw_data() && init.raw_data().size() != bytes) {
         emitError(loc) << "initializer '" << init.name() << "' holds "
                        << init.raw_data().size() << " bytes but its shape "
@@ -481,12 +479,11 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       continue;
     ImportedValue *v = lookup(output);
     if (!v)
-      return emitError(loc) << "node '" << name << "' (" << node.op_type()
-                            << "): output '" << output
-                            << "' is not produced by this importer";
+      return emitError(loc)
+             << "node '" << name << "' (" << node.op_type() << "): output '"
+             << output << "' is not produced by this importer";
     auto it = declared.find(output);
-    if (it != declared.end() &&
-        failed(checkDeclaredType(*it->second, *v, loc)))
+    if (it != declared.end() && failed(checkDeclaredType(*it->second, *v, loc)))
       return failure();
   }
   return success();

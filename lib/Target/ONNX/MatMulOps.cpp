@@ -33,7 +33,8 @@ LogicalResult convertMatMul(NodeContext &ctx) {
     return failure();
   if (a.dtype != b.dtype)
     return ctx.emitError() << "operands differ in element type: "
-                           << dtypeName(a.dtype) << " and " << dtypeName(b.dtype);
+                           << dtypeName(a.dtype) << " and "
+                           << dtypeName(b.dtype);
   if (a.shape.empty() || b.shape.empty())
     return ctx.emitError() << "operands must have rank >= 1, got "
                            << formatShape(a.shape) << " and "
@@ -97,7 +98,8 @@ LogicalResult convertGemm(NodeContext &ctx) {
                            << formatShape(a.shape) << " and "
                            << formatShape(b.shape);
   bool transA = ctx.attrInt("transA", 0), transB = ctx.attrInt("transB", 0);
-  float alpha = ctx.attrFloat("alpha", 1.0f), beta = ctx.attrFloat("beta", 1.0f);
+  float alpha = ctx.attrFloat("alpha", 1.0f),
+        beta = ctx.attrFloat("beta", 1.0f);
   int64_t m = transA ? a.shape[1] : a.shape[0];
   int64_t k = transA ? a.shape[0] : a.shape[1];
   int64_t kb = transB ? b.shape[1] : b.shape[0];
@@ -125,7 +127,8 @@ LogicalResult convertGemm(NodeContext &ctx) {
         [&](OpBuilder &nb, Location loc, ValueRange s) {
           Value v = s[0];
           if (alpha != 1.0f)
-            v = createMul(nb, loc, v, createScalar(nb, loc, elementType, alpha));
+            v = createMul(nb, loc, v,
+                          createScalar(nb, loc, elementType, alpha));
           if (!hasC)
             return v;
           Value c = s[1];
@@ -199,9 +202,8 @@ LogicalResult convertEinsum(NodeContext &ctx) {
         return ctx.emitError() << "equation '" << equation
                                << "' has an invalid letter '" << c << "'";
       if (!seen.insert(c).second)
-        return ctx.emitError() << "equation term '" << dims
-                               << "' repeats '" << c
-                               << "' (diagonals are not supported)";
+        return ctx.emitError() << "equation term '" << dims << "' repeats '"
+                               << c << "' (diagonals are not supported)";
       StringRef key(&c, 1);
       ++counts[key];
       auto [it, inserted] = sizes.try_emplace(key, v.shape[d]);
@@ -221,8 +223,8 @@ LogicalResult convertEinsum(NodeContext &ctx) {
   for (char c : out) {
     auto it = sizes.find(StringRef(&c, 1));
     if (it == sizes.end())
-      return ctx.emitError() << "output letter '" << c
-                             << "' appears in no input";
+      return ctx.emitError()
+             << "output letter '" << c << "' appears in no input";
     outShape.push_back(it->second);
   }
   Value result =

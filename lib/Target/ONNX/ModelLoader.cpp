@@ -22,9 +22,10 @@ static bool looksLikeText(StringRef bytes) {
   StringRef head = bytes.ltrim().take_front(256);
   if (head.empty())
     return false;
-  return llvm::all_of(head, [](char c) {
-    return llvm::isPrint(c) || llvm::isSpace(c);
-  }) && (head.front() == '<' || llvm::isAlpha(head.front()));
+  return llvm::all_of(
+             head,
+             [](char c) { return llvm::isPrint(c) || llvm::isSpace(c); }) &&
+         (head.front() == '<' || llvm::isAlpha(head.front()));
 }
 
 LogicalResult mlir::tp::onnx_import::parseModel(StringRef bytes, StringRef path,
@@ -38,9 +39,9 @@ LogicalResult mlir::tp::onnx_import::parseModel(StringRef bytes, StringRef path,
     onnx::OnnxParser parser(buffer.c_str());
     onnx::Status status = parser.Parse(model);
     if (!status.IsOK())
-      return emitError(loc) << "cannot parse '" << path
-                            << "' as ONNX text format: "
-                            << status.ErrorMessage();
+      return emitError(loc)
+             << "cannot parse '" << path
+             << "' as ONNX text format: " << status.ErrorMessage();
     return success();
   }
   if (bytes.size() > static_cast<size_t>(INT32_MAX))
@@ -56,9 +57,10 @@ LogicalResult mlir::tp::onnx_import::parseModel(StringRef bytes, StringRef path,
   return success();
 }
 
-FailureOr<ExternalLocation> mlir::tp::onnx_import::checkExternalData(
-    const onnx::TensorProto &tensor, StringRef modelDir, uint64_t expectedBytes,
-    Location loc) {
+FailureOr<ExternalLocation>
+mlir::tp::onnx_import::checkExternalData(const onnx::TensorProto &tensor,
+                                         StringRef modelDir,
+                                         uint64_t expectedBytes, Location loc) {
   ExternalLocation ext;
   bool hasLength = false;
   for (const auto &entry : tensor.external_data()) {
@@ -82,8 +84,9 @@ FailureOr<ExternalLocation> mlir::tp::onnx_import::checkExternalData(
     return emitError(loc) << "external data of tensor '" << tensor.name()
                           << "' has no location";
   StringRef file = ext.file;
-  bool escapes = llvm::sys::path::is_absolute(file) ||
-                 llvm::sys::path::is_absolute(file, llvm::sys::path::Style::windows);
+  bool escapes =
+      llvm::sys::path::is_absolute(file) ||
+      llvm::sys::path::is_absolute(file, llvm::sys::path::Style::windows);
   for (auto it = llvm::sys::path::begin(file), e = llvm::sys::path::end(file);
        it != e; ++it)
     escapes |= *it == "..";
@@ -102,9 +105,8 @@ FailureOr<ExternalLocation> mlir::tp::onnx_import::checkExternalData(
   llvm::sys::path::append(full, file);
   uint64_t size;
   if (llvm::sys::fs::file_size(full, size))
-    return emitError(loc) << "external data file '" << full
-                          << "' of tensor '" << tensor.name()
-                          << "' does not exist";
+    return emitError(loc) << "external data file '" << full << "' of tensor '"
+                          << tensor.name() << "' does not exist";
   if (ext.offset + ext.length > size)
     return emitError(loc) << "external data file '" << full << "' holds "
                           << size << " bytes, but tensor '" << tensor.name()

@@ -122,12 +122,12 @@ LogicalResult convertReduce(NodeContext &ctx, ReduceKind kind,
   if (!normalized)
     return failure();
   bool isUnsigned = isUnsignedDType(x.dtype);
-  Value result = buildReduction(
-      ctx.b, ctx.loc, ctx.operand(0), *normalized, keepDims,
-      initFor(kind, isUnsigned),
-      [&](OpBuilder &b, Location loc, Value acc, Value v) {
-        return combineFor(kind, b, loc, acc, v, isUnsigned);
-      });
+  Value result =
+      buildReduction(ctx.b, ctx.loc, ctx.operand(0), *normalized, keepDims,
+                     initFor(kind, isUnsigned),
+                     [&](OpBuilder &b, Location loc, Value acc, Value v) {
+                       return combineFor(kind, b, loc, acc, v, isUnsigned);
+                     });
   if (kind == ReduceKind::Mean) {
     int64_t n = 1;
     for (int64_t a : *normalized)
@@ -159,8 +159,8 @@ LogicalResult convertSoftmax(NodeContext &ctx, bool log) {
     return ctx.emitError() << "input must be floating point, got "
                            << dtypeName(x.dtype);
   int64_t rank = x.shape.size();
-  auto axis = ctx.normalizeAxis(ctx.attrInt("axis", ctx.opset >= 13 ? -1 : 1),
-                                rank);
+  auto axis =
+      ctx.normalizeAxis(ctx.attrInt("axis", ctx.opset >= 13 ? -1 : 1), rank);
   if (!axis)
     return failure();
   // Before opset 13 the input is coerced to 2-D at `axis`.
@@ -171,22 +171,26 @@ LogicalResult convertSoftmax(NodeContext &ctx, bool log) {
   Location loc = ctx.loc;
   Value input = ctx.operand(0);
   Type elementType = getTensorType(input).getElementType();
-  Value max = buildReduction(b, loc, input, axes, /*keepDims=*/true, -kInf,
-                             [](OpBuilder &nb, Location nloc, Value acc,
-                                Value v) { return createMax(nb, nloc, acc, v); });
-  Value shifted = buildElementwise(
-      b, loc, ValueRange{input, max}, x.shape, elementType,
-      [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
-        return arith::SubFOp::create(nb, nloc, s[0], s[1]);
-      });
-  Value exp = buildElementwise(
-      b, loc, shifted, x.shape, elementType,
-      [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
-        return math::ExpOp::create(nb, nloc, s[0]);
-      });
-  Value sum = buildReduction(b, loc, exp, axes, /*keepDims=*/true, 0.0,
-                             [](OpBuilder &nb, Location nloc, Value acc,
-                                Value v) { return createAdd(nb, nloc, acc, v); });
+  Value max =
+      buildReduction(b, loc, input, axes, /*keepDims=*/true, -kInf,
+                     [](OpBuilder &nb, Location nloc, Value acc, Value v) {
+                       return createMax(nb, nloc, acc, v);
+                     });
+  Value shifted =
+      buildElementwise(b, loc, ValueRange{input, max}, x.shape, elementType,
+                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
+                         return arith::SubFOp::create(nb, nloc, s[0], s[1]);
+                       });
+  Value exp =
+      buildElementwise(b, loc, shifted, x.shape, elementType,
+                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
+                         return math::ExpOp::create(nb, nloc, s[0]);
+                       });
+  Value sum =
+      buildReduction(b, loc, exp, axes, /*keepDims=*/true, 0.0,
+                     [](OpBuilder &nb, Location nloc, Value acc, Value v) {
+                       return createAdd(nb, nloc, acc, v);
+                     });
   Value result = buildElementwise(
       b, loc, ValueRange{log ? shifted : exp, sum}, x.shape, elementType,
       [&](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
@@ -221,10 +225,10 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
       continue;
     auto s = broadcastShapes({ctx.input(i).shape, normShape});
     if (!s || *s != normShape)
-      return ctx.emitError() << (i == 1 ? "scale " : "bias ")
-                             << formatShape(ctx.input(i).shape)
-                             << " does not broadcast to the normalized shape "
-                             << formatShape(normShape);
+      return ctx.emitError()
+             << (i == 1 ? "scale " : "bias ") << formatShape(ctx.input(i).shape)
+             << " does not broadcast to the normalized shape "
+             << formatShape(normShape);
   }
   OpBuilder &b = ctx.b;
   Location loc = ctx.loc;
@@ -233,13 +237,13 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
   auto add = [](OpBuilder &nb, Location nloc, Value acc, Value v) {
     return createAdd(nb, nloc, acc, v);
   };
-  Value mean = divideBy(
-      b, loc, buildReduction(b, loc, input, axes, true, 0.0, add), n);
-  Value centered = buildElementwise(
-      b, loc, ValueRange{input, mean}, x.shape, elementType,
-      [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
-        return arith::SubFOp::create(nb, nloc, s[0], s[1]);
-      });
+  Value mean =
+      divideBy(b, loc, buildReduction(b, loc, input, axes, true, 0.0, add), n);
+  Value centered =
+      buildElementwise(b, loc, ValueRange{input, mean}, x.shape, elementType,
+                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
+                         return arith::SubFOp::create(nb, nloc, s[0], s[1]);
+                       });
   Value sumSq = buildReduction(
       b, loc, centered, axes, true, 0.0,
       [](OpBuilder &nb, Location nloc, Value acc, Value v) {

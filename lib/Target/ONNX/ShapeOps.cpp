@@ -106,8 +106,8 @@ LogicalResult convertConstant(NodeContext &ctx) {
     if (failed(c))
       return ctx.emitError() << "its value " << error;
     if (!getElementType(ctx.b.getContext(), c->dtype))
-      return ctx.emitError() << "unsupported element type "
-                             << dtypeName(c->dtype);
+      return ctx.emitError()
+             << "unsupported element type " << dtypeName(c->dtype);
     ctx.setConstResult(0, std::move(*c));
     return success();
   }
@@ -169,10 +169,9 @@ LogicalResult convertConstantOfShape(NodeContext &ctx) {
     return success();
   }
   Type elementType = getElementType(ctx.b.getContext(), fill.dtype);
-  ctx.setResult(0,
-                createFilled(ctx.b, ctx.loc, *shape, elementType,
-                             fill.getAsDouble(0)),
-                fill.dtype);
+  ctx.setResult(
+      0, createFilled(ctx.b, ctx.loc, *shape, elementType, fill.getAsDouble(0)),
+      fill.dtype);
   return success();
 }
 
@@ -186,7 +185,8 @@ LogicalResult convertRange(NodeContext &ctx) {
          d = delta->getAsDouble(0);
   if (d == 0)
     return ctx.emitError() << "delta is zero";
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  int64_t n =
+      std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
   ConstTensor r;
   r.dtype = start->dtype;
   r.shape = {n};
@@ -206,9 +206,9 @@ LogicalResult convertRange(NodeContext &ctx) {
 LogicalResult setReshaped(NodeContext &ctx, ArrayRef<int64_t> shape) {
   const ImportedValue &x = ctx.input(0);
   if (getNumElements(shape) != getNumElements(x.shape))
-    return ctx.emitError() << "cannot reshape " << formatShape(x.shape)
-                           << " (" << getNumElements(x.shape)
-                           << " elements) to " << formatShape(shape) << " ("
+    return ctx.emitError() << "cannot reshape " << formatShape(x.shape) << " ("
+                           << getNumElements(x.shape) << " elements) to "
+                           << formatShape(shape) << " ("
                            << getNumElements(shape) << " elements)";
   if (x.constant) {
     ConstTensor r = *x.constant;
@@ -236,28 +236,28 @@ LogicalResult convertReshape(NodeContext &ctx) {
   for (auto [i, d] : llvm::enumerate(shape)) {
     if (d == 0 && !allowZero) {
       if (i >= in.size())
-        return ctx.emitError() << "shape " << formatShape(*target)
-                               << " copies dim " << i << " of "
-                               << formatShape(in) << ", which has none";
+        return ctx.emitError()
+               << "shape " << formatShape(*target) << " copies dim " << i
+               << " of " << formatShape(in) << ", which has none";
       d = in[i];
     }
     if (d == -1) {
       if (inferred >= 0)
-        return ctx.emitError() << "shape " << formatShape(*target)
-                               << " has more than one -1";
+        return ctx.emitError()
+               << "shape " << formatShape(*target) << " has more than one -1";
       inferred = i;
       continue;
     }
     if (d < 0)
-      return ctx.emitError() << "shape " << formatShape(*target)
-                             << " has a negative dim";
+      return ctx.emitError()
+             << "shape " << formatShape(*target) << " has a negative dim";
     known *= d;
   }
   if (inferred >= 0) {
     int64_t total = getNumElements(in);
     if (known == 0 || total % known != 0)
-      return ctx.emitError() << "cannot reshape " << formatShape(in)
-                             << " to " << formatShape(*target);
+      return ctx.emitError() << "cannot reshape " << formatShape(in) << " to "
+                             << formatShape(*target);
     shape[inferred] = total / known;
   }
   return setReshaped(ctx, shape);
@@ -344,8 +344,8 @@ LogicalResult convertExpand(NodeContext &ctx) {
     return failure();
   auto shape = broadcastShapes({x.shape, *target});
   if (!shape)
-    return ctx.emitError() << "cannot expand " << formatShape(x.shape)
-                           << " to " << formatShape(*target);
+    return ctx.emitError() << "cannot expand " << formatShape(x.shape) << " to "
+                           << formatShape(*target);
   if (x.constant && getNumElements(*shape) <= kMaxFoldedElements) {
     SmallVector<int64_t> strides = getStrides(x.shape);
     size_t offset = shape->size() - x.shape.size();
@@ -398,11 +398,10 @@ LogicalResult convertTranspose(NodeContext &ctx) {
     return success();
   }
   Value input = ctx.operand(0);
-  Value init = createEmpty(ctx.b, ctx.loc, shape,
-                           getTensorType(input).getElementType());
-  Value result =
-      linalg::TransposeOp::create(ctx.b, ctx.loc, input, init, perm)
-          .getResult()[0];
+  Value init =
+      createEmpty(ctx.b, ctx.loc, shape, getTensorType(input).getElementType());
+  Value result = linalg::TransposeOp::create(ctx.b, ctx.loc, input, init, perm)
+                     .getResult()[0];
   ctx.setResult(0, result, x.dtype);
   return success();
 }

@@ -24,8 +24,8 @@ bool mlir::tp::parseInputShape(StringRef text, ONNXImportOptions &options,
                                std::string &error) {
   auto [name, dims] = text.rsplit('=');
   if (name.empty() || !text.contains('=')) {
-    error = "expected name=DIMS (e.g. input_ids=1x128), got '" + text.str() +
-            "'";
+    error =
+        "expected name=DIMS (e.g. input_ids=1x128), got '" + text.str() + "'";
     return false;
   }
   SmallVector<int64_t> shape;
@@ -35,8 +35,8 @@ bool mlir::tp::parseInputShape(StringRef text, ONNXImportOptions &options,
     for (StringRef part : parts) {
       int64_t d;
       if (part.trim().getAsInteger(10, d) || d < 0) {
-        error = "bad dim '" + part.str() + "' in --input-shape '" +
-                text.str() + "'; dims are non-negative integers joined by 'x'";
+        error = "bad dim '" + part.str() + "' in --input-shape '" + text.str() +
+                "'; dims are non-negative integers joined by 'x'";
         return false;
       }
       shape.push_back(d);
@@ -52,9 +52,9 @@ void mlir::tp::registerONNXImportDialects(DialectRegistry &registry) {
                   tensor::TensorDialect>();
 }
 
-OwningOpRef<ModuleOp> mlir::tp::importONNXFile(StringRef path,
-                                               MLIRContext *context,
-                                               const ONNXImportOptions &options) {
+OwningOpRef<ModuleOp>
+mlir::tp::importONNXFile(StringRef path, MLIRContext *context,
+                         const ONNXImportOptions &options) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
@@ -85,9 +85,9 @@ void mlir::tp::registerImportONNXTranslation() {
         }
         const llvm::MemoryBuffer *buffer =
             sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
-        auto module = importONNXBuffer(buffer->getBuffer(),
-                                       buffer->getBufferIdentifier(), context,
-                                       options);
+        auto module =
+            importONNXBuffer(buffer->getBuffer(), buffer->getBufferIdentifier(),
+                             context, options);
         return OwningOpRef<Operation *>(module.release());
       },
       [](DialectRegistry &registry) { registerONNXImportDialects(registry); });

@@ -1,0 +1,138 @@
+//===- PlanSequenceParallel.cpp - tp-plan-sequence-parallel ---------------===//
+//
+// Sequence parallelism as Megatron-LM does it: between tensor-parallel
+// blocks every rank holds a slice of the sequence instead of all of it.
+// The pass marks the residual stream, found by structure (the residual add
+// after each row-parallel contraction, and the stream it adds to), as split
+// on the sequence dim; propagation carries the split through the norms.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_PLANSEQUENCEPARALLEL
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// True if `op` reads a weight that the tensor-parallel plan split as row.
+bool isRowParallel(linalg::LinalgOp op) {
+  if (op.getNumReductionLoops() == 0)
+    return false;
+  for (Value input : op.getDpsInputs()) {
+    auto shardOp = input.getDefiningOp<shard::ShardOp>();
+    auto arg = shardOp ? dyn_cast<BlockArgument>(shardOp.getSrc()) : nullptr;
+    if (!arg)
+      continue;
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto role = func ? func.getArgAttrOfType<StringAttr>(
+                           arg.getArgNumber(), TPDialect::kParallelAttrName)
+                     : nullptr;
+    if (role && role.getValue() == "row")
+      return true;
+  }
+  return false;
+}
+
+bool isElementwise(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalgOp.getNumReductionLoops() == 0 &&
+         op->getNumResults() == 1 &&
+         linalgOp.getIndexingMapMatchingResult(op->getOpResult(0)).isIdentity();
+}
+
+/// The residual add after a row-parallel contraction: following single-use
+/// elementwise ops (a bias add), the first one with a second activation
+/// input. Returns it and that other input.
+std::optional<std::pair<Operation *, Value>> findResidualAdd(Operation *row) {
+  Value v = row->getResult(0);
+  for (int steps = 0; steps < 4 && v.hasOneUse(); ++steps) {
+    Operation *user = *v.getUsers().begin();
+    if (!isElementwise(user))
+      return std::nullopt;
+    auto linalgOp = cast<linalg::LinalgOp>(user);
+    for (Value input : linalgOp.getDpsInputs()) {
+      if (input == v || input.getType() != v.getType())
+        continue;
+      // Another full activation: the stream this block adds to.
+      if (!input.getDefiningOp<shard::ShardOp>() ||
+          !isa<BlockArgument>(input.getDefiningOp<shard::ShardOp>().getSrc()))
+        return std::make_pair(user, input);
+    }
+    v = user->getResult(0);
+  }
+  return std::nullopt;
+}
+
+struct PlanSequenceParallel
+    : tp::impl::PlanSequenceParallelBase<PlanSequenceParallel> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grids = module.getOps<shard::GridOp>();
+    if (grids.empty()) {
+      module.emitError() << "tp-plan-sequence-parallel: no shard.grid; run "
+                            "tp-plan-tensor-parallel first";
+      return signalPassFailure();
+    }
+    shard::GridOp grid = *grids.begin();
+    int64_t devices = 1;
+    for (int64_t d : grid.getShape())
+      devices *= d;
+    module.walk([&](func::FuncOp func) {
+      SmallVector<linalg::LinalgOp> rows;
+      func.walk([&](linalg::LinalgOp op) {
+        if (isRowParallel(op))
+          rows.push_back(op);
+      });
+      for (linalg::LinalgOp row : rows) {
+        auto residual = findResidualAdd(row);
+        if (!residual) {
+          emitWarning(row->getLoc())
+              << "tp-plan-sequence-parallel: no residual add "
+                 "after this row-parallel block; it keeps its "
+                 "all-reduce";
+          continue;
+        }
+        auto [add, stream] = *residual;
+        auto type = cast<RankedTensorType>(add->getResult(0).getType());
+        int64_t seqDim = type.getRank() - 2;
+        if (seqDim < 0 || type.getDimSize(seqDim) % devices != 0) {
+          emitWarning(add->getLoc())
+              << "tp-plan-sequence-parallel: sequence dim of " << type
+              << " does not divide by " << devices
+              << " devices; this block keeps its all-reduce";
+          continue;
+        }
+        splitOnSequence(add->getResult(0), grid, seqDim);
+        if (!stream.getDefiningOp<shard::ShardOp>())
+          splitOnSequence(stream, grid, seqDim);
+      }
+    });
+  }
+
+  /// Annotates the producer of `v` (not its users) as split on `dim`.
+  void splitOnSequence(Value v, shard::GridOp grid, int64_t dim) {
+    OpBuilder b(v.getContext());
+    b.setInsertionPointAfterValue(v);
+    SmallVector<shard::GridAxesAttr> axes;
+    for (int64_t d = 0; d < dim; ++d)
+      axes.push_back(b.getDenseI16ArrayAttr({}));
+    axes.push_back(b.getDenseI16ArrayAttr({0}));
+    Value sharding = shard::ShardingOp::create(
+        b, v.getLoc(), FlatSymbolRefAttr::get(grid.getSymNameAttr()), axes);
+    auto shardOp = shard::ShardOp::create(b, v.getLoc(), v, sharding,
+                                          /*annotate_for_users=*/false);
+    v.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+  }
+};
+
+} // namespace
