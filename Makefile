@@ -1,5 +1,6 @@
 # Entry points for newcomers and CI. The build itself is CMake + Ninja.
 #   make demo    install dependencies, build, import the bundled GPT-2 model
+#                and split it for 2 devices, printing the plan
 #   make check   build and run every test (lit + FileCheck + GoogleTest)
 
 BUILD ?= build
@@ -28,9 +29,11 @@ build: $(BUILD)/build.ninja
 
 demo: deps build
 	$(BUILD)/bin/tp-translate --import-onnx test/models/gpt2/model.onnx \
-	  --input-shape input_ids=2x16 -o $(BUILD)/gpt2.mlir
+	  --input-shape input_ids=2x16 -mlir-print-debuginfo -o $(BUILD)/gpt2.mlir
 	$(BUILD)/bin/tp-opt $(BUILD)/gpt2.mlir --tp-model-summary -o /dev/null
-	@echo "imported IR: $(BUILD)/gpt2.mlir"
+	$(BUILD)/bin/tp-opt $(BUILD)/gpt2.mlir --tp-parallelize=devices=2 \
+	  --tp-explain -o $(BUILD)/gpt2.tp2.mlir
+	@echo "imported IR: $(BUILD)/gpt2.mlir; per-rank program for 2 devices: $(BUILD)/gpt2.tp2.mlir"
 
 check: build
 	cmake --build $(BUILD) -j $(JOBS) --target check-tp

@@ -155,6 +155,9 @@ Value mlir::tp::onnx_import::buildReshape(OpBuilder &b, Location loc,
   auto dstType = RankedTensorType::get(shape, srcType.getElementType());
   if (srcType == dstType)
     return input;
+  // Nothing to move; reassociation rules do not hold for zero-size dims.
+  if (dstType.getNumElements() == 0)
+    return createEmpty(b, loc, shape, srcType.getElementType());
   if (dstType.getRank() == 0)
     return tensor::CollapseShapeOp::create(b, loc, dstType, input,
                                            ArrayRef<ReassociationIndices>{});
