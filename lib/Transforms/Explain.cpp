@@ -88,6 +88,26 @@ int64_t findBlock(Value v, func::FuncOp func, unsigned depth = 6) {
   return -1;
 }
 
+/// The block of the nearest weight read by an op that consumes `v`: an
+/// all-gather belongs to the block it feeds.
+int64_t findBlockForward(Value v, func::FuncOp func, unsigned depth = 4) {
+  for (Operation *user : v.getUsers()) {
+    for (Value operand : user->getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || arg.getOwner()->getParentOp() != func)
+        continue;
+      if (auto block = func.getArgAttrOfType<IntegerAttr>(
+              arg.getArgNumber(), TPDialect::kBlockAttrName))
+        return block.getInt();
+    }
+    if (depth > 0)
+      for (Value result : user->getResults())
+        if (int64_t b = findBlockForward(result, func, depth - 1); b >= 0)
+          return b;
+  }
+  return -1;
+}
+
 struct Explain : tp::impl::ExplainBase<Explain> {
   using Base::Base;
 
@@ -184,7 +204,10 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       }
       c.type = typeString(op->getOperand(0).getType());
       c.node = nodeName(op->getLoc());
-      c.block = findBlock(op->getOperand(0), func);
+      if (isa<shard::AllGatherOp>(op))
+        c.block = findBlockForward(op->getResult(0), func);
+      if (c.block < 0)
+        c.block = findBlock(op->getOperand(0), func);
       collectives.push_back(std::move(c));
     });
 

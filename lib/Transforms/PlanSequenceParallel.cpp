@@ -43,6 +43,17 @@ bool isRowParallel(linalg::LinalgOp op) {
   return false;
 }
 
+/// A `tp.weight` argument, read through its plan annotation.
+bool isWeight(Value v) {
+  if (auto shardOp = v.getDefiningOp<shard::ShardOp>())
+    v = shardOp.getSrc();
+  auto arg = dyn_cast<BlockArgument>(v);
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                  : nullptr;
+  return func &&
+         func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName);
+}
+
 bool isElementwise(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && linalgOp.getNumReductionLoops() == 0 &&
@@ -63,9 +74,9 @@ std::optional<std::pair<Operation *, Value>> findResidualAdd(Operation *row) {
     for (Value input : linalgOp.getDpsInputs()) {
       if (input == v || input.getType() != v.getType())
         continue;
-      // Another full activation: the stream this block adds to.
-      if (!input.getDefiningOp<shard::ShardOp>() ||
-          !isa<BlockArgument>(input.getDefiningOp<shard::ShardOp>().getSrc()))
+      // Another full activation, not a weight: the stream this block adds
+      // to (a model input counts).
+      if (!isWeight(input))
         return std::make_pair(user, input);
     }
     v = user->getResult(0);

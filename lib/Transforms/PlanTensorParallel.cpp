@@ -63,9 +63,20 @@ struct PlanTensorParallel
     OpBuilder b(module.getBodyRegion());
     shard::GridOp::create(b, module.getLoc(), kGridName,
                           ArrayRef<int64_t>{devices});
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
-        annotate(func, planTensorParallel(func, devices));
+    if (strategy == "config" && config.empty()) {
+      module.emitError() << "tp-plan-tensor-parallel: strategy=config needs "
+                            "config=FILE";
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      TensorParallelPlan plan = planTensorParallel(func, devices);
+      if (strategy == "config" &&
+          failed(applyConfigRules(func, config, devices, plan)))
+        return signalPassFailure();
+      annotate(func, plan);
+    }
   }
 
   void annotate(func::FuncOp func, const TensorParallelPlan &plan) {
@@ -77,7 +88,9 @@ struct PlanTensorParallel
       auto block = b.getI64IntegerAttr(split.block);
       if (auto arg = dyn_cast<BlockArgument>(weight)) {
         func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName, role);
-        func.setArgAttr(arg.getArgNumber(), TPDialect::kBlockAttrName, block);
+        if (split.block >= 0)
+          func.setArgAttr(arg.getArgNumber(), TPDialect::kBlockAttrName,
+                          block);
       } else {
         b.setInsertionPointAfterValue(weight);
         weight.getDefiningOp()->setAttr(TPDialect::kParallelAttrName, role);

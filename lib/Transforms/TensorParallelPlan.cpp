@@ -31,6 +31,8 @@ StringRef mlir::tp::stringifySplitRole(SplitRole role) {
     return "column-gathered";
   case SplitRole::Bias:
     return "bias";
+  case SplitRole::Config:
+    return "config";
   }
   llvm_unreachable("unknown split role");
 }

@@ -27,6 +27,8 @@ enum class SplitRole {
   ColumnGathered,
   /// A bias or scale applied elementwise to a column-parallel result.
   Bias,
+  /// Split as a config rule says.
+  Config,
 };
 
 StringRef stringifySplitRole(SplitRole role);
@@ -54,6 +56,12 @@ struct TensorParallelPlan {
 
 /// Plans Megatron-style splits of `func` over `devices` ranks.
 TensorParallelPlan planTensorParallel(func::FuncOp func, int64_t devices);
+
+/// Applies strategy=config rules from the JSON file at `path` on top of
+/// `plan`; fails, with a diagnostic naming the rule, on a rule that matches
+/// no weight or asks for a split that does not divide.
+LogicalResult applyConfigRules(func::FuncOp func, StringRef path,
+                               int64_t devices, TensorParallelPlan &plan);
 
 /// The weight a contraction reads, if exactly one of its two inputs is a
 /// `tp.weight` argument (or a static slice of one); returns its operand
