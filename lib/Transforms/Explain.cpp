@@ -10,6 +10,7 @@
 
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
+#include "tp/Transforms/TensorParallelPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -113,13 +114,15 @@ struct Explain : tp::impl::ExplainBase<Explain> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Bytes are per tensor-parallel group: the size of @grid. Pipeline
+    // stages (@pipeline) talk point to point.
     int64_t devices = 1;
     std::string gridName;
-    module.walk([&](shard::GridOp grid) {
+    if (auto grid = module.lookupSymbol<shard::GridOp>("grid")) {
       gridName = grid.getSymName().str();
       for (int64_t d : grid.getShape())
         devices *= d;
-    });
+    }
     module.walk([&](func::FuncOp func) {
       if (!func.isExternal())
         explain(func, devices, gridName);
@@ -190,6 +193,10 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         c.kind = "all_to_all";
         c.activationBytes = bytesOf(op->getOperand(0).getType());
         c.movedBytes = static_cast<int64_t>(c.activationBytes * (t - 1) / t);
+      } else if (isa<shard::SendOp>(op)) {
+        c.kind = "send";
+        c.activationBytes = bytesOf(op->getOperand(0).getType());
+        c.movedBytes = c.activationBytes;
       } else if (isa<shard::AllSliceOp>(op)) {
         c.kind = "all_slice";
         c.activationBytes = bytesOf(op->getOperand(0).getType());
@@ -213,17 +220,22 @@ struct Explain : tp::impl::ExplainBase<Explain> {
 
     bool tensorParallel = llvm::any_of(
         weights, [](const WeightInfo &w) { return w.role != "replicated"; });
-    // Sequence parallelism applies wherever a row-parallel block ends.
+    // Sequence parallelism applies wherever a row-parallel block ends;
+    // pipeline parallelism needs block boundaries to cut at (or was done).
     bool sequenceParallel = llvm::any_of(
         weights, [](const WeightInfo &w) { return w.role == "row"; });
+    bool pipelineParallel =
+        func->hasAttr(TPDialect::kStageAttrName) ||
+        llvm::any_of(func.getBody().front(),
+                     [](Operation &op) { return isResidualAdd(&op); });
     if (json)
       printJSON(func, devices, weights, collectives, replicated, weightBytes,
                 modelBytes, activationBytes, largestActivation, tensorParallel,
-                sequenceParallel);
+                sequenceParallel, pipelineParallel);
     else
       printText(func, devices, gridName, weights, collectives, replicated,
                 weightBytes, modelBytes, activationBytes, largestActivation,
-                tensorParallel, sequenceParallel);
+                tensorParallel, sequenceParallel, pipelineParallel);
   }
 
   void printText(func::FuncOp func, int64_t devices, StringRef gridName,
@@ -232,7 +244,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  ArrayRef<std::pair<std::string, std::string>> replicated,
                  int64_t weightBytes, int64_t modelBytes,
                  int64_t activationBytes, int64_t largestActivation,
-                 bool tensorParallel, bool sequenceParallel) {
+                 bool tensorParallel, bool sequenceParallel,
+                 bool pipelineParallel) {
     llvm::raw_ostream &os = llvm::outs();
     os << "tp-explain: @" << func.getName() << " on " << devices << " device(s)"
        << (gridName.empty() ? "" : " (grid @") << gridName
@@ -281,8 +294,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
        << " B produced, largest " << largestActivation << " B\n";
     os << "support (tensor, sequence, pipeline): ("
        << (tensorParallel ? "true" : "false") << ", "
-       << (sequenceParallel ? "true" : "false")
-       << ", false)  [pipeline parallelism is not implemented yet]\n";
+       << (sequenceParallel ? "true" : "false") << ", "
+       << (pipelineParallel ? "true" : "false") << ")\n";
   }
 
   void printJSON(func::FuncOp func, int64_t devices,
@@ -291,7 +304,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  ArrayRef<std::pair<std::string, std::string>> replicated,
                  int64_t weightBytes, int64_t modelBytes,
                  int64_t activationBytes, int64_t largestActivation,
-                 bool tensorParallel, bool sequenceParallel) {
+                 bool tensorParallel, bool sequenceParallel,
+                 bool pipelineParallel) {
     llvm::json::Array w, c, r;
     for (const WeightInfo &x : weights)
       w.push_back(llvm::json::Object{{"name", x.name},
@@ -320,7 +334,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"largest_activation_bytes", largestActivation},
         {"support", llvm::json::Object{{"tensor", tensorParallel},
                                        {"sequence", sequenceParallel},
-                                       {"pipeline", false}}}};
+                                       {"pipeline", pipelineParallel}}}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
                  << "\n";
   }

@@ -42,6 +42,14 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   if (options.sequenceParallel)
     pm.addNestedPass<func::FuncOp>(createFormReduceScatter());
+  // Pipeline stages are cut from the per-rank program, so each stage keeps
+  // its tensor-parallel collectives: PP x TP.
+  if (options.stages > 1) {
+    PlanPipelineOptions pipeline;
+    pipeline.stages = options.stages;
+    pipeline.microbatches = options.microbatches;
+    pm.addPass(createPlanPipeline(pipeline));
+  }
 }
 
 void mlir::tp::registerTPPipelines() {

@@ -48,8 +48,8 @@ bool isWeight(Value v) {
   if (auto shardOp = v.getDefiningOp<shard::ShardOp>())
     v = shardOp.getSrc();
   auto arg = dyn_cast<BlockArgument>(v);
-  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
-                  : nullptr;
+  auto func =
+      arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
   return func &&
          func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName);
 }

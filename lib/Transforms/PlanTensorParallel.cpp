@@ -89,8 +89,7 @@ struct PlanTensorParallel
       if (auto arg = dyn_cast<BlockArgument>(weight)) {
         func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName, role);
         if (split.block >= 0)
-          func.setArgAttr(arg.getArgNumber(), TPDialect::kBlockAttrName,
-                          block);
+          func.setArgAttr(arg.getArgNumber(), TPDialect::kBlockAttrName, block);
       } else {
         b.setInsertionPointAfterValue(weight);
         weight.getDefiningOp()->setAttr(TPDialect::kParallelAttrName, role);

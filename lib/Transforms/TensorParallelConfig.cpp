@@ -33,8 +33,7 @@ FailureOr<SmallVector<Rule>> readRules(StringRef path, Location loc) {
   llvm::Expected<llvm::json::Value> json =
       llvm::json::parse((*buffer)->getBuffer());
   if (!json)
-    return emitError(loc) << "config file '" << path
-                          << "' is not valid JSON: "
+    return emitError(loc) << "config file '" << path << "' is not valid JSON: "
                           << llvm::toString(json.takeError());
   const llvm::json::Object *root = json->getAsObject();
   const llvm::json::Array *rules = root ? root->getArray("rules") : nullptr;
@@ -52,18 +51,17 @@ FailureOr<SmallVector<Rule>> readRules(StringRef path, Location loc) {
       r.pattern = pattern->str();
     if (split && split->getAsInteger())
       r.dim = *split->getAsInteger();
-    bool replicate = split && split->getAsString() &&
-                     *split->getAsString() == "replicate";
-    if (!pattern || !split || (!r.dim && !replicate) ||
-        (r.dim && *r.dim < 0))
+    bool replicate =
+        split && split->getAsString() && *split->getAsString() == "replicate";
+    if (!pattern || !split || (!r.dim && !replicate) || (r.dim && *r.dim < 0))
       return emitError(loc) << "config file '" << path << "': rule " << i
                             << " must be {\"pattern\": \"<regex>\", "
                                "\"split\": <dim> or \"replicate\"}";
     std::string error;
     if (!llvm::Regex(r.pattern).isValid(error))
-      return emitError(loc) << "config file '" << path << "': rule " << i
-                            << " has an invalid pattern '" << r.pattern
-                            << "': " << error;
+      return emitError(loc)
+             << "config file '" << path << "': rule " << i
+             << " has an invalid pattern '" << r.pattern << "': " << error;
     result.push_back(std::move(r));
   }
   return result;

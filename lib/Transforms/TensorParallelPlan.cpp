@@ -13,8 +13,10 @@
 
 #include "tp/Dialect/TP/TPDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -329,4 +331,47 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
         plan.splits[arg] = {dim, SplitRole::Bias, block};
   });
   return plan;
+}
+
+/// True if `v` comes from a contraction with a weight (the end of an
+/// attention or MLP block), through a few elementwise ops that read no
+/// other activation of its shape (a bias add, not another residual add).
+static bool comesFromWeightContraction(Value v, unsigned depth = 4) {
+  // Through the collective that completes a row-parallel block.
+  if (auto reduce = v.getDefiningOp<shard::AllReduceOp>())
+    v = reduce.getInput();
+  else if (auto scatter = v.getDefiningOp<shard::ReduceScatterOp>())
+    v = scatter.getInput();
+  auto op = v.getDefiningOp<linalg::LinalgOp>();
+  if (!op)
+    return false;
+  if (getWeightOperand(op))
+    return true;
+  if (depth == 0 || op.getNumReductionLoops() != 0)
+    return false;
+  SmallVector<Value> activations;
+  for (Value input : op.getDpsInputs())
+    if (input.getType() == v.getType())
+      activations.push_back(input);
+  return activations.size() == 1 &&
+         comesFromWeightContraction(activations.front(), depth - 1);
+}
+
+/// An elementwise add of two same-shape activations, one the output of a
+/// block, the other the stream it is added to.
+bool mlir::tp::isResidualAdd(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || linalgOp.getNumReductionLoops() != 0 ||
+      linalgOp.getNumDpsInputs() != 2 || op->getNumResults() != 1)
+    return false;
+  Block *body = linalgOp.getBlock();
+  if (!isa_and_nonnull<arith::AddFOp>(
+          body->getTerminator()->getOperand(0).getDefiningOp()))
+    return false;
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  Type type = op->getResult(0).getType();
+  if (lhs.getType() != type || rhs.getType() != type)
+    return false;
+  // The block output may still be in flight through its collective.
+  return comesFromWeightContraction(lhs) != comesFromWeightContraction(rhs);
 }

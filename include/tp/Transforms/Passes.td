@@ -120,6 +120,33 @@ def FormReduceScatter : Pass<"tp-form-reduce-scatter", "::mlir::func::FuncOp"> {
   }];
 }
 
+def PlanPipeline : Pass<"tp-plan-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Cut @main into pipeline stages at layer boundaries, "
+                "balanced by FLOPs";
+  let description = [{
+    Finds the places in @main where exactly one activation is live (the
+    residual stream between layers, found by liveness, not names), and cuts
+    @main there into `stages` functions `@main_stage<k>` whose FLOPs are as
+    even as layer granularity allows. Stage k receives its input from stage
+    k-1 (`shard.recv`) and sends its output to stage k+1 (`shard.send`) on a
+    1-D grid `@pipeline`; weights and model inputs become arguments of the
+    stage that reads them. Run after `tp-parallelize` for PP×TP: the stages
+    keep their tensor-parallel collectives on `@grid`, so the devices form a
+    stages × tp grid. The module records `tp.pipeline` (stages,
+    micro-batches, the 1F1B schedule and each stage's FLOPs) for the
+    runtime; each micro-batch runs the stage functions at the shapes they
+    were imported with.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Number of pipeline stages">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Micro-batches per step (recorded for the 1F1B schedule)">
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

@@ -34,6 +34,15 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
                      "sequence dim (reduce-scatter + all-gather instead of "
                      "all-reduce)"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> stages{
+      *this, "stages",
+      llvm::cl::desc("Pipeline stages (1: no pipeline parallelism); the "
+                     "device grid is stages x devices"),
+      llvm::cl::init(1)};
+  PassOptions::Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("Micro-batches per step for the 1F1B schedule"),
+      llvm::cl::init(1)};
 };
 
 /// plan (TP, then SP if asked) → sharding-propagation → shard-partition →

@@ -57,6 +57,12 @@ struct TensorParallelPlan {
 /// Plans Megatron-style splits of `func` over `devices` ranks.
 TensorParallelPlan planTensorParallel(func::FuncOp func, int64_t devices);
 
+/// An elementwise add of two same-shape activations, one the output of a
+/// block (a weight contraction, possibly through its collective and a bias
+/// add), the other the stream it is added to: a residual add, where
+/// transformer blocks end and pipeline stages may be cut.
+bool isResidualAdd(Operation *op);
+
 /// Applies strategy=config rules from the JSON file at `path` on top of
 /// `plan`; fails, with a diagnostic naming the rule, on a rule that matches
 /// no weight or asks for a split that does not divide.

@@ -63,6 +63,17 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     return verifyNameTag(op, attr);
   if (name == kBlockAttrName)
     return verifyBlock(op, attr);
+  if (name == kStageAttrName)
+    return verifyBlock(op, attr);
+  if (name == kPipelineAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!dict || !dict.getAs<IntegerAttr>("stages") ||
+        !dict.getAs<IntegerAttr>("microbatches"))
+      return op->emitOpError() << "'" << name
+                               << "' must be a dictionary with integer "
+                                  "'stages' and 'microbatches'";
+    return success();
+  }
   if (name == kOpsetAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be an integer";

@@ -30,6 +30,9 @@ def TP_Dialect : Dialect {
       belongs to (one collective ends each block).
     - `tp.replicated = "<reason>"` on a contraction: why the planner left
       its weight whole.
+    - `tp.stage = K` on a pipeline stage function, and `tp.pipeline =
+      {stages, microbatches, schedule, flops}` on the module
+      (tp-plan-pipeline).
     - `tp.model = "<path>"` and `tp.external_data = ["<file>", ...]` on the
       module: where the weights live.
   }];
@@ -48,6 +51,8 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kReplicatedAttrName =
         "tp.replicated";
     static constexpr llvm::StringLiteral kBlockAttrName = "tp.block";
+    static constexpr llvm::StringLiteral kStageAttrName = "tp.stage";
+    static constexpr llvm::StringLiteral kPipelineAttrName = "tp.pipeline";
   }];
 }
 
