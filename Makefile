@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ python3 strace \
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools \
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata \
-  libgtest-dev
+  libgtest-dev libopenmpi-dev openmpi-bin
 PIP_PACKAGES := -r requirements.txt
 
 .PHONY: deps build demo check clean
