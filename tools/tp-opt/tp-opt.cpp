@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Conversion/Passes.h"
 #include "tp/Dialect/Shard/ShardingExtensions.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::shard::registerShardPasses();
   mlir::tp::registerTPPasses();
+  mlir::tp::registerTPConversionPasses();
   mlir::tp::registerTPPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tp-mlir optimizer driver\n", registry));
