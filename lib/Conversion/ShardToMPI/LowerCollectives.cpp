@@ -34,10 +34,9 @@ struct ShardPlace {
 /// Builds `rank * local` where rank is the process's linear index within the
 /// group of `gridAxes`; fails unless the grid is static and `full` splits
 /// evenly, which is all this testing lowering needs.
-static FailureOr<ShardPlace> placeShard(PatternRewriter &rewriter,
-                                        Operation *op, FlatSymbolRefAttr gridSym,
-                                        ArrayRef<GridAxis> gridAxes,
-                                        int64_t full, int64_t local) {
+static FailureOr<ShardPlace>
+placeShard(PatternRewriter &rewriter, Operation *op, FlatSymbolRefAttr gridSym,
+           ArrayRef<GridAxis> gridAxes, int64_t full, int64_t local) {
   SymbolTableCollection symbolTables;
   GridOp grid = getGridOrNull(op, gridSym, symbolTables);
   if (!grid)
@@ -56,13 +55,13 @@ static FailureOr<ShardPlace> placeShard(PatternRewriter &rewriter,
   Location loc = op->getLoc();
   Value rank = arith::ConstantIndexOp::create(rewriter, loc, 0);
   if (!gridAxes.empty()) {
-    auto index = ProcessMultiIndexOp::create(rewriter, loc, grid.getSymName(),
-                                             gridAxes);
+    auto index =
+        ProcessMultiIndexOp::create(rewriter, loc, grid.getSymName(), gridAxes);
     // Row-major over the group's axes, as shard's own linearization is.
     for (auto [i, axis] : llvm::enumerate(gridAxes)) {
       Value dim = arith::ConstantIndexOp::create(rewriter, loc, shape[axis]);
       Value scaled = arith::MulIOp::create(rewriter, loc, rank, dim);
-      rank = arith::AddIOp::create(rewriter, loc, scaled, index.getResult(i));
+      rank = arith::AddIOp::create(rewriter, loc, scaled, index.getResult()[i]);
     }
   }
   Value size = arith::ConstantIndexOp::create(rewriter, loc, local);
@@ -78,7 +77,8 @@ static void sliceAlong(OpBuilder &b, RankedTensorType type, int64_t dim,
   for (int64_t d = 0, e = type.getRank(); d < e; ++d) {
     offsets.push_back(d == dim ? OpFoldResult(place.offset)
                                : OpFoldResult(b.getIndexAttr(0)));
-    sizes.push_back(b.getIndexAttr(d == dim ? place.local : type.getDimSize(d)));
+    sizes.push_back(
+        b.getIndexAttr(d == dim ? place.local : type.getDimSize(d)));
     strides.push_back(b.getIndexAttr(1));
   }
 }
@@ -117,9 +117,8 @@ struct LowerAllGather : OpRewritePattern<AllGatherOp> {
     sliceAlong(rewriter, outType, dim, *place, offsets, sizes, strides);
     Value placed = tensor::InsertSliceOp::create(
         rewriter, loc, op.getInput(), zeros, offsets, sizes, strides);
-    rewriter.replaceOpWithNewOp<AllReduceOp>(op, placed, op.getGrid(),
-                                             op.getGridAxes(),
-                                             ReductionKind::Sum);
+    rewriter.replaceOpWithNewOp<AllReduceOp>(
+        op, placed, op.getGrid(), op.getGridAxes(), ReductionKind::Sum);
     return success();
   }
 };

@@ -84,6 +84,14 @@ private:
 // NodeContext
 //===----------------------------------------------------------------------===//
 
+std::string mlir::tp::onnx_import::getNodeName(const onnx::NodeProto &node) {
+  if (!node.name().empty())
+    return node.name();
+  if (node.output_size() && !node.output(0).empty())
+    return node.output(0);
+  return "<unnamed " + node.op_type() + ">";
+}
+
 NodeContext::NodeContext(GraphImporter &importer, const onnx::NodeProto &node,
                          OpBuilder &builder, Location loc, int64_t opset)
     : node(node), b(builder), loc(loc), opset(opset), importer(importer) {}
@@ -177,7 +185,7 @@ void NodeContext::setConstResult(unsigned i, ConstTensor value) {
 }
 
 InFlightDiagnostic NodeContext::emitError() {
-  std::string name = node.name().empty() ? node.output(0) : node.name();
+  std::string name = getNodeName(node);
   return mlir::emitError(loc)
          << "node '" << name << "' (" << node.op_type() << "): ";
 }
@@ -234,7 +242,7 @@ LogicalResult GraphImporter::checkSupportedOps() {
     if (!defaultDomain)
       diag << node.domain() << ".";
     diag << node.op_type() << "' (opset " << opset << ") at node '"
-         << (node.name().empty() ? node.output(0) : node.name()) << "'";
+         << getNodeName(node) << "'";
     ok = false;
   }
   return success(ok);
@@ -461,7 +469,10 @@ LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,
 
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   Location loc = nodeLoc(node);
-  std::string name = node.name().empty() ? node.output(0) : node.name();
+  std::string name = getNodeName(node);
+  if (node.output_size() == 0)
+    return emitError(loc) << "node '" << name << "' (" << node.op_type()
+                          << ") has no outputs";
   for (const auto &input : node.input()) {
     if (input.empty() || lookup(input))
       continue;

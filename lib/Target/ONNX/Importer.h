@@ -75,6 +75,9 @@ std::string formatShape(ArrayRef<int64_t> shape);
 
 class GraphImporter;
 
+/// How diagnostics name a node: its name, else its first output.
+std::string getNodeName(const onnx::NodeProto &node);
+
 /// What a converter sees of one node.
 class NodeContext {
 public:
