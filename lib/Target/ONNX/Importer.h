@@ -186,11 +186,10 @@ Value buildReshape(OpBuilder &b, Location loc, Value input,
 
 /// A reduction over `axes` (sorted, unique) with `keepDims`, combining with
 /// `combine(acc, x)` from `init`.
-Value buildReduction(OpBuilder &b, Location loc, Value input,
-                     ArrayRef<int64_t> axes, bool keepDims, double init,
-                     function_ref<Value(OpBuilder &, Location, Value acc,
-                                        Value x)>
-                         combine);
+Value buildReduction(
+    OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> axes,
+    bool keepDims, double init,
+    function_ref<Value(OpBuilder &, Location, Value acc, Value x)> combine);
 
 /// Scalar arithmetic that picks the float or integer arith op.
 Value createAdd(OpBuilder &b, Location loc, Value x, Value y);
@@ -202,8 +201,7 @@ Value createMax(OpBuilder &b, Location loc, Value x, Value y);
 /// plain and batched matmul, `linalg.generic` otherwise. Operand dims named
 /// by the same letter must agree (checked by the caller).
 Value buildContraction(OpBuilder &b, Location loc, Value lhs, Value rhs,
-                       StringRef lhsDims, StringRef rhsDims,
-                       StringRef outDims);
+                       StringRef lhsDims, StringRef rhsDims, StringRef outDims);
 
 /// A `linalg.generic` producing `resultShape` by reading `source` at
 /// computed indices: `indexFn(b, loc, loopIndices, inputScalars)` returns
@@ -218,13 +216,12 @@ Value buildIndexedRead(
 
 /// Reads constant `in` into a tensor of `outShape`: `sourceIndex` maps an
 /// output multi-index to the flat index read from `in`.
-ConstTensor foldByIndex(
-    const ConstTensor &in, ArrayRef<int64_t> outShape,
-    function_ref<int64_t(ArrayRef<int64_t>)> sourceIndex);
+ConstTensor foldByIndex(const ConstTensor &in, ArrayRef<int64_t> outShape,
+                        function_ref<int64_t(ArrayRef<int64_t>)> sourceIndex);
 
 /// Casts a scalar between element types with ONNX semantics.
-Value castScalar(OpBuilder &b, Location loc, Value x, Type to,
-                 bool srcUnsigned, bool dstUnsigned = false);
+Value castScalar(OpBuilder &b, Location loc, Value x, Type to, bool srcUnsigned,
+                 bool dstUnsigned = false);
 
 } // namespace mlir::tp::onnx_import
 

@@ -33,9 +33,10 @@ struct ExternalLocation {
 /// Reads the external_data entries of `tensor`; fails (with a diagnostic
 /// naming the tensor) on locations outside `modelDir`, missing files, or
 /// files too short for the tensor. Never reads the data itself.
-FailureOr<ExternalLocation>
-checkExternalData(const onnx::TensorProto &tensor, StringRef modelDir,
-                  uint64_t expectedBytes, Location loc);
+FailureOr<ExternalLocation> checkExternalData(const onnx::TensorProto &tensor,
+                                              StringRef modelDir,
+                                              uint64_t expectedBytes,
+                                              Location loc);
 
 } // namespace mlir::tp::onnx_import
 

@@ -1,0 +1,71 @@
+//===- GraphImporter.h - ONNX graph to func.func @main ----------*- C++ -*-===//
+//
+// Private: the importer's walk over one graph, shared by GraphImporter.cpp
+// (the walk) and NodeContext.cpp (what a converter sees of a node).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_LIB_TARGET_ONNX_GRAPHIMPORTER_H
+#define TP_LIB_TARGET_ONNX_GRAPHIMPORTER_H
+
+#include "Importer.h"
+
+#include "tp/Target/ONNX/ImportONNX.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::tp::onnx_import {
+
+/// Imports one ModelProto into a fresh module.
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model, StringRef path,
+                const ONNXImportOptions &options)
+      : ctx(ctx), model(model), graph(model.graph()), path(path),
+        options(options), builder(ctx),
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {}
+
+  OwningOpRef<ModuleOp> run();
+
+  ImportedValue *lookup(StringRef name) {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  }
+  Value materialize(ImportedValue &v, OpBuilder &b, Location loc) {
+    if (!v.value)
+      v.value = materializeConstant(b, loc, *v.constant);
+    return v.value;
+  }
+  void define(StringRef name, ImportedValue v) { values[name] = std::move(v); }
+
+private:
+  LogicalResult checkOpset();
+  LogicalResult checkSupportedOps();
+  LogicalResult importInputs(SmallVectorImpl<Type> &argTypes,
+                             SmallVectorImpl<NamedAttribute> &argAttrs);
+  LogicalResult importInitializers(SmallVectorImpl<Type> &argTypes,
+                                   SmallVectorImpl<NamedAttribute> &argAttrs);
+  LogicalResult importNode(const onnx::NodeProto &node);
+  LogicalResult checkDeclaredType(const onnx::ValueInfoProto &info,
+                                  const ImportedValue &v, Location loc);
+  Location nodeLoc(const onnx::NodeProto &node);
+
+  MLIRContext *ctx;
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  std::string path;
+  const ONNXImportOptions &options;
+  OpBuilder builder;
+  Location fileLoc;
+  int64_t opset = 0;
+  llvm::StringMap<ImportedValue> values;
+  llvm::StringMap<const onnx::ValueInfoProto *> declared;
+  llvm::SetVector<StringRef> externalFiles;
+  /// Where each argument's value goes once the function exists.
+  SmallVector<std::string> argNames;
+};
+
+} // namespace mlir::tp::onnx_import
+
+#endif // TP_LIB_TARGET_ONNX_GRAPHIMPORTER_H
