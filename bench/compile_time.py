@@ -400,14 +400,17 @@ def main():
                     continue
                 ar, ag = count_collectives(ym)
                 nwarn = out.count("warning: tp-plan-tensor-parallel: replicated")
-                # What divisibility allows: attention splits only if N divides the heads,
-                # the LM head (vocab-split -> all_gather) only if N divides the vocab.
-                exp_ar = L * (2 if heads % N == 0 else 1)
+                # Megatron's minimum: 2 all-reduces per layer plus the
+                # vocabulary-parallel embedding's, and the logits gathered.
+                # What divisibility allows: attention splits only if N divides
+                # the heads; the embedding and the LM head (vocab-split ->
+                # all_gather) only if N divides the vocab.
+                exp_ar = L * (2 if heads % N == 0 else 1) + (1 if vocab % N == 0 else 0)
                 exp_ag = 1 if vocab % N == 0 else 0
-                if (ar, ag) == (2 * L, 1):
+                if (ar, ag) == (2 * L + 1, 1):
                     ok = "OK"
                 else:
-                    ok = f"MISMATCH vs {2 * L}+1"
+                    ok = f"MISMATCH vs {2 * L + 1}+1"
                     ok += (" (as divisibility implies)" if (ar, ag) == (exp_ar, exp_ag)
                            else f" (divisibility implies {exp_ar}+{exp_ag})")
                 print(f"  devices={N}: plan+partition {par_s:.2f} s, {par_rss:.0f} MB, "

@@ -19,5 +19,5 @@ config.substitutions.append(("%tp_src", config.tp_src_root))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["tp-opt", "tp-translate", "TPUnitTests"], [config.tp_tools_dir]
+    ["tp-compile", "tp-export-weights", "tp-opt", "tp-translate", "TPUnitTests"], [config.tp_tools_dir]
 )

@@ -35,6 +35,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   func.addPass(shard::createShardingPropagation());
   func.addPass(createCheckPartitionable());
   func.addPass(shard::createPartition());
+  func.addPass(createOffsetVocabLookups());
   // Put back what tp-outline-unpartitionable moved out of the way.
   pm.addPass(createInlinerPass());
   pm.addPass(createSymbolDCEPass());

@@ -124,14 +124,21 @@ struct PlanSequenceParallel
           continue;
         }
         splitOnSequence(add->getResult(0), grid, seqDim);
+        // A vocabulary-parallel lookup already splits a loop on the grid
+        // axis; its users, not the lookup, ask for the sequence split, so
+        // that its all-reduce becomes a reduce-scatter.
+        Operation *def = stream.getDefiningOp();
+        bool forUsers = def && def->hasAttr(TPDialect::kEmbeddingAttrName);
         if (!stream.getDefiningOp<shard::ShardOp>())
-          splitOnSequence(stream, grid, seqDim);
+          splitOnSequence(stream, grid, seqDim, forUsers);
       }
     });
   }
 
-  /// Annotates the producer of `v` (not its users) as split on `dim`.
-  void splitOnSequence(Value v, shard::GridOp grid, int64_t dim) {
+  /// Annotates `v` as split on `dim`: its producer, or with `forUsers` only
+  /// what its users read.
+  void splitOnSequence(Value v, shard::GridOp grid, int64_t dim,
+                       bool forUsers = false) {
     OpBuilder b(v.getContext());
     b.setInsertionPointAfterValue(v);
     SmallVector<shard::GridAxesAttr> axes;
@@ -141,7 +148,7 @@ struct PlanSequenceParallel
     Value sharding = shard::ShardingOp::create(
         b, v.getLoc(), FlatSymbolRefAttr::get(grid.getSymNameAttr()), axes);
     auto shardOp = shard::ShardOp::create(b, v.getLoc(), v, sharding,
-                                          /*annotate_for_users=*/false);
+                                          /*annotate_for_users=*/forUsers);
     v.replaceAllUsesExcept(shardOp.getResult(), shardOp);
   }
 };

@@ -35,6 +35,8 @@ StringRef mlir::tp::stringifySplitRole(SplitRole role) {
     return "bias";
   case SplitRole::Config:
     return "config";
+  case SplitRole::Vocab:
+    return "vocab";
   }
   llvm_unreachable("unknown split role");
 }
@@ -254,6 +256,23 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
   auto replicate = [&](Operation *op, const Twine &why, bool uneven = false) {
     plan.replicated.push_back({op, why.str(), uneven});
   };
+  // Vocabulary-parallel embeddings, as Megatron-LM splits them.
+  func.walk([&](linalg::GenericOp op) {
+    auto vocab = op->getAttrOfType<IntegerAttr>(TPDialect::kEmbeddingAttrName);
+    Value table = vocab ? getWeightArg(op.getDpsInputs()[1]) : Value();
+    if (!table || plan.splits.count(table))
+      return;
+    if (vocab.getInt() % devices != 0)
+      return replicate(op,
+                       "vocabulary of " + Twine(vocab.getInt()) +
+                           " does not divide by " + Twine(devices) +
+                           " devices; device counts that do: " +
+                           formatDivisors(vocab.getInt()),
+                       /*uneven=*/true);
+    if (!isReadAsOperandOnly(table))
+      return replicate(op, "its table is also read inside an op body");
+    plan.splits[table] = {0, SplitRole::Vocab, nextBlock++};
+  });
   func.walk([&](linalg::LinalgOp op) {
     std::optional<unsigned> weightIdx = getWeightOperand(op);
     if (!weightIdx || rowOps.contains(op))

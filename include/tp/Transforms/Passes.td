@@ -147,6 +147,22 @@ def PlanPipeline : Pass<"tp-plan-pipeline", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def OffsetVocabLookups : Pass<"tp-offset-vocab-lookups",
+                              "::mlir::func::FuncOp"> {
+  let summary = "Give each rank's embedding lookup its vocabulary offset";
+  let description = [{
+    An embedding lookup (`tp.embedding`) compares each id with the
+    vocabulary index of its reduction loop. After partition, a rank holding
+    rows [r·V/t, (r+1)·V/t) of the table iterates from 0, so this pass adds
+    r·V/t to that index. Ids outside the rank's rows then match nothing and
+    contribute zero, and the all-reduce that partition put after the lookup
+    sums the one row that matched: Megatron's vocabulary-parallel
+    embedding. Run after `shard-partition`.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

@@ -29,6 +29,9 @@ enum class SplitRole {
   Bias,
   /// Split as a config rule says.
   Config,
+  /// Vocabulary dim of an embedding table (the lookup ends in an
+  /// all-reduce).
+  Vocab,
 };
 
 StringRef stringifySplitRole(SplitRole role);

@@ -63,7 +63,7 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     return verifyNameTag(op, attr);
   if (name == kBlockAttrName)
     return verifyBlock(op, attr);
-  if (name == kStageAttrName)
+  if (name == kStageAttrName || name == kEmbeddingAttrName)
     return verifyBlock(op, attr);
   if (name == kPipelineAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());

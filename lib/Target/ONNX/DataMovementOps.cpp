@@ -8,6 +8,8 @@
 
 #include "Importer.h"
 
+#include "tp/Dialect/TP/TPDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -257,6 +259,67 @@ LogicalResult convertSlice(NodeContext &ctx) {
   return success();
 }
 
+/// table[V, H] looked up at ids[...] as a reduction over the vocabulary:
+/// out[..., h] = sum_v (ids[...] == v ? table[v, h] : 0). Exactly one term
+/// is non-zero, so the result is the row itself; what the form buys is the
+/// table as an operand with the vocabulary as a reduction loop, which
+/// upstream partition splits Megatron's way (each rank looks up the ids in
+/// its range, then one all-reduce). `tp.embedding` (the vocabulary size)
+/// marks it for the vocabulary offset after partition and for code
+/// generation, which emits a gather.
+LogicalResult convertEmbeddingLookup(NodeContext &ctx) {
+  OpBuilder &b = ctx.b;
+  Location loc = ctx.loc;
+  Value table = ctx.operand(0), ids = ctx.operand(1);
+  auto tableType = getTensorType(table);
+  int64_t vocab = tableType.getDimSize(0), hidden = tableType.getDimSize(1);
+  ArrayRef<int64_t> idShape = ctx.input(1).shape;
+  int64_t q = idShape.size();
+  SmallVector<int64_t> shape(idShape);
+  shape.push_back(hidden);
+  MLIRContext *mctx = b.getContext();
+  // Loops: the id dims, hidden, then vocabulary (reduction).
+  int64_t numLoops = q + 2;
+  SmallVector<AffineExpr> idExprs;
+  for (int64_t d = 0; d < q; ++d)
+    idExprs.push_back(getAffineDimExpr(d, mctx));
+  SmallVector<AffineExpr> outExprs(idExprs);
+  outExprs.push_back(getAffineDimExpr(q, mctx));
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(numLoops, 0, idExprs, mctx),
+      AffineMap::get(numLoops, 0,
+                     {getAffineDimExpr(q + 1, mctx), getAffineDimExpr(q, mctx)},
+                     mctx),
+      AffineMap::get(numLoops, 0, outExprs, mctx)};
+  SmallVector<utils::IteratorType> iterators(q + 1,
+                                             utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  Type elementType = tableType.getElementType();
+  Value init = createFilled(b, loc, shape, elementType, 0.0);
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{ids, table}, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value id =
+            arith::IndexCastOp::create(nb, nloc, nb.getIndexType(), args[0]);
+        // Negative ids count from the end, as Gather allows.
+        Value n = indexConst(nb, nloc, vocab);
+        Value negative = arith::CmpIOp::create(
+            nb, nloc, arith::CmpIPredicate::slt, id, indexConst(nb, nloc, 0));
+        id = arith::SelectOp::create(
+            nb, nloc, negative, arith::AddIOp::create(nb, nloc, id, n), id);
+        Value v = linalg::IndexOp::create(nb, nloc, q + 1);
+        Value hit =
+            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq, id, v);
+        Value term = arith::SelectOp::create(
+            nb, nloc, hit, args[1], createScalar(nb, nloc, elementType, 0.0));
+        linalg::YieldOp::create(nb, nloc, createAdd(nb, nloc, args[2], term));
+      });
+  generic->setAttr(mlir::tp::TPDialect::kEmbeddingAttrName,
+                   b.getI64IntegerAttr(vocab));
+  ctx.setResult(0, generic.getResult(0), ctx.input(0).dtype);
+  return success();
+}
+
 LogicalResult convertGather(NodeContext &ctx) {
   const ImportedValue &data = ctx.input(0);
   const ImportedValue &indices = ctx.input(1);
@@ -318,6 +381,11 @@ LogicalResult convertGather(NodeContext &ctx) {
     ctx.setResult(0, buildReshape(ctx.b, ctx.loc, slice, shape), data.dtype);
     return success();
   }
+  // An embedding lookup (run-time ids into a weight table) reads the table
+  // as an operand, so that it can be split on the vocabulary.
+  if (!constIndices && *axis == 0 && rank == 2 &&
+      isa<BlockArgument>(ctx.operand(0)) && !isFloatDType(indices.dtype))
+    return convertEmbeddingLookup(ctx);
   Value idx = constIndices ? materializeConstant(ctx.b, ctx.loc, *constIndices)
                            : ctx.operand(1);
   // The result loops are (data dims before axis, index dims, data dims

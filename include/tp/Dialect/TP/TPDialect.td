@@ -30,6 +30,8 @@ def TP_Dialect : Dialect {
       belongs to (one collective ends each block).
     - `tp.replicated = "<reason>"` on a contraction: why the planner left
       its weight whole.
+    - `tp.embedding = V` on the linalg.generic of an embedding lookup
+      (written as a reduction over a vocabulary of V).
     - `tp.stage = K` on a pipeline stage function, and `tp.pipeline =
       {stages, microbatches, schedule, flops}` on the module
       (tp-plan-pipeline).
@@ -52,6 +54,7 @@ def TP_Dialect : Dialect {
         "tp.replicated";
     static constexpr llvm::StringLiteral kBlockAttrName = "tp.block";
     static constexpr llvm::StringLiteral kStageAttrName = "tp.stage";
+    static constexpr llvm::StringLiteral kEmbeddingAttrName = "tp.embedding";
     static constexpr llvm::StringLiteral kPipelineAttrName = "tp.pipeline";
   }];
 }

@@ -1,0 +1,37 @@
+//===- ArtifactWriter.h - tp-compile's artifact folder ----------*- C++ -*-===//
+//
+// Writes what the runtime loads for a partitioned module: manifest.json,
+// one rank-K.safetensors of weight shards per rank, and model.mlir.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TARGET_ARTIFACT_ARTIFACTWRITER_H
+#define TP_TARGET_ARTIFACT_ARTIFACTWRITER_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+
+namespace mlir::tp {
+
+struct ArtifactOptions {
+  /// Bytes read from an initializer at a time; bounds the writer's memory.
+  uint64_t chunkBytes = 16u << 20;
+  /// Print "bytes done / total" to stderr while writing shards.
+  bool progress = true;
+};
+
+/// Bumped whenever a reader of manifest.json would need to change.
+constexpr int64_t kArtifactFormatVersion = 1;
+
+/// Writes the artifact for `partitioned` (the output of tp-parallelize: a
+/// `@main`, or `@main_stage<k>` functions under `tp.pipeline`) into `outDir`,
+/// creating it. Weight bytes are read from the model named by `tp.model`,
+/// streamed in chunks, never a whole tensor at once. Failures are emitted as
+/// diagnostics on the module.
+LogicalResult writeArtifact(ModuleOp partitioned, StringRef outDir,
+                            const ArtifactOptions &options = {});
+
+} // namespace mlir::tp
+
+#endif // TP_TARGET_ARTIFACT_ARTIFACTWRITER_H

@@ -1,0 +1,26 @@
+//===- WeightExport.h - unsharded weights from an artifact ------*- C++ -*-===//
+//
+// Rebuilds the model's whole weights from an artifact's rank files, the
+// inverse of the artifact writer's sharding (tp-export-weights).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TARGET_ARTIFACT_WEIGHTEXPORT_H
+#define TP_TARGET_ARTIFACT_WEIGHTEXPORT_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+/// Checks every rank file of the artifact in `artifactDir` against the
+/// manifest's size and SHA-256, then writes each weight once, unsharded, to
+/// the safetensors file `outPath`, streaming in bounded chunks. Returns
+/// false with `error` set on failure; a corrupted rank file is named.
+bool exportWeights(llvm::StringRef artifactDir, llvm::StringRef outPath,
+                   bool progress, std::string &error);
+
+} // namespace mlir::tp
+
+#endif // TP_TARGET_ARTIFACT_WEIGHTEXPORT_H

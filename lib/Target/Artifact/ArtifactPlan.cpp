@@ -1,0 +1,215 @@
+//===- ArtifactPlan.cpp - what goes into each rank file -------------------===//
+//
+// The split dim is recovered from shapes alone (the one dim whose local size
+// differs from the initializer's), so the plan needs no knowledge of how
+// tp-parallelize chose it; TP rank t holds the t-th contiguous chunk.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ArtifactPlan.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::tp::artifact;
+
+std::string mlir::tp::artifact::getDTypeName(Type type) {
+  if (type.isF32())
+    return "F32";
+  if (type.isF16())
+    return "F16";
+  if (type.isBF16())
+    return "BF16";
+  if (type.isF64())
+    return "F64";
+  if (type.isInteger(1))
+    return "BOOL";
+  if (auto integer = dyn_cast<IntegerType>(type))
+    return (integer.isUnsigned() ? "U" : "I") +
+           std::to_string(integer.getWidth());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
+
+static int64_t getGridSize(ModuleOp module, StringRef name) {
+  auto grid = module.lookupSymbol<shard::GridOp>(name);
+  if (!grid || grid.getShape().size() != 1)
+    return -1;
+  return grid.getShape()[0];
+}
+
+static std::vector<int64_t> getShape(Type type) {
+  auto shaped = cast<ShapedType>(type);
+  return std::vector<int64_t>(shaped.getShape().begin(),
+                              shaped.getShape().end());
+}
+
+static LogicalResult collectStageFuncs(ModuleOp module, ArtifactPlan &plan) {
+  if (plan.stages == 1) {
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main)
+      return module.emitError("partitioned module has no @main");
+    plan.stageFuncs.push_back(main);
+    return success();
+  }
+  plan.stageFuncs.resize(plan.stages);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto stage = func->getAttrOfType<IntegerAttr>("tp.stage");
+    if (!stage)
+      continue;
+    int64_t k = stage.getInt();
+    if (k < 0 || k >= plan.stages || plan.stageFuncs[k])
+      return func.emitError("unexpected or duplicate tp.stage ") << k;
+    plan.stageFuncs[k] = func;
+  }
+  for (int64_t k = 0; k < plan.stages; ++k)
+    if (!plan.stageFuncs[k])
+      return module.emitError("no function has tp.stage = ") << k;
+  return success();
+}
+
+/// Adds stage `stage`'s use of the weight in argument `arg` to the plan.
+static LogicalResult
+addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
+             const llvm::StringMap<const onnx::TensorProto *> &initializers,
+             llvm::StringMap<unsigned> &indexOf, ArtifactPlan &plan) {
+  auto nameAttr = func.getArgAttrOfType<StringAttr>(arg, "tp.weight");
+  StringRef name = nameAttr.getValue();
+  auto type = dyn_cast<RankedTensorType>(func.getArgument(arg).getType());
+  if (!type || !type.hasStaticShape())
+    return func.emitError("weight '") << name << "' has no static shape";
+  auto [it, inserted] = indexOf.try_emplace(name, plan.weights.size());
+  if (inserted) {
+    const onnx::TensorProto *init = initializers.lookup(name);
+    if (!init)
+      return func.emitError("weight '")
+             << name << "' is not an initializer of the model";
+    WeightPlan weight;
+    weight.name = name.str();
+    weight.initializer = init;
+    weight.globalShape.assign(init->dims().begin(), init->dims().end());
+    weight.kind = getElementKind(init->data_type());
+    if (weight.kind.safetensorsName != getDTypeName(type.getElementType()))
+      return func.emitError("weight '")
+             << name << "' is " << type.getElementType()
+             << " in the module but ONNX data type " << init->data_type()
+             << " in the model";
+    plan.weights.push_back(std::move(weight));
+  }
+  WeightPlan &weight = plan.weights[it->second];
+  WeightUse use;
+  use.stage = stage;
+  use.localShape = getShape(type);
+  auto parallel = func.getArgAttrOfType<StringAttr>(arg, "tp.parallel");
+  use.parallel = parallel ? parallel.getValue().str() : "replicated";
+  for (const WeightUse &other : weight.uses)
+    if (other.stage == stage) {
+      if (other.localShape != use.localShape)
+        return func.emitError("weight '")
+               << name << "' appears twice with different local shapes";
+      return success();
+    }
+
+  if (use.localShape.size() != weight.globalShape.size())
+    return func.emitError("weight '")
+           << name << "' has rank " << use.localShape.size()
+           << " but its initializer has rank " << weight.globalShape.size();
+  for (size_t d = 0; d < use.localShape.size(); ++d) {
+    if (use.localShape[d] == weight.globalShape[d])
+      continue;
+    if (use.splitDim != -1)
+      return func.emitError("weight '")
+             << name << "' differs from its initializer in more than one dim";
+    use.splitDim = d;
+  }
+  if (use.splitDim != -1) {
+    int64_t local = use.localShape[use.splitDim];
+    if (local * plan.tpDevices != weight.globalShape[use.splitDim])
+      return func.emitError("weight '")
+             << name << "' dim " << use.splitDim << " is " << local
+             << " per rank, which is not 1/" << plan.tpDevices << " of "
+             << weight.globalShape[use.splitDim];
+  }
+  weight.uses.push_back(std::move(use));
+  return success();
+}
+
+static void collectSignature(func::FuncOp func, unsigned stage,
+                             ArtifactPlan &plan) {
+  auto add = [&](std::vector<TensorSignature> &list, StringAttr name,
+                 Type type) {
+    TensorSignature sig;
+    sig.name = name.getValue().str();
+    sig.stage = stage;
+    if (auto shaped = dyn_cast<ShapedType>(type)) {
+      sig.dtype = getDTypeName(shaped.getElementType());
+      sig.shape = getShape(type);
+    } else {
+      sig.dtype = getDTypeName(type);
+    }
+    list.push_back(std::move(sig));
+  };
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    if (auto name = func.getArgAttrOfType<StringAttr>(i, "tp.input"))
+      add(plan.inputs, name, func.getArgument(i).getType());
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (auto name = func.getResultAttrOfType<StringAttr>(i, "tp.output"))
+      add(plan.outputs, name, func.getResultTypes()[i]);
+}
+
+FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
+    ModuleOp module,
+    const llvm::StringMap<const onnx::TensorProto *> &initializers) {
+  ArtifactPlan plan;
+  plan.tpDevices = getGridSize(module, "grid");
+  if (plan.tpDevices < 1)
+    return module.emitError("module has no 1-D shard.grid @grid; run "
+                            "tp-parallelize first");
+  if (module.lookupSymbol("pipeline")) {
+    plan.stages = getGridSize(module, "pipeline");
+    if (plan.stages < 1)
+      return module.emitError("shard.grid @pipeline is not 1-D");
+  }
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("tp.pipeline"))
+    if (auto m = pipeline.getAs<IntegerAttr>("microbatches"))
+      plan.microbatches = m.getInt();
+  if (failed(collectStageFuncs(module, plan)))
+    return failure();
+
+  llvm::StringMap<unsigned> indexOf;
+  for (auto [stage, func] : llvm::enumerate(plan.stageFuncs)) {
+    collectSignature(func, stage, plan);
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      if (func.getArgAttr(i, "tp.weight") &&
+          failed(addWeightUse(func, i, stage, initializers, indexOf, plan)))
+        return failure();
+  }
+
+  // Every rank file lists its shards in the global weight order, so one
+  // pass over the weights writes every file front to back.
+  for (int64_t stage = 0; stage < plan.stages; ++stage)
+    for (int64_t t = 0; t < plan.tpDevices; ++t) {
+      RankPlan rank;
+      rank.stage = stage;
+      rank.tpIndex = t;
+      rank.rank = stage * plan.tpDevices + t;
+      rank.fileName = "rank-" + std::to_string(rank.rank) + ".safetensors";
+      for (auto [w, weight] : llvm::enumerate(plan.weights))
+        for (auto [u, use] : llvm::enumerate(weight.uses)) {
+          if (use.stage != stage)
+            continue;
+          uint64_t bytes = weight.kind.bytes;
+          for (int64_t dim : use.localShape)
+            bytes *= dim;
+          rank.shards.push_back({unsigned(w), unsigned(u), rank.dataBytes,
+                                 rank.dataBytes + bytes});
+          rank.dataBytes += bytes;
+        }
+      plan.ranks.push_back(std::move(rank));
+    }
+  return plan;
+}

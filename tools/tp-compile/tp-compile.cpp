@@ -1,0 +1,142 @@
+//===- tp-compile.cpp - ONNX model to a tp-mlir artifact ------------------===//
+//
+// Imports an ONNX model, runs the same tp-parallelize pipeline that tp-opt
+// registers, and writes the artifact folder (manifest, per-rank weight
+// shards, partitioned MLIR). Code generation (--target cpu|cuda) is not
+// implemented yet.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/Shard/ShardingExtensions.h"
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Target/Artifact/ArtifactWriter.h"
+#include "tp/Target/ONNX/ImportONNX.h"
+#include "tp/Transforms/Passes.h"
+#include "tp/Transforms/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("tp-compile options");
+static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.onnx>"),
+                                      cl::cat(category));
+static cl::opt<std::string> outputPath("o", cl::Required,
+                                       cl::desc("Artifact folder to write"),
+                                       cl::value_desc("model.tpa"),
+                                       cl::cat(category));
+static cl::opt<int64_t> devices("devices", cl::Required,
+                                cl::desc("Tensor-parallel ranks per stage"),
+                                cl::cat(category));
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Split activations between blocks on the sequence dim"),
+    cl::cat(category));
+static cl::opt<int64_t> stages("pp", cl::init(1),
+                               cl::desc("Pipeline stages (1: none)"),
+                               cl::cat(category));
+static cl::opt<int64_t>
+    microbatches("microbatches", cl::init(1),
+                 cl::desc("Micro-batches per step for the 1F1B schedule"),
+                 cl::cat(category));
+static cl::opt<std::string> strategy("strategy", cl::init("auto"),
+                                     cl::desc("auto or config"),
+                                     cl::cat(category));
+static cl::opt<std::string> config("config",
+                                   cl::desc("JSON rules for --strategy=config"),
+                                   cl::cat(category));
+static cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("Static shape of a model input, e.g. "
+                         "input_ids=1x128 (repeatable)"),
+                cl::value_desc("name=DIMS"), cl::cat(category));
+static cl::opt<bool> explain("explain",
+                             cl::desc("Print tp-explain's report to stdout"),
+                             cl::cat(category));
+static cl::opt<std::string>
+    target("target", cl::init("none"),
+           cl::desc("Code to generate: none (plan and weight shards only); "
+                    "cpu and cuda are not implemented yet"),
+           cl::cat(category));
+// Tests use a small chunk so that runs cross chunk boundaries.
+static cl::opt<uint64_t>
+    chunkBytes("chunk-bytes", cl::init(16u << 20), cl::Hidden,
+               cl::desc("Bytes read from an initializer at a time"),
+               cl::cat(category));
+
+static int fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "tp-compile") << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tp-mlir compiler: ONNX model -> artifact\n");
+
+  if (target == "cpu" || target == "cuda")
+    return fail("code generation for --target=" + target +
+                " is not implemented yet; use --target=none to write the "
+                "plan and weight shards");
+  if (target != "none")
+    return fail("unknown --target '" + target +
+                "'; expected none, cpu or cuda");
+  if (devices < 1 || stages < 1 || microbatches < 1)
+    return fail("--devices, --pp and --microbatches must be at least 1");
+  if (strategy != "auto" && strategy != "config")
+    return fail("unknown --strategy '" + strategy +
+                "'; expected auto or config");
+  if ((strategy == "config") != !config.empty())
+    return fail("--strategy=config and --config FILE go together");
+
+  tp::ONNXImportOptions importOptions;
+  for (const std::string &text : inputShapes) {
+    std::string error;
+    if (!tp::parseInputShape(text, importOptions, error))
+      return fail(error);
+  }
+
+  DialectRegistry registry;
+  tp::registerONNXImportDialects(registry);
+  registry.insert<tp::TPDialect, shard::ShardDialect>();
+  tp::registerShardingExtensions(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  OwningOpRef<ModuleOp> module =
+      tp::importONNXFile(inputPath, &context, importOptions);
+  if (!module)
+    return 1;
+
+  tp::ParallelizeOptions options;
+  options.devices = devices;
+  options.sequenceParallel = sequenceParallel;
+  options.stages = stages;
+  options.microbatches = microbatches;
+  options.strategy = strategy;
+  options.config = config;
+  PassManager pm(&context, ModuleOp::getOperationName());
+  tp::buildParallelizePipeline(pm, options);
+  if (explain)
+    pm.addPass(tp::createExplain());
+  if (failed(pm.run(*module)))
+    return 1;
+
+  tp::ArtifactOptions artifactOptions;
+  artifactOptions.chunkBytes = chunkBytes;
+  if (failed(tp::writeArtifact(*module, outputPath, artifactOptions)))
+    return 1;
+  llvm::errs() << "tp-compile: wrote " << outputPath << " (" << devices << " x "
+               << stages << " ranks)\n";
+  return 0;
+}
