@@ -158,12 +158,17 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       if (!role || isa<func::FuncOp>(op))
         return;
       WeightInfo w;
-      w.name = nodeName(op->getLoc()) + " (slice)";
+      w.name = nodeName(op->getLoc()) + " (slice of a fused weight)";
       w.role = role.str();
       if (auto block =
               op->getAttrOfType<IntegerAttr>(TPDialect::kBlockAttrName))
         w.block = block.getInt();
-      w.localType = typeString(op->getResult(0).getType());
+      // Each rank cuts its part of the slice locally (shard.all_slice).
+      Type local = op->getResult(0).getType();
+      for (Operation *user : op->getResult(0).getUsers())
+        if (isa<shard::AllSliceOp>(user))
+          local = user->getResult(0).getType();
+      w.localType = typeString(local);
       weights.push_back(std::move(w));
     });
 
