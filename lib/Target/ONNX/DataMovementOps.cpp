@@ -464,6 +464,8 @@ LogicalResult convertPad(NodeContext &ctx) {
   double padValue = ctx.opset < 11 ? ctx.attrFloat("value", 0.0f) : 0.0;
   Value value;
   if (ctx.opset >= 11 && ctx.hasInput(2)) {
+    if (ctx.getNumElements(2) != 1)
+      return ctx.emitError() << "constant_value must be a scalar";
     if (const ConstTensor *c = ctx.constInput(2))
       padValue = c->getAsDouble(0);
     else
@@ -496,6 +498,8 @@ LogicalResult convertTrilu(NodeContext &ctx) {
     auto kv = ctx.constInts(1, "k");
     if (!kv)
       return failure();
+    if (kv->size() != 1)
+      return ctx.emitError() << "k must be a scalar";
     k = (*kv)[0];
   }
   bool upper = ctx.attrInt("upper", 1);

@@ -23,6 +23,10 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
+#include "onnx/defs/schema.h"
+
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::tp;
 using namespace mlir::tp::onnx_import;
@@ -285,12 +289,59 @@ LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,
                         << formatShape(v.shape);
 }
 
+/// Checks the node's input and output counts against ONNX's own schema for
+/// the model's opset, so that converters can rely on required inputs.
+LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
+                                        Location loc) {
+  // Debian's ONNX knows opsets up to its release; a newer model's schemas
+  // may differ (ReduceMean took axes as an input from 18), so only the
+  // opsets it knows are checked.
+  const auto &versions =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto known = versions.find(onnx::ONNX_DOMAIN);
+  if (known == versions.end() || opset > known->second.second)
+    return success();
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  if (!schema)
+    return success();
+  int inputs = node.input_size(), outputs = node.output_size();
+  auto fail = [&](StringRef what, int have, int lo, int hi) {
+    InFlightDiagnostic diag = emitError(loc)
+                              << "node '" << getNodeName(node) << "' ("
+                              << node.op_type() << ") has " << have << " "
+                              << what << "; opset " << opset << " expects ";
+    if (lo == hi)
+      diag << lo;
+    else if (hi == std::numeric_limits<int>::max())
+      diag << "at least " << lo;
+    else
+      diag << lo << " to " << hi;
+    return diag;
+  };
+  if (inputs < schema->min_input() || inputs > schema->max_input())
+    return fail("inputs", inputs, schema->min_input(), schema->max_input());
+  if (outputs < schema->min_output() || outputs > schema->max_output())
+    return fail("outputs", outputs, schema->min_output(),
+                schema->max_output());
+  const auto &formal = schema->inputs();
+  for (int i = 0; i < inputs && i < static_cast<int>(formal.size()); ++i)
+    if (node.input(i).empty() &&
+        formal[i].GetOption() == onnx::OpSchema::Single)
+      return emitError(loc) << "node '" << getNodeName(node) << "' ("
+                            << node.op_type() << "): required input " << i
+                            << " ('" << formal[i].GetName() << "') is missing";
+  return success();
+}
+
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   Location loc = nodeLoc(node);
   std::string name = getNodeName(node);
   if (node.output_size() == 0)
     return emitError(loc) << "node '" << name << "' (" << node.op_type()
                           << ") has no outputs";
+  if (failed(checkArity(node, loc)))
+    return failure();
   for (const auto &input : node.input()) {
     if (input.empty() || lookup(input))
       continue;

@@ -47,6 +47,7 @@ private:
   LogicalResult importInitializers(SmallVectorImpl<Type> &argTypes,
                                    SmallVectorImpl<NamedAttribute> &argAttrs);
   LogicalResult importNode(const onnx::NodeProto &node);
+  LogicalResult checkArity(const onnx::NodeProto &node, Location loc);
   LogicalResult checkDeclaredType(const onnx::ValueInfoProto &info,
                                   const ImportedValue &v, Location loc);
   Location nodeLoc(const onnx::NodeProto &node);

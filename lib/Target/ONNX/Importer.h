@@ -97,6 +97,10 @@ public:
   const ImportedValue &input(unsigned i) const;
   /// The input as an SSA value, materializing a constant if needed.
   Value operand(unsigned i);
+  /// How many elements input `i` has.
+  int64_t getNumElements(unsigned i) const {
+    return mlir::tp::onnx_import::getNumElements(input(i).shape);
+  }
   /// The input's constant contents, or null if not known at import.
   const ConstTensor *constInput(unsigned i) const;
   /// Reads a constant integer-vector input (axes, shapes, pads); emits an

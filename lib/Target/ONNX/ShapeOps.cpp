@@ -35,6 +35,8 @@ LogicalResult convertDropout(NodeContext &ctx) {
     if (!mode)
       return ctx.emitError() << "training_mode must be known at import "
                                 "time; only inference (false) is supported";
+    if (mode->numel() != 1)
+      return ctx.emitError() << "training_mode must be a scalar";
     training = mode->getAsInt(0) != 0;
   }
   if (training)
@@ -181,12 +183,22 @@ LogicalResult convertRange(NodeContext &ctx) {
   if (!start || !limit || !delta)
     return ctx.emitError() << "start, limit and delta must be known at "
                               "import time (the result shape depends on them)";
+  if (start->numel() != 1 || limit->numel() != 1 || delta->numel() != 1)
+    return ctx.emitError() << "start, limit and delta must be scalars";
+  if (start->dtype != limit->dtype || start->dtype != delta->dtype)
+    return ctx.emitError() << "start, limit and delta differ in type: "
+                           << dtypeName(start->dtype) << ", "
+                           << dtypeName(limit->dtype) << ", "
+                           << dtypeName(delta->dtype);
   double s = start->getAsDouble(0), l = limit->getAsDouble(0),
          d = delta->getAsDouble(0);
   if (d == 0)
     return ctx.emitError() << "delta is zero";
-  int64_t n =
-      std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  double count = std::ceil((l - s) / d);
+  if (!(count <= static_cast<double>(kMaxFoldedElements)))
+    return ctx.emitError() << "range of " << count
+                           << " elements is too large to build at import";
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   ConstTensor r;
   r.dtype = start->dtype;
   r.shape = {n};
