@@ -2,14 +2,15 @@
 //
 // Imports an ONNX model, runs the same tp-parallelize pipeline that tp-opt
 // registers, and writes the artifact folder (manifest, per-rank weight
-// shards, partitioned MLIR). Code generation (--target cpu|cuda) is not
-// implemented yet.
+// shards, partitioned MLIR) and, for --target cpu, the emitted C++ and the
+// library built from it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tp/Dialect/Shard/ShardingExtensions.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Target/Artifact/ArtifactWriter.h"
+#include "tp/Target/Emit/EmitCpp.h"
 #include "tp/Target/ONNX/ImportONNX.h"
 #include "tp/Transforms/Passes.h"
 #include "tp/Transforms/Pipelines.h"
@@ -64,9 +65,13 @@ static cl::opt<bool> explain("explain",
                              cl::cat(category));
 static cl::opt<std::string>
     target("target", cl::init("none"),
-           cl::desc("Code to generate: none (plan and weight shards only); "
-                    "cpu and cuda are not implemented yet"),
+           cl::desc("Code to generate: cpu (C++ with BLAS, built with the "
+                    "host compiler), or none (plan and weight shards only)"),
            cl::cat(category));
+static cl::opt<std::string>
+    cxxFlags("cxx-flags",
+             cl::desc("Extra flags for the C++ compiler (--target cpu)"),
+             cl::cat(category));
 // Tests use a small chunk so that runs cross chunk boundaries.
 static cl::opt<uint64_t>
     chunkBytes("chunk-bytes", cl::init(16u << 20), cl::Hidden,
@@ -84,11 +89,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "tp-mlir compiler: ONNX model -> artifact\n");
 
-  if (target == "cpu" || target == "cuda")
-    return fail("code generation for --target=" + target +
-                " is not implemented yet; use --target=none to write the "
-                "plan and weight shards");
-  if (target != "none")
+  if (target == "cuda")
+    return fail("code generation for --target=cuda is not implemented yet; "
+                "use --target=cpu");
+  if (target != "none" && target != "cpu")
     return fail("unknown --target '" + target +
                 "'; expected none, cpu or cuda");
   if (devices < 1 || stages < 1 || microbatches < 1)
@@ -134,6 +138,17 @@ int main(int argc, char **argv) {
 
   tp::ArtifactOptions artifactOptions;
   artifactOptions.chunkBytes = chunkBytes;
+  artifactOptions.target = target;
+  if (target == "cpu") {
+    ModuleOp partitioned = *module;
+    artifactOptions.generateCode = [partitioned](StringRef dir,
+                                                 std::string &source,
+                                                 std::string &library) {
+      tp::BuildOptions build;
+      build.extraFlags = cxxFlags;
+      return tp::buildCpuLibrary(partitioned, dir, build, source, library);
+    };
+  }
   if (failed(tp::writeArtifact(*module, outputPath, artifactOptions)))
     return 1;
   llvm::errs() << "tp-compile: wrote " << outputPath << " (" << devices << " x "

@@ -1,15 +1,18 @@
 //===- tp-translate.cpp - tp-mlir import and emit driver ------------------===//
 //
-// mlir-translate with tp-mlir's translations: `--import-onnx` today.
+// mlir-translate with tp-mlir's translations: `--import-onnx` and
+// `--emit-cpp`.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Target/Emit/EmitCpp.h"
 #include "tp/Target/ONNX/ImportONNX.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 
 int main(int argc, char **argv) {
   mlir::tp::registerImportONNXTranslation();
+  mlir::tp::registerEmitCppTranslation();
   return mlir::failed(
       mlir::mlirTranslateMain(argc, argv, "tp-mlir translation driver\n"));
 }

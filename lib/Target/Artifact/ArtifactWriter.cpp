@@ -179,15 +179,56 @@ static void writeSignature(llvm::json::OStream &json, StringRef key,
   });
 }
 
+/// A stage function's arguments or results as the runtime binds them.
+static void writeBindings(llvm::json::OStream &json, StringRef key,
+                          func::FuncOp func, bool results) {
+  json.attributeArray(key, [&] {
+    unsigned count = results ? func.getNumResults() : func.getNumArguments();
+    for (unsigned i = 0; i < count; ++i) {
+      Type type = results ? func.getResultTypes()[i] : func.getArgumentTypes()[i];
+      DictionaryAttr attrs =
+          results ? func.getResultAttrDict(i) : func.getArgAttrDict(i);
+      json.object([&] {
+        std::string kind = results ? "send" : "argument";
+        StringRef name;
+        for (auto [attrName, attrKind] :
+             {std::pair("tp.weight", "weight"), std::pair("tp.input", "input"),
+              std::pair("tp.output", "output")})
+          if (auto attr = attrs ? attrs.getAs<StringAttr>(attrName) : nullptr) {
+            kind = attrKind;
+            name = attr.getValue();
+          }
+        json.attribute("kind", kind);
+        if (!name.empty())
+          json.attribute("name", name);
+        auto shaped = dyn_cast<ShapedType>(type);
+        json.attribute("dtype",
+                       getDTypeName(shaped ? shaped.getElementType() : type));
+        writeShape(json, "shape",
+                   shaped ? std::vector<int64_t>(shaped.getShape().begin(),
+                                                 shaped.getShape().end())
+                          : std::vector<int64_t>());
+      });
+    }
+  });
+}
+
 static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
                           StringRef modelPath,
-                          const std::vector<RankOutput> &outputs) {
+                          const std::vector<RankOutput> &outputs,
+                          const ArtifactOptions &options, StringRef source,
+                          StringRef library) {
   llvm::json::OStream json(os, /*IndentSize=*/2);
   json.object([&] {
     json.attribute("format", "tp-artifact");
     json.attribute("format_version", kArtifactFormatVersion);
     json.attribute("model", modelPath);
     json.attribute("mlir", "model.mlir");
+    json.attribute("target", options.target);
+    if (!source.empty())
+      json.attribute("source", source);
+    if (!library.empty())
+      json.attribute("library", library);
     json.attributeObject("grid", [&] {
       json.attribute("tp", plan.tpDevices);
       json.attribute("pp", plan.stages);
@@ -203,6 +244,8 @@ static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
             for (int64_t t = 0; t < plan.tpDevices; ++t)
               json.value(int64_t(stage) * plan.tpDevices + t);
           });
+          writeBindings(json, "args", func, /*results=*/false);
+          writeBindings(json, "results", func, /*results=*/true);
         });
     });
     writeSignature(json, "inputs", plan.inputs);
@@ -302,11 +345,17 @@ LogicalResult mlir::tp::writeArtifact(ModuleOp module, StringRef outDir,
   if (failed(writeShards(module, *plan, modelDir, outDir, options, outputs)))
     return failure();
 
+  std::string source, library;
+  if (options.generateCode &&
+      failed(options.generateCode(outDir, source, library)))
+    return failure();
+
   // The manifest comes last: a folder with one is complete.
   std::unique_ptr<llvm::raw_fd_ostream> manifest;
   if (failed(openOutput("manifest.json", manifest)))
     return failure();
-  writeManifest(*manifest, *plan, modelPath, outputs);
+  writeManifest(*manifest, *plan, modelPath, outputs, options, source,
+                library);
   manifest->close();
   if (manifest->has_error())
     return emitError(loc) << "cannot write manifest.json: "

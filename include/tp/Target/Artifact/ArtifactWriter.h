@@ -11,6 +11,8 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 namespace mlir::tp {
 
@@ -19,10 +21,18 @@ struct ArtifactOptions {
   uint64_t chunkBytes = 16u << 20;
   /// Print "bytes done / total" to stderr while writing shards.
   bool progress = true;
+  /// Code generation target recorded in the manifest ("none", "cpu", ...).
+  std::string target = "none";
+  /// Writes the emitted source and compiled library into the folder (given
+  /// as its argument) and returns their file names; runs after the weight
+  /// shards and before the manifest, so a folder with a manifest is whole.
+  std::function<LogicalResult(StringRef outDir, std::string &source,
+                              std::string &library)>
+      generateCode;
 };
 
 /// Bumped whenever a reader of manifest.json would need to change.
-constexpr int64_t kArtifactFormatVersion = 1;
+constexpr int64_t kArtifactFormatVersion = 2;
 
 /// Writes the artifact for `partitioned` (the output of tp-parallelize: a
 /// `@main`, or `@main_stage<k>` functions under `tp.pipeline`) into `outDir`,

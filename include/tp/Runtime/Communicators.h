@@ -1,0 +1,66 @@
+//===- Communicators.h - RankContext implementations ------------*- C++ -*-===//
+//
+// The two ways the CPU runtime connects ranks: threads of one process sharing
+// a ThreadWorld, or one process per rank talking MPI.
+//
+// Both wait at most a given timeout for peers and then throw tp::rt::Error
+// naming the caller's rank, the collective's site and, where known, the ranks
+// that had not arrived, so that a rank that died or diverged shows up as an
+// error instead of a hang.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_RUNTIME_COMMUNICATORS_H
+#define TP_RUNTIME_COMMUNICATORS_H
+
+#include "tp/Runtime/RankContext.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tp::rt {
+
+//===----------------------------------------------------------------------===//
+// Threads in one process
+//===----------------------------------------------------------------------===//
+
+/// State shared by `ranks` ranks that run as threads of one process: one
+/// rendezvous per group of ranks, one mailbox per (sender, receiver) pair.
+class ThreadWorld;
+
+/// Creates the shared state for ranks 0 .. ranks-1. Every wait for a peer
+/// gives up after `timeout`.
+std::shared_ptr<ThreadWorld> createThreadWorld(int32_t ranks,
+                                               std::chrono::milliseconds
+                                                   timeout);
+
+/// The context through which the thread running `rank` talks to its peers.
+/// Each rank's context must be used by one thread at a time.
+std::unique_ptr<RankContext>
+createThreadRankContext(std::shared_ptr<ThreadWorld> world, int32_t rank);
+
+/// Marks `world` failed, e.g. because a rank's thread caught an exception.
+/// Every rank waiting in a collective or in recv, and every rank that later
+/// enters one, throws Error("rank R: <site> aborted: <reason>") at once.
+void abortThreadWorld(ThreadWorld &world, const std::string &reason);
+
+//===----------------------------------------------------------------------===//
+// One MPI process per rank
+//===----------------------------------------------------------------------===//
+
+/// True when the runtime was built with MPI (TP_HAVE_MPI).
+bool haveMpi();
+
+/// The context of this process in MPI_COMM_WORLD; the caller has called
+/// MPI_Init and destroys the context before MPI_Finalize. Collectives poll
+/// nonblocking MPI operations and throw Error after `timeout`; after such an
+/// error the caller should MPI_Abort, since peers may still be waiting.
+/// Throws Error when the runtime was built without MPI.
+std::unique_ptr<RankContext>
+createMpiRankContext(std::chrono::milliseconds timeout);
+
+} // namespace tp::rt
+
+#endif // TP_RUNTIME_COMMUNICATORS_H

@@ -1,0 +1,118 @@
+//===- RankContext.h - what generated code calls at run time ----*- C++ -*-===//
+//
+// The only interface between code emitted by tp-compile (`--target cpu`) and
+// the runtime. Generated code includes this header (tp-compile copies it into
+// the artifact as tp_runtime.h) and calls the virtual functions below, so a
+// compiled model library has no link-time dependency on the runtime.
+//
+// Ranks are numbered row-major over (pipeline stage, tensor index):
+// rank = stage * tp + tpIndex. A collective runs over a Group: the ranks that
+// differ from the caller only in one grid axis, i.e. `size` ranks spaced
+// `stride` apart that include the caller.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_RUNTIME_RANKCONTEXT_H
+#define TP_RUNTIME_RANKCONTEXT_H
+
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace tp::rt {
+
+/// Element types a collective can carry; values match Npy/safetensors names
+/// only through dtypeName().
+enum class DType : int32_t { F32, F64, I64, I32, I16, I8, U8, Bool };
+
+inline int64_t dtypeBytes(DType type) {
+  switch (type) {
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::I16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+enum class Reduction : int32_t { Sum, Product, Max, Min };
+
+/// `size` ranks spaced `stride` apart in global rank numbering.
+struct Group {
+  int32_t size;
+  int32_t stride;
+};
+
+/// Thrown by the runtime (timeouts, aborted peers) and by generated code.
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One rank's view of the world. `site` arguments name the collective in the
+/// source (e.g. "all_reduce at model.mlir:57") for timeout messages.
+class RankContext {
+public:
+  virtual ~RankContext() = default;
+
+  virtual int32_t rank() const = 0;
+  virtual int32_t worldSize() const = 0;
+
+  /// In place: every rank of `group` ends with the reduction of all buffers.
+  virtual void allReduce(Group group, void *buffer, int64_t count, DType type,
+                         Reduction op, const char *site) = 0;
+  /// `in` is [outer, chunkBytes] on every rank; `out` is [outer, size,
+  /// chunkBytes]: rank i's chunk lands at position i of the middle dim.
+  virtual void allGather(Group group, const void *in, void *out, int64_t outer,
+                         int64_t chunkBytes, const char *site) = 0;
+  /// `in` is [outer, size, chunk] elements on every rank; `out` is [outer,
+  /// chunk]: the reduction over ranks of position groupIndex() of the middle
+  /// dim.
+  virtual void reduceScatter(Group group, const void *in, void *out,
+                             int64_t outer, int64_t chunk, DType type,
+                             Reduction op, const char *site) = 0;
+  /// Point to point between two global ranks (pipeline stages). send does
+  /// not wait for the matching recv.
+  virtual void send(int32_t peer, const void *buffer, int64_t bytes,
+                    const char *site) = 0;
+  virtual void recv(int32_t peer, void *buffer, int64_t bytes,
+                    const char *site) = 0;
+
+  /// The caller's position in `group`.
+  int32_t groupIndex(Group group) const {
+    return (rank() / group.stride) % group.size;
+  }
+  /// Global rank of position `index` in the caller's `group`.
+  int32_t groupPeer(Group group, int32_t index) const {
+    return rank() - groupIndex(group) * group.stride + index * group.stride;
+  }
+};
+
+/// Activation buffers of generated code: 64-byte aligned, never null.
+inline void *allocate(int64_t bytes) {
+  size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+  void *pointer = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!pointer)
+    throw Error("out of memory allocating " + std::to_string(bytes) +
+                " bytes");
+  return pointer;
+}
+inline void release(void *pointer) { std::free(pointer); }
+
+} // namespace tp::rt
+
+/// Signature of every entry point a model library exports, one per pipeline
+/// stage: `args` in the stage function's argument order (inputs and weights,
+/// see manifest.json), `results` preallocated by the caller.
+extern "C" {
+typedef void (*tp_stage_fn)(tp::rt::RankContext *context,
+                            void *const *args, void *const *results);
+}
+
+#endif // TP_RUNTIME_RANKCONTEXT_H

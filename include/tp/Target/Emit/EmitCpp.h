@@ -1,0 +1,49 @@
+//===- EmitCpp.h - partitioned module to C++ source -------------*- C++ -*-===//
+//
+// Turns the SPMD module that tp-parallelize produces into readable C++ for
+// one rank: one C++ function per func.func, BLAS calls for contractions,
+// loop nests for every other linalg.generic, and calls into
+// tp::rt::RankContext (include/tp/Runtime/RankContext.h) for collectives.
+// Every stage function is exported as `extern "C" tp_<name>` with the
+// tp_stage_fn signature.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TARGET_EMIT_EMITCPP_H
+#define TP_TARGET_EMIT_EMITCPP_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+/// Rewrites named linalg ops (except linalg.fill) into linalg.generic, the
+/// one form the emitter lowers. Idempotent.
+LogicalResult prepareForEmission(ModuleOp module);
+
+/// Emits `module` (already prepared) as C++ to `os`. Ops the emitter cannot
+/// lower are reported as errors at their location.
+LogicalResult emitCpp(ModuleOp module, llvm::raw_ostream &os);
+
+struct BuildOptions {
+  /// The C++ compiler; empty: $CXX, else c++ on PATH.
+  std::string compiler;
+  /// Flags for the generated code (appended after the defaults).
+  std::string extraFlags;
+};
+
+/// Writes `<outDir>/model.cpp` (the emitted program for a copy of
+/// `module`), `<outDir>/tp_runtime.h`, and compiles them into
+/// `<outDir>/libmodel.so` linked with OpenBLAS. Returns the file names.
+LogicalResult buildCpuLibrary(ModuleOp module, StringRef outDir,
+                              const BuildOptions &options,
+                              std::string &source, std::string &library);
+
+/// Registers `tp-translate --emit-cpp`.
+void registerEmitCppTranslation();
+
+} // namespace mlir::tp
+
+#endif // TP_TARGET_EMIT_EMITCPP_H

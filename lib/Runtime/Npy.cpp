@@ -1,0 +1,333 @@
+//===- Npy.cpp - reading and writing NumPy .npy files ---------------------===//
+//
+// A .npy file is the magic string "\x93NUMPY", a major and a minor version
+// byte, the header's length (2 bytes little-endian in version 1, 4 bytes in
+// versions 2 and 3), the header, which is a Python dict literal such as
+//
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+//
+// padded with spaces and a newline, and then the raw data.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Runtime/Npy.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+using namespace tp::rt;
+
+namespace {
+
+const char magic[] = "\x93NUMPY";
+constexpr size_t magicSize = sizeof(magic) - 1;
+
+[[noreturn]] void fail(const std::string &path, const std::string &what) {
+  throw Error(path + ": " + what);
+}
+
+/// The system's reason for the last failed file operation.
+std::string systemError() {
+  return errno ? std::strerror(errno) : "unknown error";
+}
+
+/// Reads the dict literal of a .npy header, accepting what NumPy writes:
+/// single- or double-quoted strings, True/False, tuples of integers.
+class HeaderParser {
+public:
+  HeaderParser(const std::string &text, const std::string &path)
+      : text(text), path(path) {}
+
+  /// Fills `array`'s descr and shape.
+  void parse(NpyArray &array) {
+    bool haveDescr = false, haveOrder = false, haveShape = false;
+    bool fortranOrder = false;
+    expect('{');
+    while (!consume('}')) {
+      std::string key = parseString();
+      expect(':');
+      if (key == "descr") {
+        skipSpace();
+        if (peek() != '\'' && peek() != '"')
+          fail(path, "structured dtypes are not supported");
+        array.descr = parseString();
+        haveDescr = true;
+      } else if (key == "fortran_order") {
+        fortranOrder = parseBool();
+        haveOrder = true;
+      } else if (key == "shape") {
+        array.shape = parseShape();
+        haveShape = true;
+      } else {
+        malformed("unexpected key '" + key + "'");
+      }
+      if (!consume(',')) {
+        expect('}');
+        break;
+      }
+    }
+    skipSpace();
+    if (pos != text.size())
+      malformed("unexpected text after the dict");
+    if (!haveDescr || !haveOrder || !haveShape)
+      malformed("it lacks one of 'descr', 'fortran_order' and 'shape'");
+    if (fortranOrder)
+      fail(path, "arrays in Fortran order are not supported");
+  }
+
+private:
+  [[noreturn]] void malformed(const std::string &what) const {
+    fail(path, "malformed header (" + what + "): " + text);
+  }
+
+  char peek() const { return pos < text.size() ? text[pos] : '\0'; }
+
+  void skipSpace() {
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' ||
+                                 text[pos] == '\n' || text[pos] == '\r'))
+      ++pos;
+  }
+
+  bool consume(char c) {
+    skipSpace();
+    if (peek() != c)
+      return false;
+    ++pos;
+    return true;
+  }
+
+  void expect(char c) {
+    if (!consume(c))
+      malformed(std::string("expected '") + c + "' at offset " +
+                std::to_string(pos));
+  }
+
+  std::string parseString() {
+    skipSpace();
+    char quote = peek();
+    if (quote != '\'' && quote != '"')
+      malformed("expected a string at offset " + std::to_string(pos));
+    size_t end = text.find(quote, pos + 1);
+    if (end == std::string::npos)
+      malformed("unterminated string");
+    std::string value = text.substr(pos + 1, end - pos - 1);
+    pos = end + 1;
+    return value;
+  }
+
+  bool parseBool() {
+    skipSpace();
+    for (const char *word : {"True", "False"}) {
+      size_t length = std::strlen(word);
+      if (text.compare(pos, length, word) == 0) {
+        pos += length;
+        return word[0] == 'T';
+      }
+    }
+    malformed("expected True or False at offset " + std::to_string(pos));
+  }
+
+  int64_t parseDim() {
+    skipSpace();
+    if (peek() < '0' || peek() > '9')
+      malformed("expected a dimension at offset " + std::to_string(pos));
+    int64_t value = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      int digit = text[pos++] - '0';
+      if (value > (std::numeric_limits<int64_t>::max() - digit) / 10)
+        malformed("dimension too large");
+      value = value * 10 + digit;
+    }
+    // Python 2 wrote long integers as 3L.
+    if (peek() == 'L')
+      ++pos;
+    return value;
+  }
+
+  std::vector<int64_t> parseShape() {
+    std::vector<int64_t> shape;
+    expect('(');
+    while (!consume(')')) {
+      shape.push_back(parseDim());
+      if (!consume(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return shape;
+  }
+
+  const std::string &text;
+  const std::string &path;
+  size_t pos = 0;
+};
+
+/// Bytes of `array`'s data according to its type and shape; throws when the
+/// type is unsupported or the size overflows.
+int64_t expectedBytes(const NpyArray &array, const std::string &path) {
+  bool ok = false;
+  DType type = dtypeFromDescr(array.descr, ok);
+  if (!ok)
+    fail(path, "unsupported dtype '" + array.descr + "'");
+  int64_t bytes = dtypeBytes(type);
+  for (int64_t dim : array.shape) {
+    if (dim < 0)
+      fail(path, "negative dimension " + std::to_string(dim));
+    if (dim && bytes > std::numeric_limits<int64_t>::max() / dim)
+      fail(path, "shape too large");
+    bytes *= dim;
+  }
+  return bytes;
+}
+
+uint32_t readLittleEndian(const unsigned char *bytes, size_t count) {
+  uint32_t value = 0;
+  for (size_t i = count; i-- > 0;)
+    value = value << 8 | bytes[i];
+  return value;
+}
+
+} // namespace
+
+DType tp::rt::dtypeFromDescr(const std::string &descr, bool &ok) {
+  ok = descr.size() == 3;
+  if (!ok)
+    return DType::F32;
+  char order = descr[0];
+  std::string code = descr.substr(1);
+  if (order == '<') {
+    if (code == "f4")
+      return DType::F32;
+    if (code == "f8")
+      return DType::F64;
+    if (code == "i8")
+      return DType::I64;
+    if (code == "i4")
+      return DType::I32;
+    if (code == "i2")
+      return DType::I16;
+  }
+  // One-byte types have no byte order; NumPy writes '|'.
+  if (order == '|' || order == '<') {
+    if (code == "i1")
+      return DType::I8;
+    if (code == "u1")
+      return DType::U8;
+    if (code == "b1")
+      return DType::Bool;
+  }
+  ok = false;
+  return DType::F32;
+}
+
+std::string tp::rt::descrFromDType(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "<f4";
+  case DType::F64:
+    return "<f8";
+  case DType::I64:
+    return "<i8";
+  case DType::I32:
+    return "<i4";
+  case DType::I16:
+    return "<i2";
+  case DType::I8:
+    return "|i1";
+  case DType::U8:
+    return "|u1";
+  case DType::Bool:
+    return "|b1";
+  }
+  return "<f4";
+}
+
+NpyArray tp::rt::readNpy(const std::string &path) {
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(path, "cannot open: " + systemError());
+
+  unsigned char prefix[12];
+  in.read(reinterpret_cast<char *>(prefix), 8);
+  if (in.gcount() != 8 || std::memcmp(prefix, magic, magicSize) != 0)
+    fail(path, "not a .npy file");
+  unsigned major = prefix[6], minor = prefix[7];
+  if (major < 1 || major > 3)
+    fail(path, "unsupported .npy format version " + std::to_string(major) +
+                   "." + std::to_string(minor));
+  size_t lengthSize = major == 1 ? 2 : 4;
+  in.read(reinterpret_cast<char *>(prefix + 8), lengthSize);
+  if (static_cast<size_t>(in.gcount()) != lengthSize)
+    fail(path, "truncated header");
+  uint32_t headerLength = readLittleEndian(prefix + 8, lengthSize);
+  std::string header(headerLength, '\0');
+  in.read(header.data(), headerLength);
+  if (static_cast<uint32_t>(in.gcount()) != headerLength)
+    fail(path, "truncated header");
+
+  NpyArray array;
+  HeaderParser(header, path).parse(array);
+  int64_t bytes = expectedBytes(array, path);
+  array.data.resize(static_cast<size_t>(bytes));
+  in.read(array.data.data(), bytes);
+  if (in.gcount() != bytes)
+    fail(path, "truncated data: the shape needs " + std::to_string(bytes) +
+                   " bytes but the file has " +
+                   std::to_string(in.gcount()));
+  if (in.peek() != std::char_traits<char>::eof())
+    fail(path, "unexpected bytes after the " + std::to_string(bytes) +
+                   " bytes of data");
+  return array;
+}
+
+void tp::rt::writeNpy(const std::string &path, const NpyArray &array) {
+  int64_t bytes = expectedBytes(array, path);
+  if (bytes != static_cast<int64_t>(array.data.size()))
+    fail(path, "cannot write " + std::to_string(array.data.size()) +
+                   " bytes of data as an array that needs " +
+                   std::to_string(bytes));
+
+  std::string header = "{'descr': '" + array.descr +
+                       "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < array.shape.size(); ++i) {
+    if (i)
+      header += ", ";
+    header += std::to_string(array.shape[i]);
+  }
+  if (array.shape.size() == 1)
+    header += ",";
+  header += "), }";
+
+  // Spaces and a newline up to the next multiple of 64, counting the
+  // prefix: magic, two version bytes and the header's length, which takes 2
+  // bytes in version 1.0 and 4 in version 2.0.
+  auto paddedSize = [&](size_t prefixSize) {
+    size_t total = prefixSize + header.size() + 1;
+    return header.size() + 1 + (64 - total % 64) % 64;
+  };
+  bool version1 = paddedSize(magicSize + 4) <= 65535;
+  size_t prefixSize = magicSize + (version1 ? 4 : 6);
+  size_t length = paddedSize(prefixSize);
+  header.append(length - header.size() - 1, ' ');
+  header += '\n';
+
+  std::string prefix(magic, magicSize);
+  prefix += static_cast<char>(version1 ? 1 : 2);
+  prefix += '\0';
+  for (size_t i = 0; i < prefixSize - magicSize - 2; ++i)
+    prefix += static_cast<char>((length >> (8 * i)) & 0xff);
+
+  errno = 0;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    fail(path, "cannot create: " + systemError());
+  out.write(prefix.data(), prefix.size());
+  out.write(header.data(), header.size());
+  out.write(array.data.data(), array.data.size());
+  out.close();
+  if (!out)
+    fail(path, "cannot write: " + systemError());
+}

@@ -1,0 +1,505 @@
+//===- CppEmitter.cpp - module and function structure ---------------------===//
+//
+// Functions, names, buffer ownership and the dispatch to the op emitters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CppEmitter.h"
+
+#include "tp/Target/Emit/EmitCpp.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+using namespace mlir::tp::emit;
+
+//===----------------------------------------------------------------------===//
+// Preparation
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::tp::prepareForEmission(ModuleOp module) {
+  SmallVector<linalg::LinalgOp> named;
+  module.walk([&](linalg::LinalgOp op) {
+    if (!isa<linalg::GenericOp, linalg::FillOp>(op))
+      named.push_back(op);
+  });
+  IRRewriter rewriter(module.getContext());
+  for (linalg::LinalgOp op : named) {
+    rewriter.setInsertionPoint(op);
+    if (failed(linalg::generalizeNamedOp(rewriter, op)))
+      return op->emitError("cannot rewrite ")
+             << op->getName() << " as linalg.generic for code generation";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Names and types
+//===----------------------------------------------------------------------===//
+
+CppEmitter::CppEmitter(ModuleOp module, raw_indented_ostream &os)
+    : os(os), module(module) {
+  int64_t tpRanks = 1;
+  for (auto grid : module.getOps<shard::GridOp>())
+    if (grid.getSymName() != "pipeline")
+      for (int64_t size : grid.getShape())
+        tpRanks *= size;
+  for (auto grid : module.getOps<shard::GridOp>())
+    gridBaseStride[grid.getSymName()] =
+        grid.getSymName() == "pipeline" ? tpRanks : 1;
+}
+
+std::string CppEmitter::name(Value value) const {
+  auto it = names.find(value);
+  assert(it != names.end() && "value used before it was emitted");
+  return it->second;
+}
+
+std::string CppEmitter::bind(Value value, StringRef prefix) {
+  std::string text = (prefix + Twine(nextId++)).str();
+  names[value] = text;
+  return text;
+}
+
+std::string CppEmitter::scalarType(Type type) {
+  if (type.isF32())
+    return "float";
+  if (type.isF64())
+    return "double";
+  if (type.isIndex())
+    return "std::int64_t";
+  if (auto integer = dyn_cast<IntegerType>(type)) {
+    unsigned width = integer.getWidth();
+    if (width == 1)
+      return "bool";
+    if (width != 8 && width != 16 && width != 32 && width != 64)
+      return "";
+    return (integer.isUnsigned() ? "std::uint" : "std::int") +
+           std::to_string(width) + "_t";
+  }
+  return "";
+}
+
+FailureOr<std::string> CppEmitter::scalarTypeFor(Type type, Operation *op) {
+  std::string text = scalarType(type);
+  if (text.empty())
+    return op->emitError("code generation does not support element type ")
+           << type;
+  return text;
+}
+
+FailureOr<std::string> CppEmitter::elementTypeOf(Value tensor, Operation *op) {
+  return scalarTypeFor(cast<ShapedType>(tensor.getType()).getElementType(),
+                       op);
+}
+
+int64_t CppEmitter::numElements(Value tensor) {
+  return cast<ShapedType>(tensor.getType()).getNumElements();
+}
+
+std::string CppEmitter::byteCount(Value tensor) {
+  std::string type =
+      scalarType(cast<ShapedType>(tensor.getType()).getElementType());
+  return std::to_string(numElements(tensor)) + " * sizeof(" + type + ")";
+}
+
+std::string CppEmitter::describe(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return named.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (llvm::sys::path::filename(file.getFilename()) + ":" +
+            Twine(file.getLine()))
+        .str();
+  return "";
+}
+
+std::string CppEmitter::siteLiteral(Operation *op, StringRef what) {
+  std::string where = describe(op);
+  std::string text = what.str();
+  if (!where.empty())
+    text += " at " + where;
+  std::string escaped;
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      escaped += '\\';
+    escaped += c;
+  }
+  return "\"" + escaped + "\"";
+}
+
+SmallVector<int64_t> CppEmitter::stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+LogicalResult CppEmitter::allocate(Value result, Operation *op,
+                                   StringRef prefix) {
+  FailureOr<std::string> type = elementTypeOf(result, op);
+  if (failed(type))
+    return failure();
+  std::string text = bind(result, prefix);
+  os << *type << " *" << text << " = static_cast<" << *type
+     << " *>(tp::rt::allocate(" << byteCount(result) << "));\n";
+  owned.insert(result);
+  return success();
+}
+
+void CppEmitter::alias(Value result, Value source) {
+  aliasOf[result] = source;
+  names[result] = name(source);
+}
+
+void CppEmitter::copy(Value dst, Value src) {
+  os << "std::memcpy(" << name(dst) << ", " << name(src) << ", "
+     << byteCount(dst) << ");\n";
+}
+
+Value CppEmitter::rootOf(Value value) const {
+  while (true) {
+    auto it = aliasOf.find(value);
+    if (it == aliasOf.end())
+      return value;
+    value = it->second;
+  }
+}
+
+/// Ops whose tensor result is a view of their first operand.
+static bool isAliasingOp(Operation *op) {
+  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+             shard::SendOp>(op);
+}
+
+void CppEmitter::computeLastUses(
+    Block &block, llvm::DenseMap<Operation *, SmallVector<Value>> &out) {
+  // Roots are known structurally before emission: a reshape's result has
+  // its operand's root.
+  llvm::DenseMap<Value, Value> root;
+  auto rootFn = [&](Value value) {
+    while (true) {
+      auto it = root.find(value);
+      if (it == root.end())
+        return value;
+      value = it->second;
+    }
+  };
+  llvm::DenseMap<Value, Operation *> last;
+  for (Operation &op : block) {
+    if (isAliasingOp(&op))
+      root[op.getResult(0)] = op.getOperand(0);
+    for (Value result : op.getResults())
+      if (isa<RankedTensorType>(result.getType()))
+        last.try_emplace(rootFn(result), &op);
+    op.walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        if (isa<RankedTensorType>(operand.getType()))
+          last[rootFn(operand)] = &op;
+    });
+  }
+  for (auto &[value, op] : last)
+    if (value.getParentBlock() == &block)
+      out[op].push_back(value);
+}
+
+bool CppEmitter::needsBuffer(Value emptyResult) const {
+  for (OpOperand &use : emptyResult.getUses()) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(use.getOwner());
+    if (linalgOp && linalgOp.isDpsInit(&use) &&
+        !linalgOp.payloadUsesValueFromOperand(&use))
+      continue;
+    if (isa<shard::RecvOp>(use.getOwner()))
+      continue;
+    return true;
+  }
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Blocks and dispatch
+//===----------------------------------------------------------------------===//
+
+LogicalResult CppEmitter::emitBlock(
+    Block &block, function_ref<LogicalResult(Operation *)> onTerminator) {
+  llvm::DenseMap<Operation *, SmallVector<Value>> releaseAfter;
+  computeLastUses(block, releaseAfter);
+  for (Operation &op : block) {
+    bool isTerminator = op.hasTrait<OpTrait::IsTerminator>();
+    if (failed(isTerminator ? onTerminator(&op) : emitOp(&op)))
+      return failure();
+    auto it = releaseAfter.find(&op);
+    if (it == releaseAfter.end())
+      continue;
+    for (Value value : it->second)
+      if (owned.contains(value))
+        os << "tp::rt::release(" << name(value) << ");\n";
+  }
+  return success();
+}
+
+LogicalResult CppEmitter::emitOp(Operation *op) {
+  std::string where = describe(op);
+  bool isScalar = op->getNumResults() == 1 &&
+                  !isa<ShapedType>(op->getResult(0).getType());
+  if (!isScalar || isa<tensor::ExtractOp>(op)) {
+    os << "// " << op->getName();
+    if (!where.empty())
+      os << " (" << where << ")";
+    os << "\n";
+  }
+
+  if (auto generic = dyn_cast<linalg::GenericOp>(op))
+    return emitGeneric(generic);
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return emitFill(fill);
+  if (isa<arith::ConstantOp>(op))
+    return emitConstant(op);
+  if (isa<shard::ShardDialect>(op->getDialect()))
+    return emitShardOp(op);
+  if (isa<func::CallOp>(op))
+    return emitCall(op);
+  if (isa<scf::IfOp>(op))
+    return emitIf(op);
+  if (isa<tensor::ExtractOp>(op))
+    return emitScalarOp(op);
+  if (isa<tensor::TensorDialect>(op->getDialect()))
+    return emitTensorOp(op);
+  if (isa<arith::ArithDialect, math::MathDialect>(op->getDialect()))
+    return emitScalarOp(op);
+  return op->emitError("code generation does not support ") << op->getName();
+}
+
+LogicalResult CppEmitter::emitCall(Operation *op) {
+  auto call = cast<func::CallOp>(op);
+  for (Value result : call.getResults())
+    if (!isa<RankedTensorType>(result.getType()))
+      return op->emitError("code generation supports calls with tensor "
+                           "results only");
+  for (Value result : call.getResults())
+    if (failed(allocate(result, op)))
+      return failure();
+  os << "{\n";
+  os.indent();
+  os << "void *args[] = {";
+  llvm::interleaveComma(call.getOperands(), os,
+                        [&](Value v) { os << name(v); });
+  if (call.getNumOperands() == 0)
+    os << "nullptr";
+  os << "};\nvoid *results[] = {";
+  llvm::interleaveComma(call.getResults(), os, [&](Value v) { os << name(v); });
+  if (call.getNumResults() == 0)
+    os << "nullptr";
+  os << "};\nfn_" << call.getCallee() << "(context, args, results);\n";
+  os.unindent();
+  os << "}\n";
+  return success();
+}
+
+LogicalResult CppEmitter::emitIf(Operation *op) {
+  auto ifOp = cast<scf::IfOp>(op);
+  for (Value result : ifOp.getResults()) {
+    if (isa<RankedTensorType>(result.getType())) {
+      if (failed(allocate(result, op)))
+        return failure();
+      continue;
+    }
+    FailureOr<std::string> type = scalarTypeFor(result.getType(), op);
+    if (failed(type))
+      return failure();
+    os << *type << " " << bind(result) << "{};\n";
+  }
+  auto yieldInto = [&](Operation *terminator) -> LogicalResult {
+    for (auto [result, yielded] :
+         llvm::zip(ifOp.getResults(), terminator->getOperands())) {
+      if (isa<RankedTensorType>(result.getType()))
+        copy(result, yielded);
+      else
+        os << name(result) << " = " << name(yielded) << ";\n";
+    }
+    return success();
+  };
+  os << "if (" << name(ifOp.getCondition()) << ") {\n";
+  os.indent();
+  if (failed(emitBlock(ifOp.getThenRegion().front(), yieldInto)))
+    return failure();
+  os.unindent();
+  if (!ifOp.getElseRegion().empty()) {
+    os << "} else {\n";
+    os.indent();
+    if (failed(emitBlock(ifOp.getElseRegion().front(), yieldInto)))
+      return failure();
+    os.unindent();
+  }
+  os << "}\n";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Functions and the module
+//===----------------------------------------------------------------------===//
+
+static std::string describeArg(func::FuncOp func, unsigned index) {
+  for (StringRef key : {"tp.weight", "tp.input"})
+    if (auto attr = func.getArgAttrOfType<StringAttr>(index, key))
+      return (key.drop_front(3) + " \"" + attr.getValue() + "\"").str();
+  return "argument";
+}
+
+LogicalResult CppEmitter::emitFunction(Operation *op) {
+  auto func = cast<func::FuncOp>(op);
+  if (func.isExternal())
+    return func.emitError("code generation needs a body for @")
+           << func.getSymName();
+  os << "static void fn_" << func.getSymName()
+     << "(tp::rt::RankContext *context, void *const *args, "
+        "void *const *results) {\n";
+  os.indent();
+  os << "(void)context;\n(void)results;\n";
+  for (BlockArgument arg : func.getArguments()) {
+    auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+    if (!tensor)
+      return func.emitError("code generation supports tensor arguments only");
+    FailureOr<std::string> type = elementTypeOf(arg, op);
+    if (failed(type))
+      return failure();
+    std::string text = bind(arg, "a");
+    os << *type << " *" << text << " = static_cast<" << *type << " *>(args["
+       << arg.getArgNumber() << "]); // " << describeArg(func, arg.getArgNumber())
+       << "\n";
+  }
+  auto onReturn = [&](Operation *terminator) -> LogicalResult {
+    for (auto [index, value] : llvm::enumerate(terminator->getOperands())) {
+      if (!isa<RankedTensorType>(value.getType()))
+        return terminator->emitError("code generation supports tensor "
+                                     "results only");
+      os << "std::memcpy(results[" << index << "], " << name(value) << ", "
+         << byteCount(value) << ");\n";
+    }
+    return success();
+  };
+  if (failed(emitBlock(func.getBody().front(), onReturn)))
+    return failure();
+  os.unindent();
+  os << "}\n\n";
+  return success();
+}
+
+static constexpr const char *kPrelude = R"(#include "tp_runtime.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace {
+
+// Scalar semantics of the arith and math ops that C++ spells differently.
+template <typename T> T maximumF(T a, T b) {
+  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
+                          : (a > b ? a : b);
+}
+template <typename T> T minimumF(T a, T b) {
+  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
+                          : (a < b ? a : b);
+}
+template <typename T> T floorDiv(T a, T b) {
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> T integerPow(T base, T exponent) {
+  if (exponent < 0)
+    return base == 1 ? 1 : (base == -1 ? (exponent % 2 ? -1 : 1) : 0);
+  T result = 1;
+  for (; exponent; exponent >>= 1, base *= base)
+    if (exponent & 1)
+      result *= base;
+  return result;
+}
+template <typename To, typename From> To fpToInt(From value) {
+  if (value != value)
+    return 0;
+  if (value >= static_cast<From>(std::numeric_limits<To>::max()))
+    return std::numeric_limits<To>::max();
+  if (value <= static_cast<From>(std::numeric_limits<To>::lowest()))
+    return std::numeric_limits<To>::lowest();
+  return static_cast<To>(value);
+}
+
+} // namespace
+
+)";
+
+LogicalResult CppEmitter::emitModule() {
+  std::string body;
+  llvm::raw_string_ostream bodyStream(body);
+  raw_indented_ostream bodyOs(bodyStream);
+  // Function bodies go to a buffer first: constants they meet are
+  // file-scope globals printed above them.
+  raw_indented_ostream &fileOs = os;
+
+  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+  // Forward declarations let functions call each other in any order.
+  for (func::FuncOp func : funcs)
+    bodyOs << "static void fn_" << func.getSymName()
+           << "(tp::rt::RankContext *, void *const *, void *const *);\n";
+  bodyOs << "\n";
+  {
+    CppEmitter inner(module, bodyOs);
+    for (func::FuncOp func : funcs)
+      if (failed(inner.emitFunction(func)))
+        return failure();
+    globals = std::move(inner.globals);
+  }
+  bodyOs << "extern \"C\" {\n";
+  for (func::FuncOp func : funcs) {
+    if (func.isPrivate())
+      continue;
+    bodyOs << "void tp_" << func.getSymName()
+           << "(tp::rt::RankContext *context, void *const *args, "
+              "void *const *results) {\n  fn_"
+           << func.getSymName() << "(context, args, results);\n}\n";
+  }
+  bodyOs << "}\n";
+
+  fileOs << "// Generated by tp-compile from ";
+  if (auto model = module->getAttrOfType<StringAttr>("tp.model"))
+    fileOs << llvm::sys::path::filename(model.getValue());
+  else
+    fileOs << "an MLIR module";
+  fileOs << ": one rank's program (SPMD).\n";
+  for (auto grid : module.getOps<shard::GridOp>()) {
+    fileOs << "// grid @" << grid.getSymName() << " shape [";
+    llvm::interleaveComma(grid.getShape(), fileOs);
+    fileOs << "]\n";
+  }
+  fileOs << kPrelude;
+  if (!globals.empty())
+    fileOs << "namespace {\n\n" << globals << "\n} // namespace\n\n";
+  fileOs << body;
+  return success();
+}
+
+LogicalResult mlir::tp::emitCpp(ModuleOp module, llvm::raw_ostream &os) {
+  raw_indented_ostream indented(os);
+  CppEmitter emitter(module, indented);
+  return emitter.emitModule();
+}

@@ -1,0 +1,124 @@
+//===- CppEmitter.h - state shared by the C++ emitter's parts ---*- C++ -*-===//
+//
+// The emitter walks each function once, in order. Every tensor value is a
+// pointer to a dense row-major buffer of its static shape; reshapes alias
+// their source, every other tensor op writes a fresh buffer, so a buffer is
+// never written after it is defined. Buffers the emitter allocated are
+// released after the last op of their block that uses them (or an alias).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_LIB_TARGET_EMIT_CPPEMITTER_H
+#define TP_LIB_TARGET_EMIT_CPPEMITTER_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/IndentedOstream.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Path.h"
+
+#include <string>
+
+namespace mlir::tp::emit {
+
+/// A collective's group in the runtime's terms (see RankContext.h).
+struct GroupSpec {
+  int64_t size = 1;
+  int64_t stride = 1;
+};
+
+/// A C++ literal for an integer or float attribute ("" when neither).
+std::string scalarLiteral(Attribute attr);
+
+class CppEmitter {
+public:
+  CppEmitter(ModuleOp module, raw_indented_ostream &os);
+
+  LogicalResult emitModule();
+
+  //===--- Names and types ------------------------------------------------===//
+
+  /// The C++ name bound to `value`; the value must have been emitted.
+  std::string name(Value value) const;
+  /// Binds a fresh name with `prefix` to `value` and returns it.
+  std::string bind(Value value, StringRef prefix = "v");
+  void bindTo(Value value, std::string name) { names[value] = std::move(name); }
+  /// C++ scalar type of an element or scalar type, or "" if unsupported.
+  static std::string scalarType(Type type);
+  /// Like scalarType, but reports an error at `op` when unsupported.
+  FailureOr<std::string> scalarTypeFor(Type type, Operation *op);
+  /// "std::int64_t" etc. for a tensor's element type.
+  FailureOr<std::string> elementTypeOf(Value tensor, Operation *op);
+  static int64_t numElements(Value tensor);
+  /// Bytes of a tensor value, as a C++ expression.
+  std::string byteCount(Value tensor);
+  /// Short description of where `op` came from, for comments and messages.
+  static std::string describe(Operation *op);
+
+  //===--- Buffers --------------------------------------------------------===//
+
+  /// Emits `T *name = allocate(...)` for `result` and records that this
+  /// function owns the buffer.
+  LogicalResult allocate(Value result, Operation *op, StringRef prefix = "v");
+  /// Makes `result` name the same buffer as `source` (reshapes).
+  void alias(Value result, Value source);
+  /// Emits `std::memcpy(dst, src, bytes)` between two tensors' buffers.
+  void copy(Value dst, Value src);
+
+  //===--- Ops ------------------------------------------------------------===//
+
+  LogicalResult emitOp(Operation *op);
+  /// Emits a block's ops; `onTerminator` handles its terminator.
+  LogicalResult emitBlock(Block &block,
+                          function_ref<LogicalResult(Operation *)> onTerminator);
+  /// arith/math/index ops on scalars, and tensor.extract: `const T v = ...;`.
+  LogicalResult emitScalarOp(Operation *op);
+  LogicalResult emitGeneric(linalg::GenericOp op);
+  LogicalResult emitFill(linalg::FillOp op);
+  LogicalResult emitTensorOp(Operation *op);
+  LogicalResult emitConstant(Operation *op);
+  LogicalResult emitShardOp(Operation *op);
+  LogicalResult emitCall(Operation *op);
+  LogicalResult emitIf(Operation *op);
+
+  /// Row-major strides of a static shape.
+  static SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape);
+  /// C++ expression for the flat offset of `map` applied to loop indices
+  /// named by `indices`, into a buffer of `shape`.
+  static std::string offsetExpr(AffineMap map, ArrayRef<int64_t> shape,
+                                ArrayRef<std::string> indices);
+  /// Group of a collective over `axes` of grid `gridName`.
+  FailureOr<GroupSpec> groupOf(Operation *op, StringRef gridName,
+                               ArrayRef<int16_t> axes);
+  /// A string literal naming `op` for runtime messages.
+  std::string siteLiteral(Operation *op, StringRef what);
+
+  raw_indented_ostream &os;
+  /// File-scope declarations (tensor constants), printed before functions.
+  std::string globals;
+
+private:
+  LogicalResult emitFunction(Operation *func);
+  /// Last op of `block` (by position) that uses each alias root, so that
+  /// buffers can be released right after it.
+  void computeLastUses(Block &block,
+                       llvm::DenseMap<Operation *, SmallVector<Value>> &out);
+  Value rootOf(Value value) const;
+  bool needsBuffer(Value emptyResult) const;
+
+  ModuleOp module;
+  llvm::DenseMap<Value, std::string> names;
+  llvm::DenseMap<Value, Value> aliasOf;
+  llvm::DenseSet<Value> owned;
+  llvm::StringMap<unsigned> usedNames;
+  unsigned nextId = 0;
+  /// Global rank stride of each grid: the pipeline grid's ranks are tp
+  /// apart, every other grid's axes are inside one stage.
+  llvm::StringMap<int64_t> gridBaseStride;
+};
+
+} // namespace mlir::tp::emit
+
+#endif // TP_LIB_TARGET_EMIT_CPPEMITTER_H

@@ -1,0 +1,519 @@
+//===- EmitLinalg.cpp - linalg.generic as loops or BLAS calls -------------===//
+//
+// A generic becomes one of:
+//  - a (batched) GEMM: cblas_sgemm/dgemm, when it is a contraction whose
+//    operands are row-major matrices up to a transpose;
+//  - a lookup: a sum over a dim in which only the element where an index
+//    equals a loop-invariant key contributes (the one-hot form the importer
+//    gives embedding Gathers), emitted as one guarded iteration;
+//  - otherwise a loop nest over its iteration domain in the op's order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CppEmitter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::tp::emit;
+
+//===----------------------------------------------------------------------===//
+// Index expressions
+//===----------------------------------------------------------------------===//
+
+static std::string affineExprToCpp(AffineExpr expr,
+                                   ArrayRef<std::string> indices) {
+  if (auto dim = dyn_cast<AffineDimExpr>(expr))
+    return indices[dim.getPosition()];
+  if (auto constant = dyn_cast<AffineConstantExpr>(expr))
+    return std::to_string(constant.getValue()) + "LL";
+  auto binary = cast<AffineBinaryOpExpr>(expr);
+  std::string lhs = affineExprToCpp(binary.getLHS(), indices);
+  std::string rhs = affineExprToCpp(binary.getRHS(), indices);
+  switch (expr.getKind()) {
+  case AffineExprKind::Add:
+    return "(" + lhs + " + " + rhs + ")";
+  case AffineExprKind::Mul:
+    return "(" + lhs + " * " + rhs + ")";
+  case AffineExprKind::FloorDiv:
+    return "floorDiv<std::int64_t>(" + lhs + ", " + rhs + ")";
+  case AffineExprKind::CeilDiv:
+    return "(-floorDiv<std::int64_t>(-" + lhs + ", " + rhs + "))";
+  case AffineExprKind::Mod:
+    return "(" + lhs + " - floorDiv<std::int64_t>(" + lhs + ", " + rhs +
+           ") * " + rhs + ")";
+  default:
+    return "0";
+  }
+}
+
+std::string CppEmitter::offsetExpr(AffineMap map, ArrayRef<int64_t> shape,
+                                   ArrayRef<std::string> indices) {
+  SmallVector<int64_t> strides = stridesOf(shape);
+  std::string text;
+  for (auto [i, expr] : llvm::enumerate(map.getResults())) {
+    if (shape[i] == 1)
+      continue;
+    std::string term = affineExprToCpp(expr, indices);
+    if (strides[i] != 1)
+      term += " * " + std::to_string(strides[i]) + "LL";
+    text += (text.empty() ? "" : " + ") + term;
+  }
+  return text.empty() ? "0" : text;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One cblas_?gemm call per batch element, row-major.
+struct Gemm {
+  Value lhs, rhs;
+  bool transLhs = false, transRhs = false;
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t strideLhs = 0, strideRhs = 0, strideOut = 0;
+};
+} // namespace
+
+/// The dims of a projected-permutation map's results, or failure.
+static FailureOr<SmallVector<unsigned>> dimsOf(AffineMap map) {
+  SmallVector<unsigned> dims;
+  for (AffineExpr expr : map.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (!dim)
+      return failure();
+    dims.push_back(dim.getPosition());
+  }
+  return dims;
+}
+
+/// Splits `dims` into [first..., second...] where `first` and `second` are
+/// given role sets, checking each block's order against `order` (when set).
+static bool splitBlocks(ArrayRef<unsigned> dims, ArrayRef<unsigned> first,
+                        ArrayRef<unsigned> second) {
+  if (dims.size() != first.size() + second.size())
+    return false;
+  return llvm::equal(dims.take_front(first.size()), first) &&
+         llvm::equal(dims.drop_front(first.size()), second);
+}
+
+static bool isGemmBody(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  if (body.getOperations().size() != 3)
+    return false;
+  auto mul = dyn_cast<arith::MulFOp>(&body.front());
+  auto add = dyn_cast<arith::AddFOp>(mul ? mul->getNextNode() : nullptr);
+  if (!mul || !add)
+    return false;
+  BlockArgument a = body.getArgument(0), b = body.getArgument(1),
+                out = body.getArgument(2);
+  bool mulOk = (mul.getLhs() == a && mul.getRhs() == b) ||
+               (mul.getLhs() == b && mul.getRhs() == a);
+  bool addOk = (add.getLhs() == out && add.getRhs() == mul) ||
+               (add.getLhs() == mul && add.getRhs() == out);
+  return mulOk && addOk &&
+         body.getTerminator()->getOperand(0) == add.getResult();
+}
+
+static FailureOr<Gemm> matchGemm(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !isGemmBody(op))
+    return failure();
+  Type element = getElementTypeOrSelf(op.getResult(0).getType());
+  if (!element.isF32() && !element.isF64())
+    return failure();
+  for (Value input : op.getDpsInputs())
+    if (getElementTypeOrSelf(input.getType()) != element)
+      return failure();
+  FailureOr<linalg::ContractionDimensions> roles =
+      linalg::inferContractionDims(op);
+  if (failed(roles) || roles->m.empty() || roles->n.empty() ||
+      roles->k.empty())
+    return failure();
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  auto lhsDims = dimsOf(maps[0]), rhsDims = dimsOf(maps[1]),
+       outDims = dimsOf(maps[2]);
+  if (failed(lhsDims) || failed(rhsDims) || failed(outDims))
+    return failure();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto product = [&](ArrayRef<unsigned> dims) {
+    int64_t size = 1;
+    for (unsigned d : dims)
+      size *= ranges[d];
+    return size;
+  };
+
+  // The output: [batch..., M..., N...] or [batch..., N..., M...].
+  SmallVector<unsigned> batch(outDims->begin(),
+                              outDims->begin() + roles->batch.size());
+  if (!llvm::all_of(batch, [&](unsigned d) {
+        return llvm::is_contained(roles->batch, d);
+      }))
+    return failure();
+  ArrayRef<unsigned> outRest = ArrayRef(*outDims).drop_front(batch.size());
+  SmallVector<unsigned> mDims, nDims;
+  for (unsigned d : outRest)
+    (llvm::is_contained(roles->m, d) ? mDims : nDims).push_back(d);
+  bool swapped = !splitBlocks(outRest, mDims, nDims);
+  if (swapped && !splitBlocks(outRest, nDims, mDims))
+    return failure();
+
+  // An input holds the batch dims as a prefix in the output's order, or none.
+  auto stripBatch = [&](ArrayRef<unsigned> dims, bool &hasBatch)
+      -> std::optional<ArrayRef<unsigned>> {
+    hasBatch = !batch.empty() && dims.size() >= batch.size() &&
+               llvm::equal(dims.take_front(batch.size()), batch);
+    if (!hasBatch &&
+        llvm::any_of(dims, [&](unsigned d) { return llvm::is_contained(batch, d); }))
+      return std::nullopt;
+    return hasBatch ? dims.drop_front(batch.size()) : dims;
+  };
+  bool lhsBatch, rhsBatch;
+  auto lhsRest = stripBatch(*lhsDims, lhsBatch);
+  auto rhsRest = stripBatch(*rhsDims, rhsBatch);
+  if (!lhsRest || !rhsRest)
+    return failure();
+  SmallVector<unsigned> kDims;
+  for (unsigned d : *lhsRest)
+    if (llvm::is_contained(roles->k, d))
+      kDims.push_back(d);
+
+  Gemm gemm;
+  gemm.batch = product(batch);
+  gemm.m = product(mDims);
+  gemm.n = product(nDims);
+  gemm.k = product(kDims);
+  if (splitBlocks(*lhsRest, mDims, kDims))
+    gemm.lda = gemm.k;
+  else if (splitBlocks(*lhsRest, kDims, mDims))
+    gemm.transLhs = true, gemm.lda = gemm.m;
+  else
+    return failure();
+  if (splitBlocks(*rhsRest, kDims, nDims))
+    gemm.ldb = gemm.n;
+  else if (splitBlocks(*rhsRest, nDims, kDims))
+    gemm.transRhs = true, gemm.ldb = gemm.k;
+  else
+    return failure();
+  gemm.lhs = op.getDpsInputs()[0];
+  gemm.rhs = op.getDpsInputs()[1];
+  gemm.strideLhs = lhsBatch ? gemm.m * gemm.k : 0;
+  gemm.strideRhs = rhsBatch ? gemm.k * gemm.n : 0;
+  gemm.strideOut = gemm.m * gemm.n;
+  gemm.ldc = gemm.n;
+  if (swapped) {
+    // out^T = rhs^T * lhs^T: the output's memory is [N, M].
+    std::swap(gemm.lhs, gemm.rhs);
+    std::swap(gemm.m, gemm.n);
+    std::swap(gemm.lda, gemm.ldb);
+    std::swap(gemm.strideLhs, gemm.strideRhs);
+    bool transLhs = !gemm.transRhs, transRhs = !gemm.transLhs;
+    gemm.transLhs = transLhs;
+    gemm.transRhs = transRhs;
+    gemm.ldc = gemm.n;
+  }
+  return gemm;
+}
+
+/// True when `init` is a linalg.fill of zero, so a GEMM may overwrite it.
+static bool isZeroFill(Value init) {
+  auto fill = init.getDefiningOp<linalg::FillOp>();
+  if (!fill)
+    return false;
+  return matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) &&
+         !matchPattern(fill.getInputs()[0], m_NegZeroFloat());
+}
+
+static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
+                              const Gemm &gemm) {
+  Value out = op.getResult(0);
+  Value init = op.getDpsInits()[0];
+  if (failed(e.allocate(out, op)))
+    return failure();
+  bool overwrite = isZeroFill(init);
+  if (!overwrite)
+    e.copy(out, init);
+  bool isDouble = getElementTypeOrSelf(out.getType()).isF64();
+  auto trans = [](bool t) { return t ? "CblasTrans" : "CblasNoTrans"; };
+  std::string one = isDouble ? "1.0" : "1.0f";
+  std::string beta = overwrite ? (isDouble ? "0.0" : "0.0f") : one;
+  auto pointer = [&](Value v, int64_t stride) {
+    return e.name(v) + (stride ? " + b * " + std::to_string(stride) + "LL"
+                               : std::string());
+  };
+  e.os << "// [" << gemm.batch << " x] (" << gemm.m << " x " << gemm.k
+       << ") * (" << gemm.k << " x " << gemm.n << ")\n";
+  e.os << "for (std::int64_t b = 0; b < " << gemm.batch << "; ++b)\n";
+  e.os << "  cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "
+       << trans(gemm.transLhs) << ", " << trans(gemm.transRhs) << ", "
+       << gemm.m << ", " << gemm.n << ", " << gemm.k << ", " << one << ", "
+       << pointer(gemm.lhs, gemm.strideLhs) << ", " << gemm.lda << ", "
+       << pointer(gemm.rhs, gemm.strideRhs) << ", " << gemm.ldb << ", "
+       << beta << ", " << pointer(out, gemm.strideOut) << ", " << gemm.ldc
+       << ");\n";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Lookups: sum over r of select(key == index(r) + offset, x, 0)
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct Lookup {
+  unsigned dim;
+  /// The ops (in body order) that compute the key; they do not depend on
+  /// the reduction index.
+  llvm::SetVector<Operation *> keyOps;
+  Value key;
+  Value offset; // may be null
+};
+} // namespace
+
+/// Ops of `body` that `value` depends on; fails if any depends on `dim`
+/// through linalg.index or an operand indexed by `dim`.
+static bool collectInvariantSlice(linalg::GenericOp op, Value value,
+                                  unsigned dim,
+                                  llvm::SetVector<Operation *> &slice) {
+  Block &body = op.getRegion().front();
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    if (arg.getOwner() != &body)
+      return true;
+    OpOperand *operand = op.getMatchingOpOperand(arg);
+    if (op.isDpsInit(operand))
+      return false;
+    return !op.getMatchingIndexingMap(operand).isFunctionOfDim(dim);
+  }
+  Operation *def = value.getDefiningOp();
+  if (def->getBlock() != &body)
+    return true;
+  if (auto index = dyn_cast<linalg::IndexOp>(def))
+    if (index.getDim() == dim)
+      return false;
+  for (Value operand : def->getOperands())
+    if (!collectInvariantSlice(op, operand, dim, slice))
+      return false;
+  slice.insert(def);
+  return true;
+}
+
+static std::optional<Lookup> matchLookup(linalg::GenericOp op) {
+  SmallVector<unsigned> reductions;
+  op.getReductionDims(reductions);
+  if (reductions.size() != 1 || op.getNumDpsInits() != 1)
+    return std::nullopt;
+  unsigned dim = reductions.front();
+  Block &body = op.getRegion().front();
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return std::nullopt;
+  BlockArgument out = body.getArguments().back();
+  Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
+  if ((add.getLhs() != out && add.getRhs() != out) || other == out)
+    return std::nullopt;
+  auto select = other.getDefiningOp<arith::SelectOp>();
+  if (!select || !matchPattern(select.getFalseValue(), m_AnyZeroFloat()))
+    return std::nullopt;
+  auto cmp = select.getCondition().getDefiningOp<arith::CmpIOp>();
+  if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq)
+    return std::nullopt;
+  // One side is index(dim) [+ offset], the other is invariant.
+  auto asIndexPlusOffset = [&](Value v, Value &offset) {
+    offset = nullptr;
+    if (auto index = v.getDefiningOp<linalg::IndexOp>())
+      return index.getDim() == dim;
+    auto addi = v.getDefiningOp<arith::AddIOp>();
+    if (!addi)
+      return false;
+    for (auto [a, b] : {std::pair(addi.getLhs(), addi.getRhs()),
+                        std::pair(addi.getRhs(), addi.getLhs())}) {
+      auto index = a.getDefiningOp<linalg::IndexOp>();
+      if (index && index.getDim() == dim &&
+          (!b.getDefiningOp() || b.getDefiningOp()->getBlock() != &body)) {
+        offset = b;
+        return true;
+      }
+    }
+    return false;
+  };
+  Lookup lookup;
+  lookup.dim = dim;
+  for (auto [indexSide, keySide] :
+       {std::pair(cmp.getLhs(), cmp.getRhs()),
+        std::pair(cmp.getRhs(), cmp.getLhs())}) {
+    Value offset;
+    if (!asIndexPlusOffset(indexSide, offset))
+      continue;
+    llvm::SetVector<Operation *> slice;
+    if (!collectInvariantSlice(op, keySide, dim, slice))
+      continue;
+    if (!keySide.getType().isIndex())
+      continue;
+    lookup.key = keySide;
+    lookup.offset = offset;
+    lookup.keyOps = std::move(slice);
+    return lookup;
+  }
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Loop nests
+//===----------------------------------------------------------------------===//
+
+LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
+  if (!op.hasPureTensorSemantics())
+    return op.emitError("code generation expects linalg on tensors");
+  if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
+    return emitGemm(*this, op, *gemm);
+  std::optional<Lookup> lookup = matchLookup(op);
+
+  // Results: fresh buffers, holding the init where the payload reads it.
+  SmallVector<std::string> outNames;
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    Value result = op.getTiedOpResult(&init);
+    if (failed(allocate(result, op)))
+      return failure();
+    if (op.payloadUsesValueFromOperand(&init))
+      copy(result, init.get());
+    outNames.push_back(name(result));
+  }
+
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<std::string> indices;
+  for (unsigned i = 0; i < ranges.size(); ++i)
+    indices.push_back("i" + std::to_string(nextId) + "_" + std::to_string(i));
+  ++nextId;
+
+  Block &body = op.getRegion().front();
+  os << "{\n";
+  os.indent();
+  // Restrict-qualified views tell the compiler outputs alias nothing.
+  SmallVector<std::string> operandPtr;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<RankedTensorType>(operand.get().getType())) {
+      operandPtr.push_back("");
+      continue;
+    }
+    FailureOr<std::string> type = elementTypeOf(operand.get(), op);
+    if (failed(type))
+      return failure();
+    std::string ptr = "p" + std::to_string(operand.getOperandNumber());
+    if (op.isDpsInit(&operand)) {
+      Value result = op.getTiedOpResult(&operand);
+      os << *type << " *__restrict " << ptr << " = " << name(result) << ";\n";
+    } else {
+      os << "const " << *type << " *" << ptr << " = " << name(operand.get())
+         << ";\n";
+    }
+    operandPtr.push_back(ptr);
+  }
+
+  // Loads of block arguments, bound as scalars.
+  auto emitLoad = [&](BlockArgument arg) -> LogicalResult {
+    OpOperand *operand = op.getMatchingOpOperand(arg);
+    Value value = operand->get();
+    FailureOr<std::string> type = scalarTypeFor(arg.getType(), op);
+    if (failed(type))
+      return failure();
+    std::string text = bind(arg, "s");
+    if (!isa<RankedTensorType>(value.getType())) {
+      os << "const " << *type << " " << text << " = " << name(value) << ";\n";
+      return success();
+    }
+    auto shape = cast<RankedTensorType>(value.getType()).getShape();
+    os << "const " << *type << " " << text << " = "
+       << operandPtr[operand->getOperandNumber()] << "["
+       << offsetExpr(op.getMatchingIndexingMap(operand), shape, indices)
+       << "];\n";
+    return success();
+  };
+  auto emitBodyOp = [&](Operation &inner) -> LogicalResult {
+    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+      bindTo(index.getResult(), indices[index.getDim()]);
+      return success();
+    }
+    return emitScalarOp(&inner);
+  };
+  auto argUsesDim = [&](BlockArgument arg, unsigned dim) {
+    OpOperand *operand = op.getMatchingOpOperand(arg);
+    return isa<RankedTensorType>(operand->get().getType()) &&
+           op.getMatchingIndexingMap(operand).isFunctionOfDim(dim);
+  };
+  auto emitStores = [&]() {
+    auto yield = cast<linalg::YieldOp>(body.getTerminator());
+    for (auto [i, value] : llvm::enumerate(yield.getValues())) {
+      OpOperand *init = op.getDpsInitOperand(i);
+      auto shape = cast<RankedTensorType>(init->get().getType()).getShape();
+      os << operandPtr[init->getOperandNumber()] << "["
+         << offsetExpr(op.getMatchingIndexingMap(init), shape, indices)
+         << "] = " << name(value) << ";\n";
+    }
+  };
+
+  for (auto [i, range] : llvm::enumerate(ranges)) {
+    if (lookup && i == lookup->dim)
+      continue;
+    os << "for (std::int64_t " << indices[i] << " = 0; " << indices[i]
+       << " < " << range << "; ++" << indices[i] << ")\n";
+  }
+  os << "{\n";
+  os.indent();
+  if (lookup) {
+    // Everything the key needs, then the one iteration that contributes.
+    for (BlockArgument arg : body.getArguments())
+      if (!arg.use_empty() && !argUsesDim(arg, lookup->dim) &&
+          !op.isDpsInit(op.getMatchingOpOperand(arg)))
+        if (failed(emitLoad(arg)))
+          return failure();
+    for (Operation *inner : lookup->keyOps)
+      if (failed(emitBodyOp(*inner)))
+        return failure();
+    std::string index = indices[lookup->dim];
+    os << "const std::int64_t " << index << " = " << name(lookup->key);
+    if (lookup->offset)
+      os << " - " << name(lookup->offset);
+    os << ";\nif (" << index << " >= 0 && " << index << " < "
+       << ranges[lookup->dim] << ") {\n";
+    os.indent();
+    for (BlockArgument arg : body.getArguments())
+      if (!arg.use_empty() && !names.count(arg))
+        if (failed(emitLoad(arg)))
+          return failure();
+    for (Operation &inner : body.without_terminator())
+      if (!lookup->keyOps.contains(&inner))
+        if (failed(emitBodyOp(inner)))
+          return failure();
+    emitStores();
+    os.unindent();
+    os << "}\n";
+  } else {
+    for (BlockArgument arg : body.getArguments())
+      if (!arg.use_empty())
+        if (failed(emitLoad(arg)))
+          return failure();
+    for (Operation &inner : body.without_terminator())
+      if (failed(emitBodyOp(inner)))
+        return failure();
+    emitStores();
+  }
+  os.unindent();
+  os << "}\n";
+  os.unindent();
+  os << "}\n";
+  return success();
+}
+
+LogicalResult CppEmitter::emitFill(linalg::FillOp op) {
+  if (!op.hasPureTensorSemantics())
+    return op.emitError("code generation expects linalg on tensors");
+  Value result = op.getResult(0);
+  if (failed(allocate(result, op)))
+    return failure();
+  os << "std::fill_n(" << name(result) << ", " << numElements(result) << ", "
+     << name(op.getInputs()[0]) << ");\n";
+  return success();
+}
