@@ -153,8 +153,7 @@ MpiRankContext::~MpiRankContext() {
   MPI_Comm_free(&data);
 }
 
-void MpiRankContext::check(int code, const char *site,
-                           const char *call) const {
+void MpiRankContext::check(int code, const char *site, const char *call) const {
   if (code == MPI_SUCCESS)
     return;
   char text[MPI_MAX_ERROR_STRING];
@@ -243,8 +242,8 @@ void MpiRankContext::wait(MPI_Request &request, MPI_Status *status,
   Clock::time_point deadline = start + timeout;
   while (true) {
     int done = 0;
-    check(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE),
-          site, "MPI_Test");
+    check(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE), site,
+          "MPI_Test");
     if (done)
       return;
     Clock::time_point now = Clock::now();
@@ -296,9 +295,9 @@ MPI_Comm MpiRankContext::communicator(const std::vector<int32_t> &members,
       continue;
     peers.push_back(members[i]);
     sends.emplace_back();
-    check(MPI_Isend(&hello, 1, MPI_CHAR, members[i], tag, control,
-                    &sends.back()),
-          site, "MPI_Isend");
+    check(
+        MPI_Isend(&hello, 1, MPI_CHAR, members[i], tag, control, &sends.back()),
+        site, "MPI_Isend");
     receives.emplace_back();
     check(MPI_Irecv(&answers[i], 1, MPI_CHAR, members[i], tag, control,
                     &receives.back()),
@@ -310,8 +309,7 @@ MPI_Comm MpiRankContext::communicator(const std::vector<int32_t> &members,
     std::vector<int32_t> missing;
     for (size_t i = 0; i < receives.size(); ++i) {
       int done = 0;
-      check(MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE), site,
-            "MPI_Test");
+      check(MPI_Test(&receives[i], &done, MPI_STATUS_IGNORE), site, "MPI_Test");
       if (!done)
         missing.push_back(peers[i]);
     }
@@ -370,8 +368,7 @@ void MpiRankContext::allReduce(Group group, void *buffer, int64_t count,
   std::vector<int32_t> members = membersOf(group, site);
   MPI_Datatype mpiType = datatype(type, site);
   if (count < 0)
-    fail(site, "got a negative element count (" + std::to_string(count) +
-                   ")");
+    fail(site, "got a negative element count (" + std::to_string(count) + ")");
   reapSends();
   if (members.size() == 1 || count == 0)
     return;
@@ -382,8 +379,8 @@ void MpiRankContext::allReduce(Group group, void *buffer, int64_t count,
   for (int64_t done = 0; done < count; done += piece) {
     int length = static_cast<int>(std::min(piece, count - done));
     MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * dtypeBytes(type),
-                         length, mpiType, reduction(op), comm, &request),
+    check(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * dtypeBytes(type), length,
+                         mpiType, reduction(op), comm, &request),
           site, "MPI_Iallreduce");
     waitGroup(request, members, site);
   }
@@ -438,8 +435,7 @@ void MpiRankContext::reduceScatter(Group group, const void *in, void *out,
     fail(site, "got a negative outer count or chunk size");
   int block = toInt(outer * chunk, "elements per rank", site);
   int64_t blockBytes = outer * chunk * dtypeBytes(type);
-  toInt(block * static_cast<int64_t>(members.size()), "reduced elements",
-        site);
+  toInt(block * static_cast<int64_t>(members.size()), "reduced elements", site);
   reapSends();
   if (members.size() == 1) {
     if (blockBytes)

@@ -275,8 +275,7 @@ NpyArray tp::rt::readNpy(const std::string &path) {
   in.read(array.data.data(), bytes);
   if (in.gcount() != bytes)
     fail(path, "truncated data: the shape needs " + std::to_string(bytes) +
-                   " bytes but the file has " +
-                   std::to_string(in.gcount()));
+                   " bytes but the file has " + std::to_string(in.gcount()));
   if (in.peek() != std::char_traits<char>::eof())
     fail(path, "unexpected bytes after the " + std::to_string(bytes) +
                    " bytes of data");
@@ -290,8 +289,8 @@ void tp::rt::writeNpy(const std::string &path, const NpyArray &array) {
                    " bytes of data as an array that needs " +
                    std::to_string(bytes));
 
-  std::string header = "{'descr': '" + array.descr +
-                       "', 'fortran_order': False, 'shape': (";
+  std::string header =
+      "{'descr': '" + array.descr + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < array.shape.size(); ++i) {
     if (i)
       header += ", ";

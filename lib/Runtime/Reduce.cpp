@@ -18,9 +18,8 @@ namespace {
 /// Unsigned type in which T's sum and product wrap around without undefined
 /// behaviour; at least unsigned int, so that promotion keeps it unsigned.
 template <typename T>
-using WrapType =
-    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
-                       std::make_unsigned_t<T>>;
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                    std::make_unsigned_t<T>>;
 
 template <typename T> T add(T a, T b) {
   if constexpr (std::is_integral_v<T>)

@@ -61,8 +61,8 @@ struct Contribution {
   Reduction op = Reduction::Sum;
 
   bool agrees(const Contribution &other) const {
-    return kind == other.kind && count == other.count &&
-           outer == other.outer && type == other.type && op == other.op;
+    return kind == other.kind && count == other.count && outer == other.outer &&
+           type == other.type && op == other.op;
   }
 
   std::string describe() const {
@@ -258,10 +258,9 @@ void ThreadRankContext::meet(Rendezvous &meeting,
       failAborted(site);
     if (!meeting.broken.empty())
       fail(site, meeting.broken);
-    if (meeting.changed.wait_until(lock, deadline) !=
-            std::cv_status::timeout ||
-        meeting.generation != generation ||
-        (abortable && world->aborted) || !meeting.broken.empty())
+    if (meeting.changed.wait_until(lock, deadline) != std::cv_status::timeout ||
+        meeting.generation != generation || (abortable && world->aborted) ||
+        !meeting.broken.empty())
       continue;
     std::vector<int32_t> missing;
     for (size_t i = 0; i < meeting.members.size(); ++i)
@@ -356,9 +355,8 @@ void ThreadRankContext::allGather(Group group, const void *in, void *out,
 }
 
 void ThreadRankContext::reduceScatter(Group group, const void *in, void *out,
-                                      int64_t outer, int64_t chunk,
-                                      DType type, Reduction op,
-                                      const char *site) {
+                                      int64_t outer, int64_t chunk, DType type,
+                                      Reduction op, const char *site) {
   checkCount(outer, "outer count", site);
   checkCount(chunk, "chunk size", site);
   checkReducible(type, site);
@@ -413,8 +411,7 @@ void ThreadRankContext::recv(int32_t peer, void *buffer, int64_t bytes,
       failAborted(site);
     if (!mailbox.messages.empty())
       break;
-    if (mailbox.changed.wait_until(lock, deadline) ==
-            std::cv_status::timeout &&
+    if (mailbox.changed.wait_until(lock, deadline) == std::cv_status::timeout &&
         mailbox.messages.empty() && !world->aborted)
       fail(site, "timed out after " + formatSeconds(world->timeout) +
                      " waiting for rank " + std::to_string(peer));

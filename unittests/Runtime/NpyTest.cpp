@@ -128,11 +128,11 @@ TEST(Npy, Descriptors) {
 
 TEST_F(NpyFile, ReadsVersion2AndDoubleQuotes) {
   int64_t values[2] = {7, -8};
-  writeBytes(npyBytes(2,
-                      "{\"shape\": (2L,), \"fortran_order\": False, "
-                      "\"descr\": \"<i8\"}\n",
-                      std::string(reinterpret_cast<char *>(values),
-                                  sizeof values)));
+  writeBytes(
+      npyBytes(2,
+               "{\"shape\": (2L,), \"fortran_order\": False, "
+               "\"descr\": \"<i8\"}\n",
+               std::string(reinterpret_cast<char *>(values), sizeof values)));
   NpyArray read = readNpy(path);
   EXPECT_EQ(read.descr, "<i8");
   EXPECT_EQ(read.shape, (std::vector<int64_t>{2}));
@@ -154,8 +154,7 @@ TEST_F(NpyFile, TruncatedData) {
   std::string error = readError();
   EXPECT_NE(error.find(path), std::string::npos) << error;
   EXPECT_NE(error.find("truncated data"), std::string::npos) << error;
-  EXPECT_NE(error.find("needs 32 bytes but the file has 27"),
-            std::string::npos)
+  EXPECT_NE(error.find("needs 32 bytes but the file has 27"), std::string::npos)
       << error;
 }
 
@@ -184,9 +183,9 @@ TEST_F(NpyFile, FortranOrder) {
 }
 
 TEST_F(NpyFile, UnsupportedDType) {
-  writeBytes(npyBytes(
-      1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }\n",
-      std::string(4, '\0')));
+  writeBytes(
+      npyBytes(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }\n",
+               std::string(4, '\0')));
   EXPECT_EQ(readError(), path + ": unsupported dtype '<f2'");
 }
 
@@ -200,8 +199,7 @@ TEST_F(NpyFile, MalformedHeader) {
 
 TEST_F(NpyFile, TrailingBytes) {
   writeBytes(npyBytes(
-      1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }\n",
-      "abc"));
+      1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }\n", "abc"));
   EXPECT_NE(readError().find("unexpected bytes after"), std::string::npos);
 }
 

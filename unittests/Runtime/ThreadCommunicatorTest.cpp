@@ -185,8 +185,7 @@ TEST(ThreadCommunicator, ConcurrentGroups) {
     ASSERT_EQ(results[rank].size(), 2u * iterations);
     int32_t rowPeer = rank ^ 1, columnPeer = rank ^ 2;
     for (int iteration = 0; iteration < iterations; ++iteration) {
-      EXPECT_EQ(results[rank][2 * iteration],
-                rank + rowPeer + 2 * iteration);
+      EXPECT_EQ(results[rank][2 * iteration], rank + rowPeer + 2 * iteration);
       EXPECT_EQ(results[rank][2 * iteration + 1],
                 (rank + columnPeer) * iteration);
     }
@@ -258,8 +257,7 @@ TEST(ThreadCommunicator, Timeout) {
         if (context.rank() == 3)
           return;
         float value = 1;
-        context.allReduce({4, 1}, &value, 1, DType::F32, Reduction::Sum,
-                          site);
+        context.allReduce({4, 1}, &value, 1, DType::F32, Reduction::Sum, site);
       });
   std::chrono::duration<double> elapsed = Clock::now() - start;
   EXPECT_GE(elapsed.count(), 0.19);

@@ -32,9 +32,8 @@ class ThreadWorld;
 
 /// Creates the shared state for ranks 0 .. ranks-1. Every wait for a peer
 /// gives up after `timeout`.
-std::shared_ptr<ThreadWorld> createThreadWorld(int32_t ranks,
-                                               std::chrono::milliseconds
-                                                   timeout);
+std::shared_ptr<ThreadWorld>
+createThreadWorld(int32_t ranks, std::chrono::milliseconds timeout);
 
 /// The context through which the thread running `rank` talks to its peers.
 /// Each rank's context must be used by one thread at a time.

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Compile a bundled test model with tp-compile --target cpu, run it with
+tp-run, and compare every output with the reference stored beside the model.
+
+    run_artifact.py test/models/gpt2 --input-shape input_ids=2x16 \
+        --config tp=2 --config tp=2,sp --config pp=2 --config tp=2,pp=2 \
+        --launcher threads --launcher mpi
+
+A config is a comma-separated list of tp=N, pp=P, sp (sequence parallel).
+Inputs are read from <model dir>/<input name>.npy and references from
+<model dir>/<output name>.npy (written by test/models/generate.py with torch).
+A run passes when |out - ref| <= atol + rtol * |ref| everywhere.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+
+def parse_config(text):
+    config = {"tp": 1, "pp": 1, "sp": False}
+    for part in filter(None, text.split(",")):
+        if part == "sp":
+            config["sp"] = True
+        else:
+            key, _, value = part.partition("=")
+            if key not in ("tp", "pp") or not value.isdigit():
+                sys.exit(f"bad config part '{part}' in '{text}'")
+            config[key] = int(value)
+    return config
+
+
+def mpirun_prefix(ranks):
+    prefix = ["mpirun", "--oversubscribe", "-np", str(ranks)]
+    if os.geteuid() == 0:
+        prefix.insert(1, "--allow-run-as-root")
+    return prefix
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model_dir")
+    parser.add_argument("--config", action="append", required=True)
+    parser.add_argument("--launcher", action="append",
+                        choices=["threads", "mpi"])
+    parser.add_argument("--input-shape", action="append", default=[])
+    parser.add_argument("--atol", type=float, default=1e-4)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--tp-compile", default="tp-compile")
+    parser.add_argument("--tp-run", default="tp-run")
+    args = parser.parse_args()
+    launchers = args.launcher or ["threads"]
+    model = os.path.join(args.model_dir, "model.onnx")
+    name = os.path.basename(os.path.normpath(args.model_dir))
+
+    failures = 0
+    with tempfile.TemporaryDirectory() as work:
+        for text in args.config:
+            config = parse_config(text)
+            artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
+            cmd = [args.tp_compile, model, "--target", "cpu", "-o", artifact,
+                   "--devices", str(config["tp"]), "--pp", str(config["pp"])]
+            if config["sp"]:
+                cmd.append("--sequence-parallel")
+            for shape in args.input_shape:
+                cmd += ["--input-shape", shape]
+            subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+            with open(os.path.join(artifact, "manifest.json")) as f:
+                manifest = json.load(f)
+            ranks = manifest["grid"]["ranks"]
+            inputs = []
+            for spec in manifest["inputs"]:
+                inputs += ["--input", "%s=%s" % (
+                    spec["name"],
+                    os.path.join(args.model_dir, spec["name"] + ".npy"))]
+            for launcher in launchers:
+                out_dir = os.path.join(work, "out")
+                os.makedirs(out_dir, exist_ok=True)
+                run = [args.tp_run, artifact, "--output-dir", out_dir,
+                       "--quiet"] + inputs
+                if launcher == "mpi":
+                    run = mpirun_prefix(ranks) + run + ["--launcher", "mpi"]
+                subprocess.run(run, check=True)
+                for spec in manifest["outputs"]:
+                    ref = np.load(os.path.join(args.model_dir,
+                                               spec["name"] + ".npy"))
+                    out = np.load(os.path.join(out_dir, spec["name"] + ".npy"))
+                    diff = float(np.max(np.abs(out.astype(np.float64) - ref)))
+                    ok = out.shape == ref.shape and np.allclose(
+                        out, ref, atol=args.atol, rtol=args.rtol)
+                    failures += not ok
+                    print("%s [%s] %s x%d %s: max abs diff %.3g %s" % (
+                        name, text, launcher, ranks, spec["name"], diff,
+                        "ok" if ok else "FAIL"))
+    if failures:
+        print("FAIL %s: %d output(s) differ" % (name, failures))
+        return 1
+    print("PASS %s" % name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
