@@ -73,6 +73,10 @@ inline const char *dtypeName(DType type) {
     return "u8";
   case DType::Bool:
     return "bool";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
   }
   return "unknown";
 }

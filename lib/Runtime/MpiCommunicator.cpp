@@ -212,6 +212,8 @@ MPI_Datatype MpiRankContext::datatype(DType type, const char *site) const {
   case DType::U8:
     return MPI_UINT8_T;
   case DType::Bool:
+  case DType::F16:
+  case DType::BF16:
     break;
   }
   fail(site, std::string("cannot reduce ") + dtypeName(type) + " values");

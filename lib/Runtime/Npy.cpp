@@ -208,6 +208,10 @@ DType tp::rt::dtypeFromDescr(const std::string &descr, bool &ok) {
       return DType::I32;
     if (code == "i2")
       return DType::I16;
+    if (code == "f2")
+      return DType::F16;
+    if (code == "u2")
+      return DType::BF16;
   }
   // One-byte types have no byte order; NumPy writes '|'.
   if (order == '|' || order == '<') {
@@ -240,6 +244,10 @@ std::string tp::rt::descrFromDType(DType type) {
     return "|u1";
   case DType::Bool:
     return "|b1";
+  case DType::F16:
+    return "<f2";
+  case DType::BF16:
+    return "<u2";
   }
   return "<f4";
 }

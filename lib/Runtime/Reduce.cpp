@@ -68,7 +68,9 @@ void reduceTyped(Reduction op, char *accumulator, const char *operand,
 
 } // namespace
 
-bool tp::rt::detail::canReduce(DType type) { return type != DType::Bool; }
+bool tp::rt::detail::canReduce(DType type) {
+  return type != DType::Bool && type != DType::F16 && type != DType::BF16;
+}
 
 void tp::rt::detail::reduceInto(DType type, Reduction op, void *accumulator,
                                 const void *operand, int64_t count) {
@@ -90,7 +92,9 @@ void tp::rt::detail::reduceInto(DType type, Reduction op, void *accumulator,
   case DType::U8:
     return reduceTyped<uint8_t>(op, a, b, count);
   case DType::Bool:
+  case DType::F16:
+  case DType::BF16:
     break;
   }
-  throw Error("cannot reduce bool values");
+  throw Error("cannot reduce bool, f16 or bf16 values");
 }

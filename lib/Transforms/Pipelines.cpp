@@ -30,12 +30,16 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   pm.addPass(createPlanTensorParallel(plan));
   if (options.sequenceParallel)
     pm.addPass(createPlanSequenceParallel());
-  pm.addPass(createOutlineUnpartitionable());
-  OpPassManager &func = pm.nest<func::FuncOp>();
-  func.addPass(shard::createShardingPropagation());
-  func.addPass(createCheckPartitionable());
-  func.addPass(shard::createPartition());
-  func.addPass(createOffsetVocabLookups());
+  // With one device there is nothing to partition: the program stays whole
+  // (and ops without a sharding model never meet upstream's partitioner).
+  if (options.devices > 1) {
+    pm.addPass(createOutlineUnpartitionable());
+    OpPassManager &func = pm.nest<func::FuncOp>();
+    func.addPass(shard::createShardingPropagation());
+    func.addPass(createCheckPartitionable());
+    func.addPass(shard::createPartition());
+    func.addPass(createOffsetVocabLookups());
+  }
   // Put back what tp-outline-unpartitionable moved out of the way.
   pm.addPass(createInlinerPass());
   pm.addPass(createSymbolDCEPass());

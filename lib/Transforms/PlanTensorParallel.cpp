@@ -63,6 +63,9 @@ struct PlanTensorParallel
     OpBuilder b(module.getBodyRegion());
     shard::GridOp::create(b, module.getLoc(), kGridName,
                           ArrayRef<int64_t>{devices});
+    // One device: the grid is all there is to plan.
+    if (devices == 1)
+      return;
     if (strategy == "config" && config.empty()) {
       module.emitError() << "tp-plan-tensor-parallel: strategy=config needs "
                             "config=FILE";

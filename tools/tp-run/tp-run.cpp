@@ -121,7 +121,8 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 const char *descrOf(const std::string &dtype) {
   static const std::map<std::string, const char *> table = {
       {"F32", "<f4"}, {"F64", "<f8"}, {"I64", "<i8"}, {"I32", "<i4"},
-      {"I16", "<i2"}, {"I8", "|i1"},  {"U8", "|u1"},  {"BOOL", "|b1"}};
+      {"I16", "<i2"}, {"I8", "|i1"},  {"U8", "|u1"},  {"BOOL", "|b1"},
+      {"F16", "<f2"}, {"BF16", "<u2"}};
   auto it = table.find(dtype);
   return it == table.end() ? "" : it->second;
 }

@@ -36,6 +36,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
+import run_compiled  # noqa: E402
 import run_imported  # noqa: E402
 
 DEFAULT_DIR = "/usr/share/libonnx-testdata/data/node"
@@ -163,9 +164,15 @@ def run_one(job):
     except Exception as e:
         return name, "data", f"unsupported test data: {e}", time.time() - t0, [], False
     model = os.path.join(tdir, "model.onnx")
-    kw = dict(tp_translate=opts["tp_translate"], atol=opts["atol"], rtol=opts["rtol"],
-              timeout=opts["timeout"], ref_types=ref_types)
-    r = run_imported.check(model, inputs, refs, **kw)
+    if opts["backend"] == "tp-run":
+        checker = run_compiled.check
+        kw = dict(tp_compile=opts["tp_compile"], tp_run=opts["tp_run"], atol=opts["atol"],
+                  rtol=opts["rtol"], timeout=opts["timeout"], ref_types=ref_types)
+    else:
+        checker = run_imported.check
+        kw = dict(tp_translate=opts["tp_translate"], atol=opts["atol"], rtol=opts["rtol"],
+                  timeout=opts["timeout"], ref_types=ref_types)
+    r = checker(model, inputs, refs, **kw)
     folded = False
     if opts["fold"] and r.status == "import" and FOLDABLE.search(r.reason):
         with tempfile.TemporaryDirectory(prefix="tp-fold-") as tmp:
@@ -173,7 +180,7 @@ def run_one(job):
             names = fold_inputs(model, inputs, fmodel)
             if names:
                 folded = True
-                r = run_imported.check(fmodel, {k: v for k, v in inputs.items()
+                r = checker(fmodel, {k: v for k, v in inputs.items()
                                                 if k not in names}, refs, **kw)
     diffs = [(n, d) for n, _, d, _ in r.diffs]
     return name, r.status, r.reason, time.time() - t0, diffs, folded
@@ -188,6 +195,11 @@ def main():
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--tp-translate", default=None)
+    ap.add_argument("--backend", choices=["mlir-runner", "tp-run"], default="mlir-runner",
+                    help="mlir-runner: lower the imported IR with upstream MLIR and run it; "
+                         "tp-run: tp-compile --devices 1 --target cpu, then tp-run")
+    ap.add_argument("--tp-compile", default=None)
+    ap.add_argument("--tp-run", default=None)
     ap.add_argument("--json", help="write per-test results here")
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("--no-fold", action="store_true",
@@ -210,8 +222,15 @@ def main():
     snap = os.path.join(snap_dir, "tp-translate")
     shutil.copy2(src, snap)
     a.tp_translate = snap
+    for tool in ("tp_compile", "tp_run"):
+        if a.backend == "tp-run":
+            path = run_compiled.find_tool(tool.replace("_", "-"), getattr(a, tool))
+            copy = os.path.join(snap_dir, os.path.basename(path))
+            shutil.copy2(shutil.which(path) or path, copy)
+            setattr(a, tool, copy)
     opts = dict(tp_translate=a.tp_translate, atol=a.atol, rtol=a.rtol, timeout=a.timeout,
-                fold=not a.no_fold)
+                fold=not a.no_fold, backend=a.backend, tp_compile=a.tp_compile,
+                tp_run=a.tp_run)
     results = []
     t0 = time.time()
     with multiprocessing.Pool(jobs) as pool:
@@ -230,6 +249,7 @@ def main():
     passed = [r for r in results if r[1] == "pass"]
     print(f"node tests: {total}  (dir {a.dir}, filter '{a.filter}', {time.time() - t0:.0f}s, "
           f"atol={a.atol:g} rtol={a.rtol:g})")
+    print(f"  backend: {a.backend}")
     print(f"  imported by tp-translate: {imported}"
           f"  (+{len(data_bad)} skipped: non-tensor/string test data)")
     nfold = sum(1 for r in results if r[5] and r[1] != "import")

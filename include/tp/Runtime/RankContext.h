@@ -24,7 +24,8 @@ namespace tp::rt {
 
 /// Element types a collective can carry; values match Npy/safetensors names
 /// only through dtypeName().
-enum class DType : int32_t { F32, F64, I64, I32, I16, I8, U8, Bool };
+/// BF16 travels in .npy files as its raw bits ('<u2'): NumPy has no bfloat16.
+enum class DType : int32_t { F32, F64, I64, I32, I16, I8, U8, Bool, F16, BF16 };
 
 inline int64_t dtypeBytes(DType type) {
   switch (type) {
@@ -35,6 +36,8 @@ inline int64_t dtypeBytes(DType type) {
   case DType::I32:
     return 4;
   case DType::I16:
+  case DType::F16:
+  case DType::BF16:
     return 2;
   default:
     return 1;

@@ -75,6 +75,10 @@ std::string CppEmitter::scalarType(Type type) {
     return "float";
   if (type.isF64())
     return "double";
+  if (type.isF16())
+    return "_Float16";
+  if (type.isBF16())
+    return "BFloat16";
   if (type.isIndex())
     return "std::int64_t";
   if (auto integer = dyn_cast<IntegerType>(type)) {
@@ -412,14 +416,46 @@ static constexpr const char *kPrelude = R"(#include "tp_runtime.h"
 
 namespace {
 
+// bfloat16 storage: arithmetic happens in float, results round to nearest
+// even on the way back, as arith's bf16 ops do.
+struct BFloat16 {
+  std::uint16_t bits;
+  BFloat16() = default;
+  BFloat16(float value) {
+    std::uint32_t word;
+    std::memcpy(&word, &value, sizeof(word));
+    if (value != value)
+      bits = 0x7FC0;
+    else
+      bits = static_cast<std::uint16_t>((word + 0x7FFF + ((word >> 16) & 1)) >> 16);
+  }
+  operator float() const {
+    std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;
+    float value;
+    std::memcpy(&value, &word, sizeof(value));
+    return value;
+  }
+};
+
 // Scalar semantics of the arith and math ops that C++ spells differently.
+// maximumf/minimumf propagate NaN; -0 < +0.
 template <typename T> T maximumF(T a, T b) {
-  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
-                          : (a > b ? a : b);
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  if (a == b)
+    return std::signbit(static_cast<float>(a)) ? b : a;
+  return a > b ? a : b;
 }
 template <typename T> T minimumF(T a, T b) {
-  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
-                          : (a < b ? a : b);
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  if (a == b)
+    return std::signbit(static_cast<float>(a)) ? a : b;
+  return a < b ? a : b;
 }
 template <typename T> T floorDiv(T a, T b) {
   T q = a / b;

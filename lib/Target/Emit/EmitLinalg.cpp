@@ -106,7 +106,7 @@ static bool isGemmBody(linalg::GenericOp op) {
   if (body.getOperations().size() != 3)
     return false;
   auto mul = dyn_cast<arith::MulFOp>(&body.front());
-  auto add = dyn_cast<arith::AddFOp>(mul ? mul->getNextNode() : nullptr);
+  auto add = dyn_cast_or_null<arith::AddFOp>(mul ? mul->getNextNode() : nullptr);
   if (!mul || !add)
     return false;
   BlockArgument a = body.getArgument(0), b = body.getArgument(1),

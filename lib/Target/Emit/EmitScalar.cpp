@@ -34,6 +34,7 @@ static std::string signedType(Type type) {
 
 /// A C++ literal for a floating-point value of type `type`.
 static std::string floatLiteral(const APFloat &value, Type type) {
+  // f16/bf16 literals are written as float and converted on assignment.
   std::string cType = type.isF64() ? "double" : "float";
   if (value.isNaN())
     return "std::numeric_limits<" + cType + ">::quiet_NaN()";
@@ -156,10 +157,15 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
   auto binary = [&](StringRef symbol) {
     return arg(0) + " " + symbol.str() + " " + arg(1);
   };
+  // <cmath> has no f16/bf16 overloads: those compute in float.
   auto call = [&](StringRef fn) {
     std::string text = fn.str() + "(";
-    for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      text += (i ? ", " : "") + arg(i);
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      Type operandType = op->getOperand(i).getType();
+      bool narrow = operandType.isF16() || operandType.isBF16();
+      text += (i ? ", " : "") +
+              (narrow ? "static_cast<float>(" + arg(i) + ")" : arg(i));
+    }
     return text + ")";
   };
   auto unsignedBinary = [&](StringRef symbol) {
