@@ -23,3 +23,24 @@ llvm_config.add_tool_substitutions(
      "TPRuntimeTests"],
     [config.tp_tools_dir],
 )
+
+# MPI (Open MPI from Debian): partitioned programs and tp-run --launcher mpi
+# run one process per rank. %mpirun works as root and on few cores.
+import shutil
+
+_mpi_libs = [os.environ.get("TP_MPI_LIB", ""),
+             "/usr/lib/x86_64-linux-gnu/libmpi.so",
+             "/usr/lib/aarch64-linux-gnu/libmpi.so",
+             "/usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so",
+             "/usr/lib64/openmpi/lib/libmpi.so"]
+_mpirun = os.environ.get("TP_MPIRUN") or shutil.which("mpirun")
+_mpi_lib = next((p for p in _mpi_libs if p and os.path.exists(p)), None)
+if _mpirun and _mpi_lib:
+    config.available_features.add("mpi")
+    config.environment["TP_MPIRUN"] = _mpirun
+    config.environment["TP_MPI_LIB"] = _mpi_lib
+    _root = " --allow-run-as-root" if os.geteuid() == 0 else ""
+    config.substitutions.append(("%mpirun", _mpirun + _root + " --oversubscribe"))
+# Open MPI refuses to start as root without these.
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"

@@ -287,13 +287,16 @@ int runThreads(const Manifest &manifest, const Options &options, void *library,
     });
   for (std::thread &thread : threads)
     thread.join();
-  // The first failure is the cause; later ones are usually its echoes.
+  // Ranks that failed on their own come first; the "aborted" errors of
+  // their peers are echoes of those.
   bool failed = false;
-  for (int32_t rank = 0; rank < ranks; ++rank)
-    if (!errors[rank].empty()) {
-      std::cerr << "tp-run: error: " << errors[rank] << "\n";
-      failed = true;
-    }
+  for (bool echoes : {false, true})
+    for (int32_t rank = 0; rank < ranks; ++rank)
+      if (!errors[rank].empty() &&
+          (errors[rank].find(" aborted: ") != std::string::npos) == echoes) {
+        std::cerr << "tp-run: error: " << errors[rank] << "\n";
+        failed = true;
+      }
   if (failed)
     return 1;
   int32_t holder = outputRank(manifest);

@@ -1,11 +1,12 @@
 //===- tp-translate.cpp - tp-mlir import and emit driver ------------------===//
 //
-// mlir-translate with tp-mlir's translations: `--import-onnx` and
-// `--emit-cpp`.
+// mlir-translate with tp-mlir's translations: `--import-onnx`,
+// `--emit-cpp` and `--emit-cuda`.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tp/Target/Emit/EmitCpp.h"
+#include "tp/Target/Emit/EmitCuda.h"
 #include "tp/Target/ONNX/ImportONNX.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -13,6 +14,7 @@
 int main(int argc, char **argv) {
   mlir::tp::registerImportONNXTranslation();
   mlir::tp::registerEmitCppTranslation();
+  mlir::tp::registerEmitCudaTranslation();
   return mlir::failed(
       mlir::mlirTranslateMain(argc, argv, "tp-mlir translation driver\n"));
 }

@@ -112,14 +112,15 @@ TEST(Npy, Descriptors) {
   const std::pair<const char *, DType> table[] = {
       {"<f4", DType::F32}, {"<f8", DType::F64}, {"<i8", DType::I64},
       {"<i4", DType::I32}, {"<i2", DType::I16}, {"|i1", DType::I8},
-      {"|u1", DType::U8},  {"|b1", DType::Bool}};
+      {"|u1", DType::U8},  {"|b1", DType::Bool}, {"<f2", DType::F16},
+      {"<u2", DType::BF16}};
   for (const auto &[descr, type] : table) {
     bool ok = false;
     EXPECT_EQ(dtypeFromDescr(descr, ok), type) << descr;
     EXPECT_TRUE(ok) << descr;
     EXPECT_EQ(descrFromDType(type), descr);
   }
-  for (const char *descr : {">f4", "<f2", "<c8", "|O", "<U10", "f4", ""}) {
+  for (const char *descr : {">f4", "<c16", "<c8", "|O", "<U10", "f4", ""}) {
     bool ok = true;
     dtypeFromDescr(descr, ok);
     EXPECT_FALSE(ok) << descr;
@@ -184,9 +185,9 @@ TEST_F(NpyFile, FortranOrder) {
 
 TEST_F(NpyFile, UnsupportedDType) {
   writeBytes(
-      npyBytes(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }\n",
-               std::string(4, '\0')));
-  EXPECT_EQ(readError(), path + ": unsupported dtype '<f2'");
+      npyBytes(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }\n",
+               std::string(16, '\0')));
+  EXPECT_EQ(readError(), path + ": unsupported dtype '<c8'");
 }
 
 TEST_F(NpyFile, MalformedHeader) {

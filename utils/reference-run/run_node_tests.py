@@ -250,13 +250,18 @@ def main():
     print(f"node tests: {total}  (dir {a.dir}, filter '{a.filter}', {time.time() - t0:.0f}s, "
           f"atol={a.atol:g} rtol={a.rtol:g})")
     print(f"  backend: {a.backend}")
-    print(f"  imported by tp-translate: {imported}"
+    print(f"  imported by {'tp-compile' if a.backend == 'tp-run' else 'tp-translate'}: {imported}"
           f"  (+{len(data_bad)} skipped: non-tensor/string test data)")
     nfold = sum(1 for r in results if r[5] and r[1] != "import")
     if nfold:
         print(f"    of which {nfold} only after folding integer/scalar inputs into Constant nodes"
               f" ({sum(1 for r in passed if r[5])} of them match)")
     print(f"  ran and matched stored outputs: {len(passed)}")
+    unsupported = [r for r in results if r[1] == "import" and "unsupported ONNX op" in r[2]]
+    usable = total - len(unsupported) - len(data_bad)
+    if usable:
+        print(f"  pass rate over tests of supported ops with usable data: "
+              f"{len(passed)}/{usable} = {100.0 * len(passed) / usable:.1f}%")
     print(f"  imported but failed: {imported - len(passed)}")
     groups = defaultdict(list)
     for name, status, reason, _, _, folded in results:

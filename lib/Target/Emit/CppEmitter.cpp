@@ -177,6 +177,15 @@ void CppEmitter::copy(Value dst, Value src) {
      << byteCount(dst) << ");\n";
 }
 
+void CppEmitter::release(Value value) {
+  os << "tp::rt::release(" << name(value) << ");\n";
+}
+
+void CppEmitter::copyResult(unsigned index, Value value) {
+  os << "std::memcpy(results[" << index << "], " << name(value) << ", "
+     << byteCount(value) << ");\n";
+}
+
 Value CppEmitter::rootOf(Value value) const {
   while (true) {
     auto it = aliasOf.find(value);
@@ -253,7 +262,7 @@ LogicalResult CppEmitter::emitBlock(
       continue;
     for (Value value : it->second)
       if (owned.contains(value))
-        os << "tp::rt::release(" << name(value) << ");\n";
+        release(value);
   }
   return success();
 }
@@ -371,9 +380,8 @@ LogicalResult CppEmitter::emitFunction(Operation *op) {
   if (func.isExternal())
     return func.emitError("code generation needs a body for @")
            << func.getSymName();
-  os << "static void fn_" << func.getSymName()
-     << "(tp::rt::RankContext *context, void *const *args, "
-        "void *const *results) {\n";
+  os << "static void fn_" << func.getSymName() << "(" << contextType
+     << " *context, void *const *args, void *const *results) {\n";
   os.indent();
   os << "(void)context;\n(void)results;\n";
   for (BlockArgument arg : func.getArguments()) {
@@ -393,8 +401,7 @@ LogicalResult CppEmitter::emitFunction(Operation *op) {
       if (!isa<RankedTensorType>(value.getType()))
         return terminator->emitError("code generation supports tensor "
                                      "results only");
-      os << "std::memcpy(results[" << index << "], " << name(value) << ", "
-         << byteCount(value) << ");\n";
+      copyResult(index, value);
     }
     return success();
   };

@@ -35,6 +35,7 @@ std::string scalarLiteral(Attribute attr);
 class CppEmitter {
 public:
   CppEmitter(ModuleOp module, raw_indented_ostream &os);
+  virtual ~CppEmitter() = default;
 
   LogicalResult emitModule();
 
@@ -61,15 +62,20 @@ public:
 
   /// Emits `T *name = allocate(...)` for `result` and records that this
   /// function owns the buffer.
-  LogicalResult allocate(Value result, Operation *op, StringRef prefix = "v");
+  virtual LogicalResult allocate(Value result, Operation *op,
+                                 StringRef prefix = "v");
   /// Makes `result` name the same buffer as `source` (reshapes).
   void alias(Value result, Value source);
   /// Emits `std::memcpy(dst, src, bytes)` between two tensors' buffers.
-  void copy(Value dst, Value src);
+  virtual void copy(Value dst, Value src);
+  /// Frees a buffer this function owns after its last use.
+  virtual void release(Value value);
+  /// Copies a returned tensor into the caller's `results[index]`.
+  virtual void copyResult(unsigned index, Value value);
 
   //===--- Ops ------------------------------------------------------------===//
 
-  LogicalResult emitOp(Operation *op);
+  virtual LogicalResult emitOp(Operation *op);
   /// Emits a block's ops; `onTerminator` handles its terminator.
   LogicalResult emitBlock(Block &block,
                           function_ref<LogicalResult(Operation *)> onTerminator);
@@ -99,7 +105,10 @@ public:
   /// File-scope declarations (tensor constants), printed before functions.
   std::string globals;
 
-private:
+protected:
+  /// The C++ type that functions take their rank's context as.
+  std::string contextType = "tp::rt::RankContext";
+
   LogicalResult emitFunction(Operation *func);
   /// Last op of `block` (by position) that uses each alias root, so that
   /// buffers can be released right after it.

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CppEmitter.h"
+#include "LinalgMatchers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
@@ -68,17 +69,6 @@ std::string CppEmitter::offsetExpr(AffineMap map, ArrayRef<int64_t> shape,
 // GEMM
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// One cblas_?gemm call per batch element, row-major.
-struct Gemm {
-  Value lhs, rhs;
-  bool transLhs = false, transRhs = false;
-  int64_t batch = 1, m = 1, n = 1, k = 1;
-  int64_t lda = 0, ldb = 0, ldc = 0;
-  int64_t strideLhs = 0, strideRhs = 0, strideOut = 0;
-};
-} // namespace
-
 /// The dims of a projected-permutation map's results, or failure.
 static FailureOr<SmallVector<unsigned>> dimsOf(AffineMap map) {
   SmallVector<unsigned> dims;
@@ -119,7 +109,7 @@ static bool isGemmBody(linalg::GenericOp op) {
          body.getTerminator()->getOperand(0) == add.getResult();
 }
 
-static FailureOr<Gemm> matchGemm(linalg::GenericOp op) {
+FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       !isGemmBody(op))
     return failure();
@@ -219,8 +209,7 @@ static FailureOr<Gemm> matchGemm(linalg::GenericOp op) {
   return gemm;
 }
 
-/// True when `init` is a linalg.fill of zero, so a GEMM may overwrite it.
-static bool isZeroFill(Value init) {
+bool mlir::tp::emit::isZeroFill(Value init) {
   auto fill = init.getDefiningOp<linalg::FillOp>();
   if (!fill)
     return false;
@@ -241,14 +230,20 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
   auto trans = [](bool t) { return t ? "CblasTrans" : "CblasNoTrans"; };
   std::string one = isDouble ? "1.0" : "1.0f";
   std::string beta = overwrite ? (isDouble ? "0.0" : "0.0f") : one;
+  bool batched = gemm.batch > 1;
   auto pointer = [&](Value v, int64_t stride) {
-    return e.name(v) + (stride ? " + b * " + std::to_string(stride) + "LL"
-                               : std::string());
+    return e.name(v) + (stride && batched
+                            ? " + b * " + std::to_string(stride) + "LL"
+                            : std::string());
   };
-  e.os << "// [" << gemm.batch << " x] (" << gemm.m << " x " << gemm.k
-       << ") * (" << gemm.k << " x " << gemm.n << ")\n";
-  e.os << "for (std::int64_t b = 0; b < " << gemm.batch << "; ++b)\n";
-  e.os << "  cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "
+  e.os << "// ";
+  if (batched)
+    e.os << gemm.batch << " x ";
+  e.os << "(" << gemm.m << " x " << gemm.k << ") * (" << gemm.k << " x "
+       << gemm.n << ")\n";
+  if (batched)
+    e.os << "for (std::int64_t b = 0; b < " << gemm.batch << "; ++b)\n  ";
+  e.os << "cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "
        << trans(gemm.transLhs) << ", " << trans(gemm.transRhs) << ", "
        << gemm.m << ", " << gemm.n << ", " << gemm.k << ", " << one << ", "
        << pointer(gemm.lhs, gemm.strideLhs) << ", " << gemm.lda << ", "
@@ -261,17 +256,6 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
 //===----------------------------------------------------------------------===//
 // Lookups: sum over r of select(key == index(r) + offset, x, 0)
 //===----------------------------------------------------------------------===//
-
-namespace {
-struct Lookup {
-  unsigned dim;
-  /// The ops (in body order) that compute the key; they do not depend on
-  /// the reduction index.
-  llvm::SetVector<Operation *> keyOps;
-  Value key;
-  Value offset; // may be null
-};
-} // namespace
 
 /// Ops of `body` that `value` depends on; fails if any depends on `dim`
 /// through linalg.index or an operand indexed by `dim`.
@@ -300,7 +284,7 @@ static bool collectInvariantSlice(linalg::GenericOp op, Value value,
   return true;
 }
 
-static std::optional<Lookup> matchLookup(linalg::GenericOp op) {
+std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op) {
   SmallVector<unsigned> reductions;
   op.getReductionDims(reductions);
   if (reductions.size() != 1 || op.getNumDpsInits() != 1)

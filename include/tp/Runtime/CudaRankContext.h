@@ -1,0 +1,520 @@
+//===- CudaRankContext.h - what generated CUDA code calls at run time -*- C++ -*-===//
+//
+// The interface between code emitted by tp-compile --target cuda and whoever
+// runs it. tp-compile copies this header into the artifact as
+// tp_cuda_runtime.h. It has two parts:
+//
+//  - A C ABI (tp_cuda_*) that every CUDA model library exports. tp-run links
+//    no CUDA library: it dlopens the model and calls these through dlsym, so
+//    this part needs nothing but the C++ standard library.
+//  - With TP_CUDA_MODEL_LIBRARY defined (model.cu defines it; nvcc compiles
+//    it): one rank's state (device, stream, cuBLAS handle, NCCL
+//    communicators), the checks that turn a failed CUDA, cuBLAS or NCCL call
+//    into an Error naming the call and the op it came from, the few generic
+//    kernels generated code launches (fill, copies between layouts), and the
+//    definitions of the C ABI. Errors are C++ exceptions inside the library
+//    and a status plus a message at the C ABI.
+//
+// Ranks are numbered as in RankContext.h: rank = stage * tp + tpIndex. A
+// collective runs over a Group, `size` ranks spaced `stride` apart; each group
+// has its own NCCL communicator, split from the world's when the rank is
+// created. Everything a rank does is ordered on its one stream; the host
+// waits only where it needs a value (a scalar read from a tensor, results).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_RUNTIME_CUDARANKCONTEXT_H
+#define TP_RUNTIME_CUDARANKCONTEXT_H
+
+#include <cstdint>
+
+/// Bytes of the id tp_cuda_unique_id writes (an ncclUniqueId).
+#define TP_CUDA_UNIQUE_ID_BYTES 128
+
+extern "C" {
+/// Visible CUDA devices; 0 when there are none or no driver.
+int tp_cuda_device_count(void);
+/// Writes a fresh id for one world of ranks (TP_CUDA_UNIQUE_ID_BYTES) to
+/// `id`. Returns 0 on success.
+int tp_cuda_unique_id(void *id);
+/// Creates rank `rank` of `worldSize` on CUDA device `device`: its stream,
+/// cuBLAS handle and NCCL communicators. NCCL initialisation is collective:
+/// every rank of the world must call this concurrently, with the same `id`.
+/// Returns null on failure; tp_cuda_last_error(nullptr) then says why.
+void *tp_cuda_rank_create(int rank, int worldSize, int device,
+                          const void *id);
+/// Runs the stage function `stage` (manifest "function") on host data:
+/// uploads `hostArgs` (weights only on the first call, or when their host
+/// pointer changes), runs, and downloads the results into `hostResults`.
+/// Returns 0, or nonzero with the reason in tp_cuda_last_error(rank).
+int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
+                     void *const *hostResults);
+/// The last failure of `rank`'s calls; for a null `rank`, the calling
+/// thread's last failed tp_cuda_rank_create. Never null.
+const char *tp_cuda_last_error(void *rank);
+/// Aborts `rank`'s communicators so that peers waiting on a failed rank
+/// return with an error instead of hanging. May be called from any thread.
+void tp_cuda_rank_abort(void *rank);
+/// Releases everything `rank` holds. Null is ignored.
+void tp_cuda_rank_destroy(void *rank);
+
+typedef int (*tp_cuda_device_count_fn)(void);
+typedef int (*tp_cuda_unique_id_fn)(void *);
+typedef void *(*tp_cuda_rank_create_fn)(int, int, int, const void *);
+typedef int (*tp_cuda_rank_run_fn)(void *, const char *, void *const *,
+                                   void *const *);
+typedef const char *(*tp_cuda_last_error_fn)(void *);
+typedef void (*tp_cuda_rank_abort_fn)(void *);
+typedef void (*tp_cuda_rank_destroy_fn)(void *);
+}
+
+#ifdef TP_CUDA_MODEL_LIBRARY
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tp::cuda {
+
+/// `size` ranks spaced `stride` apart in global rank numbering.
+struct Group {
+  int32_t size;
+  int32_t stride;
+};
+
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void fail(const char *site, const char *call,
+                              const std::string &reason) {
+  throw Error(std::string(site) + ": " + call + " failed: " + reason);
+}
+
+inline void check(cudaError_t status, const char *call, const char *site) {
+  if (status != cudaSuccess)
+    fail(site, call, cudaGetErrorString(status));
+}
+
+inline void check(cublasStatus_t status, const char *call, const char *site) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    fail(site, call, cublasGetStatusString(status));
+}
+
+inline void check(ncclResult_t status, const char *call, const char *site) {
+  if (status == ncclSuccess || status == ncclInProgress)
+    return;
+  std::string reason = ncclGetErrorString(status);
+  if (const char *detail = ncclGetLastError(nullptr))
+    if (*detail)
+      reason += std::string(" (") + detail + ")";
+  fail(site, call, reason);
+}
+
+/// Checks `call` (a CUDA, cuBLAS or NCCL call); `site` names the op.
+#define TP_CUDA_CHECK(call, site) ::tp::cuda::check((call), #call, (site))
+/// Checks the kernel launch just issued (a launch reports no status).
+#define TP_CUDA_CHECK_LAUNCH(site)                                             \
+  ::tp::cuda::check(cudaGetLastError(), "kernel launch", (site))
+
+struct Rank;
+/// A stage function of the generated code: `args` and `results` are device
+/// buffers in the order of manifest.json's args and results.
+using StageFn = void (*)(Rank *context, void *const *args,
+                         void *const *results);
+
+struct StageInfo {
+  const char *name;
+  StageFn function;
+  int32_t numArgs, numResults;
+  const int64_t *argBytes;
+  /// Weights are uploaded once and kept on the device.
+  const bool *argIsWeight;
+  const int64_t *resultBytes;
+};
+
+struct ModelInfo {
+  const StageInfo *stages;
+  int32_t numStages;
+  /// Every group some collective spans: each gets a communicator.
+  const Group *groups;
+  int32_t numGroups;
+};
+
+/// Defined by the generated model.cu.
+const ModelInfo &model();
+
+/// One rank: everything its generated code runs on.
+struct Rank {
+  int32_t rank = 0, worldSize = 1, device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  /// All ranks: send/recv between pipeline stages use global ranks.
+  ncclComm_t world = nullptr;
+  std::vector<std::pair<Group, ncclComm_t>> groupComms;
+  std::string lastError;
+  /// Device copies of weight arguments by (stage, argument): the host
+  /// pointer they were uploaded from, and the device buffer.
+  std::map<std::pair<const StageInfo *, int32_t>,
+           std::pair<const void *, void *>>
+      weights;
+
+  /// The caller's position in `group`.
+  int32_t groupIndex(Group group) const {
+    return (rank / group.stride) % group.size;
+  }
+  /// Global rank of position `index` in the caller's `group`.
+  int32_t groupPeer(Group group, int32_t index) const {
+    return rank - groupIndex(group) * group.stride + index * group.stride;
+  }
+  /// The communicator of the caller's `group`.
+  ncclComm_t comm(Group group) const {
+    for (const auto &[known, comm] : groupComms)
+      if (known.size == group.size && known.stride == group.stride)
+        return comm;
+    throw Error("no communicator for the group of " +
+                std::to_string(group.size) + " ranks " +
+                std::to_string(group.stride) + " apart");
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+/// `count` elements of T, stream-ordered: the memory is usable by any work
+/// queued after this call on `context`'s stream.
+template <typename T>
+T *allocate(Rank *context, int64_t count, const char *site) {
+  void *pointer = nullptr;
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T);
+  check(cudaMallocAsync(&pointer, bytes, context->stream), "cudaMallocAsync",
+        site);
+  return static_cast<T *>(pointer);
+}
+
+/// Frees after the work queued so far; an error shows at the next check.
+inline void release(Rank *context, void *pointer) {
+  (void)cudaFreeAsync(pointer, context->stream);
+}
+
+/// The device address of a file-scope __device__ array.
+template <typename T, size_t N>
+T *deviceAddress(T (&symbol)[N], const char *site) {
+  void *pointer = nullptr;
+  check(cudaGetSymbolAddress(&pointer, symbol), "cudaGetSymbolAddress", site);
+  return static_cast<T *>(pointer);
+}
+
+/// Reads one element for host code (a branch condition, an index): the only
+/// place a forward waits for its stream.
+template <typename T>
+T load(Rank *context, const T *pointer, const char *site) {
+  T value;
+  check(cudaMemcpyAsync(&value, pointer, sizeof(T), cudaMemcpyDeviceToHost,
+                        context->stream),
+        "cudaMemcpyAsync", site);
+  check(cudaStreamSynchronize(context->stream), "cudaStreamSynchronize", site);
+  return value;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels every model uses
+//===----------------------------------------------------------------------===//
+
+constexpr int kThreads = 256;
+
+/// Blocks for one thread per point; kernels loop (grid-stride) past that.
+inline unsigned blocksFor(int64_t points) {
+  int64_t blocks = (points + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65535));
+}
+
+template <typename T>
+__global__ void fillKernel(T *out, int64_t count, T value) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+
+template <typename T>
+void fill(Rank *context, T *out, int64_t count, T value, const char *site) {
+  fillKernel<T><<<blocksFor(count), kThreads, 0, context->stream>>>(
+      out, count, value);
+  TP_CUDA_CHECK_LAUNCH(site);
+}
+
+/// [outer, middle, chunk] -> [middle, outer, chunk], in units of U.
+template <typename U>
+__global__ void swapOuterKernel(U *out, const U *in, int64_t outer,
+                                int64_t middle, int64_t chunk) {
+  int64_t count = outer * middle * chunk;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t c = i % chunk, m = i / chunk % middle, o = i / (chunk * middle);
+    out[(m * outer + o) * chunk + c] = in[i];
+  }
+}
+
+/// Exchanges the two outer dims of a row-major [outer, middle, chunkBytes]
+/// buffer: how NCCL's rank-major layout meets a gather or scatter on an
+/// inner axis. Both buffers start where an allocation does.
+inline void swapOuter(Rank *context, void *out, const void *in, int64_t outer,
+                      int64_t middle, int64_t chunkBytes, const char *site) {
+  auto launch = [&](auto unit) {
+    using U = decltype(unit);
+    int64_t chunk = chunkBytes / int64_t(sizeof(U));
+    swapOuterKernel<U><<<blocksFor(outer * middle * chunk), kThreads, 0,
+                         context->stream>>>(
+        static_cast<U *>(out), static_cast<const U *>(in), outer, middle,
+        chunk);
+  };
+  // The widest unit that divides a chunk moves the fewest elements.
+  if (chunkBytes % 8 == 0)
+    launch(uint64_t());
+  else if (chunkBytes % 4 == 0)
+    launch(uint32_t());
+  else if (chunkBytes % 2 == 0)
+    launch(uint16_t());
+  else
+    launch(uint8_t());
+  TP_CUDA_CHECK_LAUNCH(site);
+}
+
+constexpr int kMaxBoxRank = 8;
+
+/// A box of `sizes` elements, walked with per-dim strides in the source and
+/// the destination (both in elements).
+struct Box {
+  int32_t rank;
+  int64_t sizes[kMaxBoxRank];
+  int64_t dstStrides[kMaxBoxRank];
+  int64_t srcStrides[kMaxBoxRank];
+};
+
+template <typename T>
+__global__ void copyBoxKernel(T *dst, const T *src, Box box, int64_t count) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = i, dstOffset = 0, srcOffset = 0;
+    for (int d = box.rank - 1; d >= 0; --d) {
+      int64_t index = rest % box.sizes[d];
+      rest /= box.sizes[d];
+      dstOffset += index * box.dstStrides[d];
+      srcOffset += index * box.srcStrides[d];
+    }
+    dst[dstOffset] = src[srcOffset];
+  }
+}
+
+/// Copies `box` from `src` to `dst` (slices, inserts, concats, pads).
+template <typename T>
+void copyBox(Rank *context, T *dst, const T *src, const Box &box,
+             const char *site) {
+  int64_t count = 1;
+  for (int d = 0; d < box.rank; ++d)
+    count *= box.sizes[d];
+  if (count == 0)
+    return;
+  copyBoxKernel<T><<<blocksFor(count), kThreads, 0, context->stream>>>(
+      dst, src, box, count);
+  TP_CUDA_CHECK_LAUNCH(site);
+}
+
+namespace detail {
+/// Why the calling thread's last tp_cuda_rank_create failed.
+inline thread_local std::string createError;
+
+inline void destroy(Rank *rank) {
+  if (!rank)
+    return;
+  (void)cudaSetDevice(rank->device);
+  if (rank->stream)
+    (void)cudaStreamSynchronize(rank->stream);
+  for (auto &[key, buffers] : rank->weights)
+    (void)cudaFree(buffers.second);
+  for (auto &[group, comm] : rank->groupComms)
+    if (comm)
+      (void)ncclCommDestroy(comm);
+  if (rank->world)
+    (void)ncclCommDestroy(rank->world);
+  if (rank->blas)
+    (void)cublasDestroy(rank->blas);
+  if (rank->stream)
+    (void)cudaStreamDestroy(rank->stream);
+  delete rank;
+}
+
+inline const StageInfo &findStage(const char *name) {
+  const ModelInfo &info = model();
+  for (int32_t i = 0; i < info.numStages; ++i)
+    if (std::strcmp(info.stages[i].name, name) == 0)
+      return info.stages[i];
+  throw Error(std::string("the model has no stage function '") + name + "'");
+}
+} // namespace detail
+
+} // namespace tp::cuda
+
+//===----------------------------------------------------------------------===//
+// The C ABI
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+
+int tp_cuda_device_count(void) {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+int tp_cuda_unique_id(void *id) {
+  static_assert(sizeof(ncclUniqueId) == TP_CUDA_UNIQUE_ID_BYTES,
+                "ncclUniqueId changed size");
+  ncclUniqueId unique;
+  if (ncclGetUniqueId(&unique) != ncclSuccess)
+    return 1;
+  std::memcpy(id, &unique, sizeof(unique));
+  return 0;
+}
+
+void *tp_cuda_rank_create(int rank, int worldSize, int device,
+                          const void *id) {
+  using namespace tp::cuda;
+  const char *site = "creating the rank";
+  auto *context = new Rank();
+  context->rank = rank;
+  context->worldSize = worldSize;
+  context->device = device;
+  try {
+    TP_CUDA_CHECK(cudaSetDevice(device), site);
+    TP_CUDA_CHECK(cudaStreamCreateWithFlags(&context->stream,
+                                            cudaStreamNonBlocking),
+                  site);
+    // Buffers freed by one forward stay in the pool for the next.
+    cudaMemPool_t pool;
+    TP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device), site);
+    uint64_t keep = UINT64_MAX;
+    TP_CUDA_CHECK(
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+        site);
+    TP_CUDA_CHECK(cublasCreate(&context->blas), site);
+    TP_CUDA_CHECK(cublasSetStream(context->blas, context->stream), site);
+    ncclUniqueId unique;
+    std::memcpy(&unique, id, sizeof(unique));
+    TP_CUDA_CHECK(ncclCommInitRank(&context->world, worldSize, unique, rank),
+                  site);
+    // Splitting is collective over the world: every rank splits every
+    // group, in the table's order. color: the group's first rank.
+    const ModelInfo &info = model();
+    for (int32_t i = 0; i < info.numGroups; ++i) {
+      Group group = info.groups[i];
+      int32_t index = context->groupIndex(group);
+      ncclComm_t comm = nullptr;
+      TP_CUDA_CHECK(ncclCommSplit(context->world, rank - index * group.stride,
+                                  index, &comm, nullptr),
+                    site);
+      context->groupComms.emplace_back(group, comm);
+    }
+  } catch (const std::exception &e) {
+    detail::createError = "rank " + std::to_string(rank) + " on device " +
+                          std::to_string(device) + ": " + e.what();
+    detail::destroy(context);
+    return nullptr;
+  }
+  return context;
+}
+
+int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
+                     void *const *hostResults) {
+  using namespace tp::cuda;
+  auto *context = static_cast<Rank *>(rank);
+  std::vector<void *> temporaries;
+  try {
+    const char *site = stage;
+    TP_CUDA_CHECK(cudaSetDevice(context->device), site);
+    const StageInfo &info = detail::findStage(stage);
+    std::vector<void *> args(info.numArgs), results(info.numResults);
+    auto upload = [&](int32_t i) {
+      void *buffer = allocate<char>(context, info.argBytes[i], site);
+      TP_CUDA_CHECK(cudaMemcpyAsync(buffer, hostArgs[i], info.argBytes[i],
+                                    cudaMemcpyHostToDevice, context->stream),
+                    site);
+      return buffer;
+    };
+    for (int32_t i = 0; i < info.numArgs; ++i) {
+      if (!info.argIsWeight[i]) {
+        args[i] = upload(i);
+        temporaries.push_back(args[i]);
+        continue;
+      }
+      auto &cached = context->weights[{&info, i}];
+      if (cached.first != hostArgs[i]) {
+        if (cached.second)
+          release(context, cached.second);
+        cached = {hostArgs[i], upload(i)};
+      }
+      args[i] = cached.second;
+    }
+    for (int32_t i = 0; i < info.numResults; ++i) {
+      results[i] = allocate<char>(context, info.resultBytes[i], site);
+      temporaries.push_back(results[i]);
+    }
+    info.function(context, args.data(), results.data());
+    for (int32_t i = 0; i < info.numResults; ++i)
+      TP_CUDA_CHECK(cudaMemcpyAsync(hostResults[i], results[i],
+                                    info.resultBytes[i],
+                                    cudaMemcpyDeviceToHost, context->stream),
+                    site);
+    for (void *buffer : temporaries)
+      release(context, buffer);
+    TP_CUDA_CHECK(cudaStreamSynchronize(context->stream), site);
+    return 0;
+  } catch (const std::exception &e) {
+    context->lastError =
+        "rank " + std::to_string(context->rank) + ": " + e.what();
+    for (void *buffer : temporaries)
+      release(context, buffer);
+    return 1;
+  }
+}
+
+const char *tp_cuda_last_error(void *rank) {
+  if (!rank)
+    return tp::cuda::detail::createError.c_str();
+  return static_cast<tp::cuda::Rank *>(rank)->lastError.c_str();
+}
+
+void tp_cuda_rank_abort(void *rank) {
+  auto *context = static_cast<tp::cuda::Rank *>(rank);
+  if (!context)
+    return;
+  for (auto &[group, comm] : context->groupComms)
+    if (comm)
+      (void)ncclCommAbort(comm);
+  if (context->world)
+    (void)ncclCommAbort(context->world);
+  // Aborting also freed them.
+  for (auto &[group, comm] : context->groupComms)
+    comm = nullptr;
+  context->world = nullptr;
+}
+
+void tp_cuda_rank_destroy(void *rank) {
+  tp::cuda::detail::destroy(static_cast<tp::cuda::Rank *>(rank));
+}
+
+} // extern "C"
+
+#endif // TP_CUDA_MODEL_LIBRARY
+
+#endif // TP_RUNTIME_CUDARANKCONTEXT_H

@@ -1,0 +1,53 @@
+//===- EmitCuda.h - partitioned module to CUDA source -----------*- C++ -*-===//
+//
+// Turns the SPMD module that tp-parallelize produces into readable CUDA C++
+// for one rank, with the same structure as EmitCpp's output: one host
+// function per func.func; cuBLAS for contractions, a generated __global__
+// kernel for every other linalg.generic, NCCL for collectives, all queued on
+// the rank's stream. The library exports the C ABI of
+// include/tp/Runtime/CudaRankContext.h, which tp-run drives through dlsym.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TARGET_EMIT_EMITCUDA_H
+#define TP_TARGET_EMIT_EMITCUDA_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+/// prepareForEmission, then fuses each all-parallel generic into its only
+/// user when that user is a generic the CUDA emitter turns into a kernel,
+/// so that an elementwise chain is one kernel. Idempotent.
+LogicalResult prepareForCudaEmission(ModuleOp module);
+
+/// Emits `module` (already prepared) as CUDA C++ to `os`. Ops the emitter
+/// cannot lower are reported as errors at their location.
+LogicalResult emitCuda(ModuleOp module, llvm::raw_ostream &os);
+
+struct CudaBuildOptions {
+  /// The CUDA compiler; empty: $NVCC, else nvcc on PATH.
+  std::string nvcc;
+  /// The GPU architecture to compile for (nvcc -arch).
+  std::string arch = "sm_90";
+  /// Flags for nvcc (appended after the defaults).
+  std::string extraFlags;
+};
+
+/// Writes `<outDir>/model.cu` (the emitted program for a copy of `module`),
+/// `<outDir>/tp_cuda_runtime.h`, and compiles them with nvcc into
+/// `<outDir>/libmodel.so` linked with cuBLAS, NCCL and the CUDA runtime.
+/// Returns the file names.
+LogicalResult buildCudaLibrary(ModuleOp module, StringRef outDir,
+                               const CudaBuildOptions &options,
+                               std::string &source, std::string &library);
+
+/// Registers `tp-translate --emit-cuda`.
+void registerEmitCudaTranslation();
+
+} // namespace mlir::tp
+
+#endif // TP_TARGET_EMIT_EMITCUDA_H

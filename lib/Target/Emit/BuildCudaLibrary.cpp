@@ -1,0 +1,99 @@
+//===- BuildCudaLibrary.cpp - emitted CUDA to a shared library ------------===//
+//
+// tp-compile --target cuda: emit, then run nvcc. nvcc's own diagnostics are
+// passed through; a failure names the file. Kernels call std:: math and
+// std::numeric_limits, whose constexpr host functions nvcc accepts in device
+// code only with --expt-relaxed-constexpr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Target/Emit/EmitCuda.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+#include "CudaRuntimeHeader.inc"
+
+static std::string findNvcc(const tp::CudaBuildOptions &options) {
+  if (!options.nvcc.empty())
+    return options.nvcc;
+  if (const char *env = std::getenv("NVCC"))
+    if (*env)
+      return env;
+  if (auto path = llvm::sys::findProgramByName("nvcc"))
+    return *path;
+  return "";
+}
+
+LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
+                                         const CudaBuildOptions &options,
+                                         std::string &source,
+                                         std::string &library) {
+  Location loc = module.getLoc();
+  // Before emitting anything: without nvcc the artifact cannot be built.
+  std::string nvcc = findNvcc(options);
+  if (nvcc.empty())
+    return emitError(loc) << "--target cuda needs nvcc (the CUDA toolkit's "
+                             "compiler): put it on PATH or set NVCC";
+
+  source = "model.cu";
+  library = "libmodel.so";
+  SmallString<256> sourcePath(outDir), headerPath(outDir), libraryPath(outDir);
+  llvm::sys::path::append(sourcePath, source);
+  llvm::sys::path::append(headerPath, "tp_cuda_runtime.h");
+  llvm::sys::path::append(libraryPath, library);
+
+  OwningOpRef<ModuleOp> copy(module.clone());
+  if (failed(prepareForCudaEmission(*copy)))
+    return failure();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(sourcePath, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return emitError(loc) << "cannot write '" << sourcePath
+                            << "': " << ec.message();
+    if (failed(emitCuda(*copy, os)))
+      return failure();
+    llvm::raw_fd_ostream header(headerPath, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return emitError(loc) << "cannot write '" << headerPath
+                            << "': " << ec.message();
+    header << kCudaRuntimeHeader;
+  }
+
+  SmallVector<std::string> args = {nvcc,
+                                   "-std=c++17",
+                                   "-arch=" + options.arch,
+                                   "-O3",
+                                   "--expt-relaxed-constexpr",
+                                   "-shared",
+                                   "-Xcompiler",
+                                   "-fPIC",
+                                   "-w",
+                                   "-I",
+                                   outDir.str(),
+                                   sourcePath.str().str(),
+                                   "-o",
+                                   libraryPath.str().str(),
+                                   "-lcublas",
+                                   "-lnccl",
+                                   "-lcudart"};
+  SmallVector<StringRef> extra;
+  StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
+  args.append(extra.begin(), extra.end());
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0,
+                                     &error);
+  if (rc != 0)
+    return emitError(loc) << "compiling " << sourcePath << " with " << nvcc
+                          << " failed" << (error.empty() ? "" : ": " + error)
+                          << " (exit code " << rc << ")";
+  return success();
+}

@@ -1,0 +1,291 @@
+//===- CudaEmitter.cpp - CUDA module structure and device buffers ---------===//
+//
+// The file layout (prelude, constants, kernels, host functions, the stage
+// table the runtime looks functions up in), device buffers, and the dispatch
+// that keeps scalars, calls and branches on the C++ emitter's host code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaEmitter.h"
+
+#include "tp/Target/Emit/EmitCuda.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+using namespace mlir::tp::emit;
+
+CudaEmitter::CudaEmitter(ModuleOp module, raw_indented_ostream &os)
+    : CppEmitter(module, os) {
+  contextType = "tp::cuda::Rank";
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+LogicalResult CudaEmitter::allocate(Value result, Operation *op,
+                                    StringRef prefix) {
+  FailureOr<std::string> type = elementTypeOf(result, op);
+  if (failed(type))
+    return failure();
+  std::string text = bind(result, prefix);
+  os << *type << " *" << text << " = tp::cuda::allocate<" << *type
+     << ">(context, " << numElements(result) << ", "
+     << siteLiteral(op, op->getName().getStringRef()) << ");\n";
+  owned.insert(result);
+  return success();
+}
+
+void CudaEmitter::copy(Value dst, Value src) {
+  os << "TP_CUDA_CHECK(cudaMemcpyAsync(" << name(dst) << ", " << name(src)
+     << ", " << byteCount(dst)
+     << ", cudaMemcpyDeviceToDevice, context->stream), " << site << ");\n";
+}
+
+void CudaEmitter::release(Value value) {
+  os << "tp::cuda::release(context, " << name(value) << ");\n";
+}
+
+void CudaEmitter::copyResult(unsigned index, Value value) {
+  auto func = value.getParentRegion()->getParentOfType<func::FuncOp>();
+  os << "TP_CUDA_CHECK(cudaMemcpyAsync(results[" << index << "], "
+     << name(value) << ", " << byteCount(value)
+     << ", cudaMemcpyDeviceToDevice, context->stream), \"return from @"
+     << (func ? func.getSymName() : "?") << "\");\n";
+}
+
+std::string CudaEmitter::commFor(GroupSpec group) {
+  groups.insert({group.size, group.stride});
+  return "context->comm(tp::cuda::Group{" + std::to_string(group.size) +
+         ", " + std::to_string(group.stride) + "})";
+}
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+LogicalResult CudaEmitter::emitOp(Operation *op) {
+  // Calls, branches and scalar arithmetic are host code, as on the CPU; the
+  // ops in their regions come back here.
+  bool isTensor = llvm::any_of(op->getResultTypes(), [](Type type) {
+    return isa<ShapedType>(type);
+  });
+  if (isa<func::CallOp, scf::IfOp>(op) ||
+      (!isTensor && isa<arith::ArithDialect, math::MathDialect>(
+                        op->getDialect())))
+    return CppEmitter::emitOp(op);
+
+  std::string outerSite = site;
+  site = siteLiteral(op, op->getName().getStringRef());
+  std::string where = describe(op);
+  os << "// " << op->getName();
+  if (!where.empty())
+    os << " (" << where << ")";
+  os << "\n";
+
+  LogicalResult result = failure();
+  if (auto generic = dyn_cast<linalg::GenericOp>(op))
+    result = emitCudaGeneric(generic);
+  else if (auto fill = dyn_cast<linalg::FillOp>(op))
+    result = emitCudaFill(fill);
+  else if (isa<arith::ConstantOp>(op))
+    result = emitCudaConstant(op);
+  else if (isa<shard::ShardDialect>(op->getDialect()))
+    result = emitCudaShardOp(op);
+  else if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+    result = emitCudaExtract(extract);
+  else if (isa<tensor::TensorDialect>(op->getDialect()))
+    result = emitCudaTensorOp(op);
+  else
+    result = op->emitError("CUDA code generation does not support ")
+             << op->getName();
+  site = outerSite;
+  return result;
+}
+
+LogicalResult CudaEmitter::emitCudaExtract(tensor::ExtractOp op) {
+  FailureOr<std::string> type = scalarTypeFor(op.getType(), op);
+  if (failed(type))
+    return failure();
+  SmallVector<int64_t> strides = stridesOf(op.getTensor().getType().getShape());
+  std::string offset;
+  for (auto [i, index] : llvm::enumerate(op.getIndices()))
+    offset += " + " + name(index) + " * " + std::to_string(strides[i]) + "LL";
+  os << "const " << *type << " " << bind(op.getResult())
+     << " = tp::cuda::load(context, " << name(op.getTensor()) << offset
+     << ", " << site << ");\n";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The module
+//===----------------------------------------------------------------------===//
+
+static constexpr const char *kCudaPrelude = R"(#define TP_CUDA_MODEL_LIBRARY
+#include "tp_cuda_runtime.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace {
+
+// Scalar semantics of the arith and math ops that C++ spells differently,
+// for host code and kernels alike.
+template <typename T> __host__ __device__ T maximumF(T a, T b) {
+  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
+                          : (a > b ? a : b);
+}
+template <typename T> __host__ __device__ T minimumF(T a, T b) {
+  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
+                          : (a < b ? a : b);
+}
+template <typename T> __host__ __device__ T floorDiv(T a, T b) {
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> __host__ __device__ T integerPow(T base, T exponent) {
+  if (exponent < 0)
+    return base == 1 ? 1 : (base == -1 ? (exponent % 2 ? -1 : 1) : 0);
+  T result = 1;
+  for (; exponent; exponent >>= 1, base *= base)
+    if (exponent & 1)
+      result *= base;
+  return result;
+}
+template <typename To, typename From> __host__ __device__ To fpToInt(From value) {
+  if (value != value)
+    return 0;
+  if (value >= static_cast<From>(std::numeric_limits<To>::max()))
+    return std::numeric_limits<To>::max();
+  if (value <= static_cast<From>(std::numeric_limits<To>::lowest()))
+    return std::numeric_limits<To>::lowest();
+  return static_cast<To>(value);
+}
+
+} // namespace
+
+)";
+
+/// `count * sizeof(T)` for a tensor type, as C++.
+static std::string bytesOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return std::to_string(tensor.getNumElements()) + " * sizeof(" +
+         CppEmitter::scalarType(tensor.getElementType()) + ")";
+}
+
+LogicalResult CudaEmitter::emitStageTable(raw_indented_ostream &out) {
+  SmallVector<func::FuncOp> stages;
+  for (func::FuncOp func : module.getOps<func::FuncOp>())
+    if (!func.isPrivate())
+      stages.push_back(func);
+  // Arrays are left out when empty: C++ has no zero-length arrays.
+  auto array = [&](StringRef type, StringRef arrayName, unsigned count,
+                   function_ref<void(unsigned)> element) {
+    if (count == 0)
+      return;
+    out << "const " << type << " " << arrayName << "[] = {";
+    for (unsigned i = 0; i < count; ++i) {
+      out << (i ? ", " : "");
+      element(i);
+    }
+    out << "};\n";
+  };
+  out << "// The stage functions the runtime runs (see manifest.json), and "
+         "the groups\n// whose communicators every rank creates.\n";
+  out << "namespace {\n";
+  for (func::FuncOp func : stages) {
+    std::string prefix = func.getSymName().str();
+    for (Type type : llvm::concat<const Type>(func.getArgumentTypes(),
+                                              func.getResultTypes()))
+      if (!isa<RankedTensorType>(type) ||
+          scalarType(cast<RankedTensorType>(type).getElementType()).empty())
+        return func.emitError("CUDA code generation supports tensor "
+                              "arguments and results only");
+    array("std::int64_t", prefix + "_argBytes", func.getNumArguments(),
+          [&](unsigned i) { out << bytesOf(func.getArgumentTypes()[i]); });
+    array("bool", prefix + "_argIsWeight", func.getNumArguments(),
+          [&](unsigned i) {
+            out << (func.getArgAttr(i, "tp.weight") ? "true" : "false");
+          });
+    array("std::int64_t", prefix + "_resultBytes", func.getNumResults(),
+          [&](unsigned i) { out << bytesOf(func.getResultTypes()[i]); });
+  }
+  auto orNull = [](bool present, const std::string &text) {
+    return present ? text : std::string("nullptr");
+  };
+  array("tp::cuda::StageInfo", "stages", stages.size(), [&](unsigned i) {
+    func::FuncOp func = stages[i];
+    std::string prefix = func.getSymName().str();
+    out << "\n    {\"" << prefix << "\", fn_" << prefix << ", "
+        << func.getNumArguments() << ", " << func.getNumResults() << ", "
+        << orNull(func.getNumArguments(), prefix + "_argBytes") << ", "
+        << orNull(func.getNumArguments(), prefix + "_argIsWeight") << ", "
+        << orNull(func.getNumResults(), prefix + "_resultBytes") << "}";
+  });
+  array("tp::cuda::Group", "groups", groups.size(), [&](unsigned i) {
+    out << "{" << groups[i].first << ", " << groups[i].second << "}";
+  });
+  out << "} // namespace\n\n";
+  out << "const tp::cuda::ModelInfo &tp::cuda::model() {\n";
+  out << "  static const ModelInfo info{"
+      << orNull(!stages.empty(), "stages") << ", " << stages.size() << ", "
+      << orNull(!groups.empty(), "groups") << ", " << groups.size()
+      << "};\n  return info;\n}\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitModule() {
+  std::string body;
+  llvm::raw_string_ostream bodyStream(body);
+  raw_indented_ostream bodyOs(bodyStream);
+  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+  for (func::FuncOp func : funcs)
+    bodyOs << "static void fn_" << func.getSymName() << "(" << contextType
+           << " *, void *const *, void *const *);\n";
+  bodyOs << "\n";
+  {
+    // Function bodies go to a buffer first: the constants and kernels they
+    // make are printed above them.
+    CudaEmitter inner(module, bodyOs);
+    for (func::FuncOp func : funcs)
+      if (failed(inner.emitFunction(func)))
+        return failure();
+    globals = std::move(inner.globals);
+    kernels = std::move(inner.kernels);
+    groups = std::move(inner.groups);
+  }
+  if (failed(emitStageTable(bodyOs)))
+    return failure();
+
+  os << "// Generated by tp-compile from ";
+  if (auto model = module->getAttrOfType<StringAttr>("tp.model"))
+    os << llvm::sys::path::filename(model.getValue());
+  else
+    os << "an MLIR module";
+  os << ": one rank's program (SPMD) for CUDA.\n";
+  for (auto grid : module.getOps<shard::GridOp>()) {
+    os << "// grid @" << grid.getSymName() << " shape [";
+    llvm::interleaveComma(grid.getShape(), os);
+    os << "]\n";
+  }
+  os << kCudaPrelude;
+  if (!globals.empty() || !kernels.empty())
+    os << "namespace {\n\n" << globals << (globals.empty() ? "" : "\n")
+       << kernels << "} // namespace\n\n";
+  os << body;
+  return success();
+}
+
+LogicalResult mlir::tp::emitCuda(ModuleOp module, llvm::raw_ostream &os) {
+  raw_indented_ostream indented(os);
+  CudaEmitter emitter(module, indented);
+  return emitter.emitModule();
+}

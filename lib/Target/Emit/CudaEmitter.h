@@ -1,0 +1,73 @@
+//===- CudaEmitter.h - state shared by the CUDA emitter's parts -*- C++ -*-===//
+//
+// The CUDA emitter is the C++ emitter with every tensor in device memory.
+// Host code keeps the C++ emitter's structure (one function per func.func,
+// the same buffer liveness, scalars and scf.if on the host); what touches
+// tensor data becomes work queued on the rank's stream: cuBLAS GEMMs,
+// generated kernels for the other generics, NCCL collectives, and the
+// runtime's copy kernels (tp_cuda_runtime.h). Buffers come from
+// cudaMallocAsync and go back with cudaFreeAsync, both stream-ordered, so
+// releasing a buffer right after the last launch that reads it is safe.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_LIB_TARGET_EMIT_CUDAEMITTER_H
+#define TP_LIB_TARGET_EMIT_CUDAEMITTER_H
+
+#include "CppEmitter.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::tp::emit {
+
+class CudaEmitter : public CppEmitter {
+public:
+  CudaEmitter(ModuleOp module, raw_indented_ostream &os);
+
+  LogicalResult emitModule();
+
+  //===--- Buffers (device memory) ----------------------------------------===//
+
+  LogicalResult allocate(Value result, Operation *op,
+                         StringRef prefix = "v") override;
+  void copy(Value dst, Value src) override;
+  void release(Value value) override;
+  void copyResult(unsigned index, Value value) override;
+
+  //===--- Ops ------------------------------------------------------------===//
+
+  LogicalResult emitOp(Operation *op) override;
+  /// cuBLAS for GEMMs, a generated kernel otherwise (EmitCudaKernels.cpp).
+  LogicalResult emitCudaGeneric(linalg::GenericOp op);
+  LogicalResult emitCudaFill(linalg::FillOp op);
+  /// Tensor constants, reshapes, slices, pads... (EmitCudaTensor.cpp).
+  LogicalResult emitCudaConstant(Operation *op);
+  LogicalResult emitCudaTensorOp(Operation *op);
+  /// A host read of one element: the forward waits for its stream here.
+  LogicalResult emitCudaExtract(tensor::ExtractOp op);
+  /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).
+  LogicalResult emitCudaShardOp(Operation *op);
+
+  /// `context->comm(...)` for `group`, recording that ranks need its
+  /// communicator.
+  std::string commFor(GroupSpec group);
+  /// A fresh name for a kernel.
+  std::string kernelName() { return "kernel" + std::to_string(nextKernel++); }
+
+  /// The site literal of the op being emitted, for runtime checks.
+  std::string site = "\"\"";
+  /// __global__ functions, printed before the host functions.
+  std::string kernels;
+
+private:
+  LogicalResult emitStageTable(raw_indented_ostream &out);
+
+  /// Groups that collectives span, in first-use order.
+  llvm::SetVector<std::pair<int64_t, int64_t>> groups;
+  unsigned nextKernel = 0;
+};
+
+} // namespace mlir::tp::emit
+
+#endif // TP_LIB_TARGET_EMIT_CUDAEMITTER_H

@@ -1,0 +1,455 @@
+//===- EmitCudaKernels.cpp - linalg.generic as cuBLAS calls or kernels ----===//
+//
+// A generic becomes one of:
+//  - a (batched) GEMM: cublas?gemmStridedBatched, for the contractions the
+//    C++ emitter gives to BLAS (LinalgMatchers.h);
+//  - a kernel with one thread per point of the parallel iteration space
+//    (grid-stride), looping over the reduction dims inside the thread with
+//    the accumulators in registers; a lookup (one-hot sum) runs only its one
+//    contributing iteration;
+//  - when some output element is not owned by exactly one parallel point
+//    (an output map that drops a parallel dim, or uses a reduction dim), a
+//    kernel of one thread that runs the C++ emitter's loop nest: correct,
+//    and rare enough not to matter.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaEmitter.h"
+#include "LinalgMatchers.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::tp::emit;
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+/// cuBLAS is column-major: a row-major (m x n) product is the column-major
+/// (n x m) product of the operands swapped, each keeping its own transpose.
+static LogicalResult emitCublasGemm(CudaEmitter &e, linalg::GenericOp op,
+                                    const Gemm &gemm) {
+  Value out = op.getResult(0);
+  Value init = op.getDpsInits()[0];
+  if (failed(e.allocate(out, op)))
+    return failure();
+  bool overwrite = isZeroFill(init);
+  if (!overwrite)
+    e.copy(out, init);
+  bool isDouble = getElementTypeOrSelf(out.getType()).isF64();
+  std::string type = isDouble ? "double" : "float";
+  auto trans = [](bool t) { return t ? "CUBLAS_OP_T" : "CUBLAS_OP_N"; };
+  e.os << "// ";
+  if (gemm.batch > 1)
+    e.os << gemm.batch << " x ";
+  e.os << "(" << gemm.m << " x " << gemm.k << ") * (" << gemm.k << " x "
+       << gemm.n << "), row-major: cuBLAS computes the transpose\n";
+  e.os << "{\n";
+  e.os.indent();
+  e.os << "const " << type << " alpha = 1, beta = " << (overwrite ? 0 : 1)
+       << ";\n";
+  e.os << "TP_CUDA_CHECK(cublas" << (isDouble ? "D" : "S")
+       << "gemmStridedBatched(context->blas, " << trans(gemm.transRhs) << ", "
+       << trans(gemm.transLhs) << ", " << gemm.n << ", " << gemm.m << ", "
+       << gemm.k << ", &alpha, " << e.name(gemm.rhs) << ", " << gemm.ldb
+       << ", " << gemm.strideRhs << ", " << e.name(gemm.lhs) << ", "
+       << gemm.lda << ", " << gemm.strideLhs << ", &beta, " << e.name(out)
+       << ", " << gemm.ldc << ", " << gemm.strideOut << ", " << gemm.batch
+       << "), " << e.site << ");\n";
+  e.os.unindent();
+  e.os << "}\n";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Writes one generic as a __global__ function and its launch.
+class KernelWriter {
+public:
+  KernelWriter(CudaEmitter &e, linalg::GenericOp op,
+               std::optional<Lookup> lookup)
+      : e(e), op(op), lookup(std::move(lookup)),
+        body(op.getRegion().front()), ranges(op.getStaticLoopRanges()) {}
+
+  LogicalResult write();
+
+private:
+  /// True when every output element belongs to exactly one point of the
+  /// parallel dims, so that threads never share an output.
+  bool pointsOwnOutputs();
+  LogicalResult collectParams();
+  void addParam(Value value, std::string type, std::string paramName) {
+    params.push_back(std::move(type) + " " + paramName);
+    args.push_back(e.name(value));
+  }
+  LogicalResult emitLoad(CppEmitter &k, BlockArgument arg);
+  LogicalResult emitBodyOp(CppEmitter &k, Operation &inner);
+  bool argUsesDim(BlockArgument arg, unsigned dim);
+  bool isInit(BlockArgument arg) {
+    return op.isDpsInit(op.getMatchingOpOperand(arg));
+  }
+  std::string offsetOf(OpOperand *operand) {
+    auto shape = cast<RankedTensorType>(operand->get().getType()).getShape();
+    return CppEmitter::offsetExpr(op.getMatchingIndexingMap(operand), shape,
+                                  indices);
+  }
+  LogicalResult writeKernel(raw_indented_ostream &os, StringRef name);
+
+  CudaEmitter &e;
+  linalg::GenericOp op;
+  std::optional<Lookup> lookup;
+  Block &body;
+  SmallVector<int64_t> ranges;
+
+  /// Owned mode: one thread per parallel point, accumulators in registers.
+  /// Serial mode: one thread, the C++ emitter's loops on the result memory.
+  bool owned = false;
+  SmallVector<unsigned> pointDims, loopDims;
+  int64_t points = 1;
+  SmallVector<std::string> indices;
+  /// Kernel parameters and the host expressions passed for them.
+  SmallVector<std::string> params, args;
+  /// Pointer parameter of each tensor operand (by operand number) and of
+  /// each result; scalar value of captured values, keyed by value.
+  llvm::DenseMap<unsigned, std::string> operandParam;
+  SmallVector<std::string> resultParam;
+  llvm::MapVector<Value, std::string> captured;
+  /// Names bound to values inside the kernel.
+  llvm::DenseSet<Value> loaded;
+};
+
+} // namespace
+
+bool KernelWriter::pointsOwnOutputs() {
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    AffineMap map = op.getMatchingIndexingMap(&init);
+    llvm::SmallBitVector seen(ranges.size());
+    for (AffineExpr expr : map.getResults()) {
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim || seen.test(dim.getPosition()) ||
+          !llvm::is_contained(pointDims, dim.getPosition()))
+        return false;
+      seen.set(dim.getPosition());
+    }
+    for (unsigned d : pointDims)
+      if (!seen.test(d) && ranges[d] != 1)
+        return false;
+  }
+  return true;
+}
+
+bool KernelWriter::argUsesDim(BlockArgument arg, unsigned dim) {
+  OpOperand *operand = op.getMatchingOpOperand(arg);
+  return isa<RankedTensorType>(operand->get().getType()) &&
+         op.getMatchingIndexingMap(operand).isFunctionOfDim(dim);
+}
+
+LogicalResult KernelWriter::collectParams() {
+  // Inputs the payload reads.
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(input);
+    if (arg.use_empty())
+      continue;
+    FailureOr<std::string> type = e.scalarTypeFor(arg.getType(), op);
+    if (failed(type))
+      return failure();
+    std::string paramName = "p" + std::to_string(input->getOperandNumber());
+    if (isa<RankedTensorType>(input->get().getType()))
+      addParam(input->get(), "const " + *type + " *__restrict__", paramName);
+    else
+      addParam(input->get(), "const " + *type, paramName);
+    operandParam[input->getOperandNumber()] = paramName;
+  }
+  // Owned mode reads an init from its own buffer and writes a fresh result;
+  // serial mode works in place on the result, which holds a copy of it.
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    BlockArgument arg = op.getMatchingBlockArgument(&init);
+    FailureOr<std::string> type = e.scalarTypeFor(arg.getType(), op);
+    if (failed(type))
+      return failure();
+    if (owned && !arg.use_empty()) {
+      std::string paramName = "p" + std::to_string(init.getOperandNumber());
+      addParam(init.get(), "const " + *type + " *__restrict__", paramName);
+      operandParam[init.getOperandNumber()] = paramName;
+    }
+    std::string paramName = "r" + std::to_string(resultParam.size());
+    addParam(op.getTiedOpResult(&init), *type + " *__restrict__", paramName);
+    resultParam.push_back(paramName);
+  }
+  // Values from outside the op: host scalars, and tensors read through
+  // tensor.extract.
+  WalkResult walk = op.getRegion().walk([&](Operation *inner) {
+    for (Value operand : inner->getOperands()) {
+      if (op.getRegion().isAncestor(operand.getParentRegion()) ||
+          captured.count(operand))
+        continue;
+      std::string paramName = "q" + std::to_string(captured.size());
+      auto tensor = dyn_cast<RankedTensorType>(operand.getType());
+      FailureOr<std::string> type = e.scalarTypeFor(
+          tensor ? tensor.getElementType() : operand.getType(), op);
+      if (failed(type))
+        return WalkResult::interrupt();
+      addParam(operand, tensor ? "const " + *type + " *__restrict__"
+                               : "const " + *type,
+               paramName);
+      captured.insert({operand, paramName});
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+LogicalResult KernelWriter::emitLoad(CppEmitter &k, BlockArgument arg) {
+  if (loaded.contains(arg))
+    return success();
+  loaded.insert(arg);
+  OpOperand *operand = op.getMatchingOpOperand(arg);
+  FailureOr<std::string> type = e.scalarTypeFor(arg.getType(), op);
+  if (failed(type))
+    return failure();
+  std::string param = operandParam.lookup(operand->getOperandNumber());
+  if (op.isDpsInit(operand) && !owned)
+    param = resultParam[operand->getOperandNumber() - op.getNumDpsInputs()];
+  std::string text = k.bind(arg, "s");
+  k.os << "const " << *type << " " << text << " = " << param;
+  if (isa<RankedTensorType>(operand->get().getType()))
+    k.os << "[" << offsetOf(operand) << "]";
+  k.os << ";\n";
+  return success();
+}
+
+LogicalResult KernelWriter::emitBodyOp(CppEmitter &k, Operation &inner) {
+  if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+    k.bindTo(index.getResult(), indices[index.getDim()]);
+    return success();
+  }
+  return k.emitScalarOp(&inner);
+}
+
+LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
+                                        StringRef kernel) {
+  // Body ops are emitted by a C++ emitter of their own: the kernel is a
+  // scope of its own, where only parameters and indices are bound.
+  CppEmitter k(op->getParentOfType<ModuleOp>(), os);
+  for (auto &[value, paramName] : captured)
+    k.bindTo(value, paramName);
+
+  std::string where = CppEmitter::describe(op);
+  os << "// " << op->getName() << (where.empty() ? "" : " (" + where + ")")
+     << (owned ? "" : ": one thread, its outputs are shared by points")
+     << "\n";
+  os << "__global__ void " << kernel << "(";
+  llvm::interleaveComma(params, os);
+  os << ") {\n";
+  os.indent();
+  os << "for (std::int64_t t = std::int64_t(blockIdx.x) * blockDim.x + "
+        "threadIdx.x; t < "
+     << points << "; t += std::int64_t(gridDim.x) * blockDim.x) {\n";
+  os.indent();
+  // The point's indices, its innermost dim fastest so that neighbouring
+  // threads touch neighbouring elements.
+  int64_t inner = 1;
+  for (unsigned d : llvm::reverse(pointDims)) {
+    os << "const std::int64_t " << indices[d] << " = ";
+    if (ranges[d] == 1) {
+      os << "0;\n";
+      continue;
+    }
+    os << (inner == 1 ? "t" : "t / " + std::to_string(inner) + "LL");
+    if (inner * ranges[d] < points)
+      os << " % " << ranges[d] << "LL";
+    os << ";\n";
+    inner *= ranges[d];
+  }
+
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  bool reduces = owned && (!loopDims.empty() || lookup);
+  // Accumulators: a reduction's running value lives in a register.
+  SmallVector<std::string> accumulators;
+  if (reduces) {
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      BlockArgument arg = op.getMatchingBlockArgument(&init);
+      std::string acc = "acc" + std::to_string(accumulators.size());
+      FailureOr<std::string> type = e.scalarTypeFor(arg.getType(), op);
+      if (failed(type))
+        return failure();
+      os << *type << " " << acc;
+      if (!arg.use_empty())
+        os << " = " << operandParam.lookup(init.getOperandNumber()) << "["
+           << offsetOf(&init) << "]";
+      else
+        os << "{}";
+      os << ";\n";
+      k.bindTo(arg, acc);
+      loaded.insert(arg);
+      accumulators.push_back(acc);
+    }
+    // What the point alone decides is loaded once, before the loops.
+    for (BlockArgument arg : body.getArguments())
+      if (!arg.use_empty() && !isInit(arg) &&
+          llvm::none_of(loopDims,
+                        [&](unsigned d) { return argUsesDim(arg, d); }) &&
+          !(lookup && argUsesDim(arg, lookup->dim)))
+        if (failed(emitLoad(k, arg)))
+          return failure();
+  }
+
+  for (unsigned d : loopDims)
+    os << "for (std::int64_t " << indices[d] << " = 0; " << indices[d]
+       << " < " << ranges[d] << "; ++" << indices[d] << ")\n";
+  os << "{\n";
+  os.indent();
+  if (lookup) {
+    // Everything the key needs, then the one iteration that contributes.
+    for (BlockArgument arg : body.getArguments())
+      if (!arg.use_empty() && !argUsesDim(arg, lookup->dim) && !isInit(arg))
+        if (failed(emitLoad(k, arg)))
+          return failure();
+    for (Operation *keyOp : lookup->keyOps)
+      if (failed(emitBodyOp(k, *keyOp)))
+        return failure();
+    std::string index = indices[lookup->dim];
+    os << "const std::int64_t " << index << " = " << k.name(lookup->key);
+    if (lookup->offset)
+      os << " - " << k.name(lookup->offset);
+    os << ";\nif (" << index << " >= 0 && " << index << " < "
+       << ranges[lookup->dim] << ") {\n";
+    os.indent();
+  }
+  for (BlockArgument arg : body.getArguments())
+    if (!arg.use_empty())
+      if (failed(emitLoad(k, arg)))
+        return failure();
+  for (Operation &bodyOp : body.without_terminator())
+    if (!lookup || !lookup->keyOps.contains(&bodyOp))
+      if (failed(emitBodyOp(k, bodyOp)))
+        return failure();
+
+  // Yielded values are all read before any accumulator changes: a payload
+  // may yield one accumulator into another.
+  SmallVector<std::string> yielded;
+  for (Value value : yield.getValues())
+    yielded.push_back(k.name(value));
+  if (reduces) {
+    bool yieldsAccumulator = llvm::any_of(yield.getValues(), [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &body && isInit(arg);
+    });
+    if (yieldsAccumulator && accumulators.size() > 1)
+      for (auto [i, value] : llvm::enumerate(yield.getValues())) {
+        std::string temp = "y" + std::to_string(i);
+        os << "const auto " << temp << " = " << yielded[i] << ";\n";
+        yielded[i] = temp;
+      }
+    for (auto [acc, value] : llvm::zip(accumulators, yielded))
+      os << acc << " = " << value << ";\n";
+  } else {
+    for (auto [i, value] : llvm::enumerate(yielded))
+      os << resultParam[i] << "[" << offsetOf(op.getDpsInitOperand(i))
+         << "] = " << value << ";\n";
+  }
+  if (lookup) {
+    os.unindent();
+    os << "}\n";
+  }
+  os.unindent();
+  os << "}\n";
+  if (reduces)
+    for (auto [i, acc] : llvm::enumerate(accumulators))
+      os << resultParam[i] << "[" << offsetOf(op.getDpsInitOperand(i))
+         << "] = " << acc << ";\n";
+  os.unindent();
+  os << "}\n";
+  os.unindent();
+  os << "}\n\n";
+  return success();
+}
+
+LogicalResult KernelWriter::write() {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  for (auto [d, iterator] : llvm::enumerate(iterators))
+    if (iterator == utils::IteratorType::parallel)
+      pointDims.push_back(d);
+  owned = pointsOwnOutputs();
+  if (!owned)
+    pointDims.clear();
+  for (unsigned d = 0; d < ranges.size(); ++d)
+    if (!llvm::is_contained(pointDims, d) && !(lookup && d == lookup->dim))
+      loopDims.push_back(d);
+  for (unsigned d : pointDims)
+    points *= ranges[d];
+  if (!owned)
+    points = 1;
+  std::string kernel = e.kernelName();
+  for (unsigned d = 0; d < ranges.size(); ++d)
+    indices.push_back("i" + std::to_string(d));
+
+  // Results: fresh buffers; in serial mode, holding the init where the
+  // payload reads it.
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    Value result = op.getTiedOpResult(&init);
+    if (failed(e.allocate(result, op)))
+      return failure();
+    if (!owned && op.payloadUsesValueFromOperand(&init))
+      e.copy(result, init.get());
+  }
+  if (failed(collectParams()))
+    return failure();
+
+  std::string text;
+  llvm::raw_string_ostream textStream(text);
+  raw_indented_ostream kernelOs(textStream);
+  if (failed(writeKernel(kernelOs, kernel)))
+    return failure();
+  e.kernels += text;
+
+  e.os << kernel << "<<<tp::cuda::blocksFor(" << points
+       << "), tp::cuda::kThreads, 0, context->stream>>>(";
+  llvm::interleaveComma(args, e.os);
+  e.os << ");\nTP_CUDA_CHECK_LAUNCH(" << e.site << ");\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitCudaGeneric(linalg::GenericOp op) {
+  if (!op.hasPureTensorSemantics())
+    return op.emitError("code generation expects linalg on tensors");
+  if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
+    return emitCublasGemm(*this, op, *gemm);
+  KernelWriter writer(*this, op, matchLookup(op));
+  return writer.write();
+}
+
+/// True when every user of `fill` is a GEMM that overwrites it: then the
+/// fill needs neither a buffer nor a kernel.
+static bool onlyFeedsOverwritingGemms(linalg::FillOp fill) {
+  Value result = fill.getResult(0);
+  return !result.use_empty() &&
+         llvm::all_of(result.getUses(), [&](OpOperand &use) {
+           auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+           return generic && generic.isDpsInit(&use) &&
+                  succeeded(matchGemm(generic)) && isZeroFill(result);
+         });
+}
+
+LogicalResult CudaEmitter::emitCudaFill(linalg::FillOp op) {
+  if (!op.hasPureTensorSemantics())
+    return op.emitError("code generation expects linalg on tensors");
+  Value result = op.getResult(0);
+  if (onlyFeedsOverwritingGemms(op)) {
+    os << "// only ever overwritten by cuBLAS (beta = 0): no buffer\n";
+    bindTo(result, "nullptr");
+    return success();
+  }
+  FailureOr<std::string> type = elementTypeOf(result, op);
+  if (failed(type) || failed(allocate(result, op)))
+    return failure();
+  os << "tp::cuda::fill<" << *type << ">(context, " << name(result) << ", "
+     << numElements(result) << "LL, " << name(op.getInputs()[0]) << ", "
+     << site << ");\n";
+  return success();
+}
