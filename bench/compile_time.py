@@ -83,12 +83,37 @@ class Weights:
         return name
 
 
+class RandomWeights(Weights):
+    """Like Weights, but writes real N(0, 0.02) float32 values to `path` (for
+    benchmarks that run the model, bench/cpu_throughput.py)."""
+
+    def __init__(self, path, seed=0):
+        super().__init__(os.path.basename(path))
+        self.file = open(path, "wb")
+        self.rng = np.random.default_rng(seed)
+
+    def add(self, name, dims):
+        start = self.offset
+        super().add(name, dims)
+        self.file.seek(start)
+        data = self.rng.standard_normal(int(np.prod(dims)), dtype=np.float32) * 0.02
+        if name.endswith(".weight") and len(dims) == 1:  # LayerNorm scales
+            data += 1.0
+        self.file.write(data.astype("<f4").tobytes())
+        return name
+
+    def close(self):
+        self.file.truncate(self.offset)
+        self.file.close()
+
+
 def build_gpt2(layers, hidden=1600, heads=25, mlp=6400, vocab=50257, positions=1024,
-               seq=128, gelu="tanh"):
-    """Returns (ModelProto, weights-file size, parameter count)."""
+               seq=128, gelu="tanh", batch=1, weights=None):
+    """Returns (ModelProto, weights-file size, parameter count). `weights`: a
+    Weights (default: a sparse layout of weights.bin that is never written)."""
     assert hidden % heads == 0
     hd = hidden // heads
-    W = Weights("weights.bin")
+    W = weights or Weights("weights.bin")
     nodes, inits = [], []
     counter = [0]
 
@@ -116,8 +141,8 @@ def build_gpt2(layers, hidden=1600, heads=25, mlp=6400, vocab=50257, positions=1
 
     # Shared integer initializers (shapes, split sizes, slice bounds, positions).
     split_sizes = int64_init("split_sizes", [hidden, hidden, hidden])
-    shape_heads = int64_init("shape_heads", [1, seq, heads, hd])
-    shape_merge = int64_init("shape_merge", [1, seq, hidden])
+    shape_heads = int64_init("shape_heads", [batch, seq, heads, hd])
+    shape_merge = int64_init("shape_merge", [batch, seq, hidden])
     sl_starts = int64_init("mask_starts", [0, 0])
     sl_ends = int64_init("mask_ends", [seq, seq])
     sl_axes = int64_init("mask_axes", [2, 3])
@@ -201,8 +226,8 @@ def build_gpt2(layers, hidden=1600, heads=25, mlp=6400, vocab=50257, positions=1
 
     graph = helper.make_graph(
         nodes, f"gpt2_L{layers}",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, seq])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, seq, vocab])],
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch, seq])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, vocab])],
         initializer=inits + W.tensors)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                               producer_name="tp-mlir bench/compile_time.py")

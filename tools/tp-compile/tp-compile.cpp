@@ -2,8 +2,8 @@
 //
 // Imports an ONNX model, runs the same tp-parallelize pipeline that tp-opt
 // registers, and writes the artifact folder (manifest, per-rank weight
-// shards, partitioned MLIR) and, for --target cpu, the emitted C++ and the
-// library built from it.
+// shards, partitioned MLIR) and, for --target cpu or cuda, the emitted C++
+// or CUDA source and the library built from it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,7 @@
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Target/Artifact/ArtifactWriter.h"
 #include "tp/Target/Emit/EmitCpp.h"
+#include "tp/Target/Emit/EmitCuda.h"
 #include "tp/Target/ONNX/ImportONNX.h"
 #include "tp/Transforms/Passes.h"
 #include "tp/Transforms/Pipelines.h"
@@ -66,11 +67,17 @@ static cl::opt<bool> explain("explain",
 static cl::opt<std::string>
     target("target", cl::init("none"),
            cl::desc("Code to generate: cpu (C++ with BLAS, built with the "
-                    "host compiler), or none (plan and weight shards only)"),
+                    "host compiler), cuda (CUDA with cuBLAS and NCCL, built "
+                    "with nvcc), or none (plan and weight shards only)"),
            cl::cat(category));
 static cl::opt<std::string>
+    cudaArch("cuda-arch", cl::init("sm_90"),
+             cl::desc("GPU architecture for --target cuda (nvcc -arch)"),
+             cl::cat(category));
+static cl::opt<std::string>
     cxxFlags("cxx-flags",
-             cl::desc("Extra flags for the C++ compiler (--target cpu)"),
+             cl::desc("Extra flags for the C++ compiler (--target cpu) or "
+                      "nvcc (--target cuda)"),
              cl::cat(category));
 // Tests use a small chunk so that runs cross chunk boundaries.
 static cl::opt<uint64_t>
@@ -89,10 +96,7 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "tp-mlir compiler: ONNX model -> artifact\n");
 
-  if (target == "cuda")
-    return fail("code generation for --target=cuda is not implemented yet; "
-                "use --target=cpu");
-  if (target != "none" && target != "cpu")
+  if (target != "none" && target != "cpu" && target != "cuda")
     return fail("unknown --target '" + target +
                 "'; expected none, cpu or cuda");
   if (devices < 1 || stages < 1 || microbatches < 1)
@@ -102,6 +106,12 @@ int main(int argc, char **argv) {
                 "'; expected auto or config");
   if ((strategy == "config") != !config.empty())
     return fail("--strategy=config and --config FILE go together");
+  if (target == "cuda") {
+    // Before any work: without nvcc there is no artifact to write.
+    std::string error;
+    if (tp::findNvcc(tp::CudaBuildOptions(), error).empty())
+      return fail(error);
+  }
 
   tp::ONNXImportOptions importOptions;
   for (const std::string &text : inputShapes) {
@@ -139,6 +149,17 @@ int main(int argc, char **argv) {
   tp::ArtifactOptions artifactOptions;
   artifactOptions.chunkBytes = chunkBytes;
   artifactOptions.target = target;
+  if (target == "cuda") {
+    ModuleOp partitioned = *module;
+    artifactOptions.generateCode = [partitioned](StringRef dir,
+                                                 std::string &source,
+                                                 std::string &library) {
+      tp::CudaBuildOptions build;
+      build.arch = cudaArch;
+      build.extraFlags = cxxFlags;
+      return tp::buildCudaLibrary(partitioned, dir, build, source, library);
+    };
+  }
   if (target == "cpu") {
     ModuleOp partitioned = *module;
     artifactOptions.generateCode = [partitioned](StringRef dir,

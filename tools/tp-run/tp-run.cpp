@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -381,6 +382,11 @@ int run(const Options &options) {
 
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
+  // Generated code allocates activations per op and frees them at their
+  // last use; keep freed memory in the heap instead of returning it to the
+  // kernel, so that the next forward pass does not page-fault it back in.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, -1);
 #ifdef TP_HAVE_MPI
   bool mpi = options.launcher == "mpi";
   if (mpi)

@@ -20,14 +20,27 @@ using namespace mlir;
 
 #include "CudaRuntimeHeader.inc"
 
-static std::string findNvcc(const tp::CudaBuildOptions &options) {
-  if (!options.nvcc.empty())
-    return options.nvcc;
-  if (const char *env = std::getenv("NVCC"))
-    if (*env)
-      return env;
-  if (auto path = llvm::sys::findProgramByName("nvcc"))
-    return *path;
+std::string mlir::tp::findNvcc(const CudaBuildOptions &options,
+                               std::string &error) {
+  std::string path = options.nvcc;
+  StringRef origin = "the build options";
+  if (path.empty())
+    if (const char *env = std::getenv("NVCC"))
+      path = env, origin = "NVCC";
+  if (!path.empty()) {
+    if (llvm::sys::fs::can_execute(path))
+      return path;
+    if (auto found = llvm::sys::findProgramByName(path))
+      return *found;
+    error = ("--target cuda: " + origin + " names '" + path +
+             "', which is not an executable")
+                .str();
+    return "";
+  }
+  if (auto found = llvm::sys::findProgramByName("nvcc"))
+    return *found;
+  error = "--target cuda needs nvcc, the CUDA toolkit's compiler: put it on "
+          "PATH or set NVCC";
   return "";
 }
 
@@ -36,11 +49,10 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
                                          std::string &source,
                                          std::string &library) {
   Location loc = module.getLoc();
-  // Before emitting anything: without nvcc the artifact cannot be built.
-  std::string nvcc = findNvcc(options);
+  std::string error;
+  std::string nvcc = findNvcc(options, error);
   if (nvcc.empty())
-    return emitError(loc) << "--target cuda needs nvcc (the CUDA toolkit's "
-                             "compiler): put it on PATH or set NVCC";
+    return emitError(loc) << error;
 
   source = "model.cu";
   library = "libmodel.so";
@@ -88,7 +100,6 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   args.append(extra.begin(), extra.end());
   SmallVector<StringRef> argRefs(args.begin(), args.end());
-  std::string error;
   int rc = llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0,
                                      &error);
   if (rc != 0)

@@ -77,37 +77,37 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
   bool isTensor = llvm::any_of(op->getResultTypes(), [](Type type) {
     return isa<ShapedType>(type);
   });
-  if (isa<func::CallOp, scf::IfOp>(op) ||
-      (!isTensor && isa<arith::ArithDialect, math::MathDialect>(
-                        op->getDialect())))
-    return CppEmitter::emitOp(op);
-
+  bool onHost = isa<func::CallOp, scf::IfOp>(op) ||
+                (!isTensor && isa<arith::ArithDialect, math::MathDialect>(
+                                  op->getDialect()));
+  // Checks name the op they come from (a branch's copies: the branch).
   std::string outerSite = site;
   site = siteLiteral(op, op->getName().getStringRef());
+  LogicalResult result = onHost ? CppEmitter::emitOp(op) : emitDeviceOp(op);
+  site = outerSite;
+  return result;
+}
+
+LogicalResult CudaEmitter::emitDeviceOp(Operation *op) {
   std::string where = describe(op);
   os << "// " << op->getName();
   if (!where.empty())
     os << " (" << where << ")";
   os << "\n";
-
-  LogicalResult result = failure();
   if (auto generic = dyn_cast<linalg::GenericOp>(op))
-    result = emitCudaGeneric(generic);
-  else if (auto fill = dyn_cast<linalg::FillOp>(op))
-    result = emitCudaFill(fill);
-  else if (isa<arith::ConstantOp>(op))
-    result = emitCudaConstant(op);
-  else if (isa<shard::ShardDialect>(op->getDialect()))
-    result = emitCudaShardOp(op);
-  else if (auto extract = dyn_cast<tensor::ExtractOp>(op))
-    result = emitCudaExtract(extract);
-  else if (isa<tensor::TensorDialect>(op->getDialect()))
-    result = emitCudaTensorOp(op);
-  else
-    result = op->emitError("CUDA code generation does not support ")
-             << op->getName();
-  site = outerSite;
-  return result;
+    return emitCudaGeneric(generic);
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return emitCudaFill(fill);
+  if (isa<arith::ConstantOp>(op))
+    return emitCudaConstant(op);
+  if (isa<shard::ShardDialect>(op->getDialect()))
+    return emitCudaShardOp(op);
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+    return emitCudaExtract(extract);
+  if (isa<tensor::TensorDialect>(op->getDialect()))
+    return emitCudaTensorOp(op);
+  return op->emitError("CUDA code generation does not support ")
+         << op->getName();
 }
 
 LogicalResult CudaEmitter::emitCudaExtract(tensor::ExtractOp op) {

@@ -61,6 +61,8 @@ public:
   std::string kernels;
 
 private:
+  /// Ops whose data lives on the device: all but scalars, calls, branches.
+  LogicalResult emitDeviceOp(Operation *op);
   LogicalResult emitStageTable(raw_indented_ostream &out);
 
   /// Groups that collectives span, in first-use order.

@@ -90,6 +90,9 @@ private:
   LogicalResult emitLoad(CppEmitter &k, BlockArgument arg);
   LogicalResult emitBodyOp(CppEmitter &k, Operation &inner);
   bool argUsesDim(BlockArgument arg, unsigned dim);
+  /// Whether the kernel reads index `dim`: offsetExpr leaves out the dims
+  /// of size 1, and linalg.index may ask for it.
+  bool dimIsRead(unsigned dim);
   bool isInit(BlockArgument arg) {
     return op.isDpsInit(op.getMatchingOpOperand(arg));
   }
@@ -147,6 +150,21 @@ bool KernelWriter::argUsesDim(BlockArgument arg, unsigned dim) {
   OpOperand *operand = op.getMatchingOpOperand(arg);
   return isa<RankedTensorType>(operand->get().getType()) &&
          op.getMatchingIndexingMap(operand).isFunctionOfDim(dim);
+}
+
+bool KernelWriter::dimIsRead(unsigned dim) {
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto tensor = dyn_cast<RankedTensorType>(operand.get().getType());
+    if (!tensor)
+      continue;
+    for (auto [i, expr] :
+         llvm::enumerate(op.getMatchingIndexingMap(&operand).getResults()))
+      if (tensor.getDimSize(i) != 1 && expr.isFunctionOfDim(dim))
+        return true;
+  }
+  return llvm::any_of(body.getOps<linalg::IndexOp>(), [&](linalg::IndexOp index) {
+    return index.getDim() == dim;
+  });
 }
 
 LogicalResult KernelWriter::collectParams() {
@@ -255,11 +273,12 @@ LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
   // threads touch neighbouring elements.
   int64_t inner = 1;
   for (unsigned d : llvm::reverse(pointDims)) {
-    os << "const std::int64_t " << indices[d] << " = ";
     if (ranges[d] == 1) {
-      os << "0;\n";
+      if (dimIsRead(d))
+        os << "const std::int64_t " << indices[d] << " = 0;\n";
       continue;
     }
+    os << "const std::int64_t " << indices[d] << " = ";
     os << (inner == 1 ? "t" : "t / " + std::to_string(inner) + "LL");
     if (inner * ranges[d] < points)
       os << " % " << ranges[d] << "LL";

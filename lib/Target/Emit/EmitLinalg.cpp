@@ -491,10 +491,27 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   return success();
 }
 
+/// True when every user of `fill` is a GEMM that overwrites its init (a
+/// zero fill is BLAS's beta = 0): the fill need not run at all.
+static bool onlyFeedsGemms(linalg::FillOp fill) {
+  Value result = fill.getResult(0);
+  if (result.use_empty() || !isZeroFill(result))
+    return false;
+  return llvm::all_of(result.getUses(), [](OpOperand &use) {
+    auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+    return generic && generic.isDpsInit(&use) && succeeded(matchGemm(generic));
+  });
+}
+
 LogicalResult CppEmitter::emitFill(linalg::FillOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
   Value result = op.getResult(0);
+  if (onlyFeedsGemms(op)) {
+    os << "// zeros for BLAS's beta = 0: nothing to store\n";
+    bindTo(result, "nullptr");
+    return success();
+  }
   if (failed(allocate(result, op)))
     return failure();
   os << "std::fill_n(" << name(result) << ", " << numElements(result) << ", "

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -263,7 +264,21 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           .Case([&](math::RsqrtOp) {
             return castTo(*cType, "1") + " / std::sqrt(" + arg(0) + ")";
           })
-          .Case([&](math::PowFOp) { return call("std::pow"); })
+          .Case([&](math::PowFOp pow) {
+            // Small integral exponents (GELU's x^3, variance's x^2) are
+            // products, as onnxruntime computes them.
+            APFloat exponent(0.0);
+            if (matchPattern(pow.getRhs(), m_ConstantFloat(&exponent))) {
+              std::string x = arg(0);
+              if (exponent.isExactlyValue(2.0))
+                return x + " * " + x;
+              if (exponent.isExactlyValue(3.0))
+                return x + " * " + x + " * " + x;
+              if (exponent.isExactlyValue(1.0))
+                return x;
+            }
+            return call("std::pow");
+          })
           .Case([&](math::IPowIOp) { return call("integerPow"); })
           .Case([&](math::SinOp) { return call("std::sin"); })
           .Case([&](math::CosOp) { return call("std::cos"); })

@@ -37,6 +37,10 @@ struct CudaBuildOptions {
   std::string extraFlags;
 };
 
+/// The nvcc to build with: `options.nvcc`, else $NVCC, else nvcc on PATH.
+/// Empty, with the reason in `error`, when there is none to run.
+std::string findNvcc(const CudaBuildOptions &options, std::string &error);
+
 /// Writes `<outDir>/model.cu` (the emitted program for a copy of `module`),
 /// `<outDir>/tp_cuda_runtime.h`, and compiles them with nvcc into
 /// `<outDir>/libmodel.so` linked with cuBLAS, NCCL and the CUDA runtime.
