@@ -1,6 +1,7 @@
 # Entry points for newcomers and CI. The build itself is CMake + Ninja.
-#   make demo    install dependencies, build, import the bundled GPT-2 model
-#                and split it for 2 devices, printing the plan
+#   make demo    install dependencies, build, compile the bundled GPT-2 model
+#                for 2 ranks on CPU, print the plan, run it and check it
+#                against its stored reference
 #   make check   build and run every test (lit + FileCheck + GoogleTest)
 
 BUILD ?= build
@@ -10,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ python3 strace \
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools \
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata \
-  libgtest-dev libopenmpi-dev openmpi-bin
+  libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev
 PIP_PACKAGES := -r requirements.txt
 
 .PHONY: deps build demo check clean
@@ -28,12 +29,12 @@ build: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: deps build
-	$(BUILD)/bin/tp-translate --import-onnx test/models/gpt2/model.onnx \
-	  --input-shape input_ids=2x16 -mlir-print-debuginfo -o $(BUILD)/gpt2.mlir
-	$(BUILD)/bin/tp-opt $(BUILD)/gpt2.mlir --tp-model-summary -o /dev/null
-	$(BUILD)/bin/tp-opt $(BUILD)/gpt2.mlir --tp-parallelize=devices=2 \
-	  --tp-explain -o $(BUILD)/gpt2.tp2.mlir
-	@echo "imported IR: $(BUILD)/gpt2.mlir; per-rank program for 2 devices: $(BUILD)/gpt2.tp2.mlir"
+	$(BUILD)/bin/tp-compile test/models/gpt2/model.onnx --input-shape input_ids=2x16 \
+	  --devices 2 --target cpu --explain -o $(BUILD)/gpt2.tpa
+	$(BUILD)/bin/tp-run $(BUILD)/gpt2.tpa --input input_ids=test/models/gpt2/input_ids.npy \
+	  --output-dir $(BUILD)/gpt2-out
+	python3 utils/reference-run/compare_npy.py $(BUILD)/gpt2-out/logits.npy test/models/gpt2/logits.npy
+	@echo "artifact: $(BUILD)/gpt2.tpa (per-rank C++ in model.cpp); outputs: $(BUILD)/gpt2-out"
 
 check: build
 	cmake --build $(BUILD) -j $(JOBS) --target check-tp

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <filesystem>
 #include <malloc.h>
 #include <iostream>
 #include <map>
@@ -213,6 +214,11 @@ std::string fileNameFor(const std::string &name) {
 
 void writeOutputs(const Manifest &manifest, const Options &options,
                   const std::vector<const void *> &data) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.outputDir, ec);
+  if (ec)
+    throw Error("cannot create --output-dir " + options.outputDir + ": " +
+                ec.message());
   for (size_t i = 0; i < manifest.outputs.size(); ++i) {
     const TensorSpec &spec = manifest.outputs[i];
     NpyArray array;

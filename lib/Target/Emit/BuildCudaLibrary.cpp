@@ -28,10 +28,14 @@ std::string mlir::tp::findNvcc(const CudaBuildOptions &options,
     if (const char *env = std::getenv("NVCC"))
       path = env, origin = "NVCC";
   if (!path.empty()) {
-    if (llvm::sys::fs::can_execute(path))
-      return path;
-    if (auto found = llvm::sys::findProgramByName(path))
+    // A bare name is looked up on PATH; findProgramByName returns a path
+    // with a slash unchecked.
+    if (StringRef(path).contains('/')) {
+      if (llvm::sys::fs::can_execute(path))
+        return path;
+    } else if (auto found = llvm::sys::findProgramByName(path)) {
       return *found;
+    }
     error = ("--target cuda: " + origin + " names '" + path +
              "', which is not an executable")
                 .str();

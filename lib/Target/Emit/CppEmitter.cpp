@@ -195,10 +195,24 @@ Value CppEmitter::rootOf(Value value) const {
   }
 }
 
+bool mlir::tp::emit::reducesInPlace(Operation *op) {
+  auto allReduce = dyn_cast<shard::AllReduceOp>(op);
+  if (!allReduce || !allReduce.getInput().hasOneUse() ||
+      allReduce.getInput().getType() != allReduce.getResult().getType())
+    return false;
+  // Only a buffer this function allocated for the input alone.
+  Operation *def = allReduce.getInput().getDefiningOp();
+  return def && isa<linalg::GenericOp, shard::AllReduceOp, shard::AllGatherOp,
+                    shard::ReduceScatterOp, shard::AllSliceOp,
+                    tensor::ConcatOp, tensor::ExtractSliceOp, tensor::PadOp>(
+                    def);
+}
+
 /// Ops whose tensor result is a view of their first operand.
 static bool isAliasingOp(Operation *op) {
   return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-             shard::SendOp>(op);
+             shard::SendOp>(op) ||
+         reducesInPlace(op);
 }
 
 void CppEmitter::computeLastUses(

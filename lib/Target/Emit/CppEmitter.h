@@ -29,6 +29,10 @@ struct GroupSpec {
   int64_t stride = 1;
 };
 
+/// True for an all_reduce whose input buffer is its own to overwrite (the
+/// input has no other use): it reduces in place, its result an alias.
+bool reducesInPlace(Operation *op);
+
 /// A C++ literal for an integer or float attribute ("" when neither).
 std::string scalarLiteral(Attribute attr);
 

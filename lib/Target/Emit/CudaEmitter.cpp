@@ -138,14 +138,25 @@ static constexpr const char *kCudaPrelude = R"(#define TP_CUDA_MODEL_LIBRARY
 namespace {
 
 // Scalar semantics of the arith and math ops that C++ spells differently,
-// for host code and kernels alike.
+// for host code and kernels alike (the C++ target's, made __device__).
+// maximumf/minimumf propagate NaN; -0 < +0.
 template <typename T> __host__ __device__ T maximumF(T a, T b) {
-  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
-                          : (a > b ? a : b);
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  if (a == b)
+    return std::signbit(a) ? b : a;
+  return a > b ? a : b;
 }
 template <typename T> __host__ __device__ T minimumF(T a, T b) {
-  return a != a || b != b ? std::numeric_limits<T>::quiet_NaN()
-                          : (a < b ? a : b);
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  if (a == b)
+    return std::signbit(a) ? a : b;
+  return a < b ? a : b;
 }
 template <typename T> __host__ __device__ T floorDiv(T a, T b) {
   T q = a / b;
@@ -242,7 +253,28 @@ LogicalResult CudaEmitter::emitStageTable(raw_indented_ostream &out) {
   return success();
 }
 
+/// nvcc has no _Float16 in device code, and cuda_fp16's __half is not the
+/// C++ target's type: half precision is not generated yet.
+static LogicalResult checkElementTypes(ModuleOp module) {
+  WalkResult walk = module.walk([](Operation *op) {
+    SmallVector<Type> types(op->getOperandTypes());
+    llvm::append_range(types, op->getResultTypes());
+    for (Type type : types) {
+      Type element = getElementTypeOrSelf(type);
+      if (element.isF16() || element.isBF16()) {
+        op->emitError("CUDA code generation does not support ")
+            << element << " yet";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 LogicalResult CudaEmitter::emitModule() {
+  if (failed(checkElementTypes(module)))
+    return failure();
   std::string body;
   llvm::raw_string_ostream bodyStream(body);
   raw_indented_ostream bodyOs(bodyStream);

@@ -79,8 +79,13 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
     auto type =
         ncclType(op, getElementTypeOrSelf(allReduce.getResult().getType()));
     auto reduction = ncclReduction(op, allReduce.getReduction());
-    if (failed(group) || failed(type) || failed(reduction) ||
-        failed(allocate(allReduce.getResult(), op)))
+    if (failed(group) || failed(type) || failed(reduction))
+      return failure();
+    // In place when the input is this op's alone (the liveness analysis
+    // treats the result as an alias then, see reducesInPlace).
+    if (reducesInPlace(op))
+      alias(allReduce.getResult(), allReduce.getInput());
+    else if (failed(allocate(allReduce.getResult(), op)))
       return failure();
     os << "TP_CUDA_CHECK(ncclAllReduce(" << name(allReduce.getInput()) << ", "
        << name(allReduce.getResult()) << ", "

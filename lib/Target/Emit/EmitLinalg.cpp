@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
 
 using namespace mlir;
@@ -210,6 +211,16 @@ FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op) {
 }
 
 bool mlir::tp::emit::isZeroFill(Value init) {
+  // tp-offset-vocab-lookups leaves an scf.if choosing between two uses of
+  // the same fill.
+  if (auto ifOp = init.getDefiningOp<scf::IfOp>()) {
+    unsigned index = cast<OpResult>(init).getResultNumber();
+    Value a = ifOp.thenYield().getOperand(index);
+    if (ifOp.getElseRegion().empty() ||
+        a != ifOp.elseYield().getOperand(index))
+      return false;
+    init = a;
+  }
   auto fill = init.getDefiningOp<linalg::FillOp>();
   if (!fill)
     return false;

@@ -117,9 +117,13 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
     if (allReduce.getInput().getType() != allReduce.getResult().getType())
       return op->emitError("code generation needs all_reduce without a type "
                            "change");
-    if (failed(allocate(allReduce.getResult(), op)))
-      return failure();
-    copy(allReduce.getResult(), allReduce.getInput());
+    if (reducesInPlace(op)) {
+      alias(allReduce.getResult(), allReduce.getInput());
+    } else {
+      if (failed(allocate(allReduce.getResult(), op)))
+        return failure();
+      copy(allReduce.getResult(), allReduce.getInput());
+    }
     os << "context->allReduce(" << groupLiteral(*group) << ", "
        << name(allReduce.getResult()) << ", "
        << numElements(allReduce.getResult()) << ", " << *dtype << ", "
