@@ -3,6 +3,8 @@
 #                for 2 ranks on CPU, print the plan, run it and check it
 #                against its stored reference
 #   make check   build and run every test (lit + FileCheck + GoogleTest)
+#   make bench-deps  torch (Debian) + tensor_parallel/transformers (PyPI, into
+#                bench/.cache/site) for bench/tensor_parallel_cpu.py
 
 BUILD ?= build
 JOBS ?= 2
@@ -14,7 +16,7 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace \
   libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo check clean
+.PHONY: deps build demo check clean bench-deps
 
 deps:
 	$(SUDO) apt-get update -qq
@@ -38,6 +40,21 @@ demo: deps build
 
 check: build
 	cmake --build $(BUILD) -j $(JOBS) --target check-tp
+
+# tensor_parallel imports transformers, which is not in Debian: PyPI wheels go
+# into bench/.cache/site, for Debian's python3 (it has torch 1.13) via
+# PYTHONPATH. --no-deps: exactly what transformers needs at import time for
+# GPT-2 (requests, yaml, numpy come with python3-torch).
+BENCH_SITE := bench/.cache/site
+BENCH_PIP_PACKAGES := tensor_parallel==2.0.0 transformers==4.31.0 \
+  huggingface_hub==0.16.4 safetensors==0.3.1 regex==2023.6.3 packaging==23.1 \
+  filelock==3.12.2 tqdm==4.66.1
+
+bench-deps:
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-torch python3-pip
+	/usr/bin/python3 -m pip install -q --upgrade --target $(BENCH_SITE) --no-deps $(BENCH_PIP_PACKAGES)
+	PYTHONPATH=$(BENCH_SITE) /usr/bin/python3 -c "import torch, transformers, tensor_parallel; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 
 clean:
 	rm -rf $(BUILD)

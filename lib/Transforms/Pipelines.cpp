@@ -43,6 +43,10 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   // Put back what tp-outline-unpartitionable moved out of the way.
   pm.addPass(createInlinerPass());
   pm.addPass(createSymbolDCEPass());
+  // Convolutions ran replicated through partition (outlined); split their
+  // output channels now that they are back inline.
+  if (options.devices > 1)
+    pm.addNestedPass<func::FuncOp>(createSplitConvolutions());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.sequenceParallel)

@@ -1,16 +1,19 @@
-//===- tp-run.cpp - run a tp-compile artifact on CPU ranks ----------------===//
+//===- tp-run.cpp - run a tp-compile artifact on CPU or GPU ranks ---------===//
 //
 //   tp-run model.tpa --input input_ids=ids.npy [--output-dir DIR]
 //   mpirun -np N tp-run model.tpa --launcher mpi --input ...
 //
 // Every rank reads only its own weight file (checked against the manifest's
 // SHA-256), binds its stage function's arguments, and runs it; the model's
-// outputs end on rank 0 and are written as DIR/<output name>.npy.
+// outputs end on rank 0 and are written as DIR/<output name>.npy. A
+// --target cuda artifact runs one GPU per rank (rank % visible devices)
+// through its library's C ABI; tp-run itself links no CUDA.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tp/Runtime/Artifact.h"
 #include "tp/Runtime/Communicators.h"
+#include "tp/Runtime/CudaModel.h"
 #include "tp/Runtime/Npy.h"
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include <malloc.h>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -172,10 +176,14 @@ BoundRank bindRank(const Manifest &manifest, int32_t rank, void *library,
   BoundRank bound;
   const RankSpec &spec = manifest.rankSpecs.at(rank);
   bound.stage = &manifest.stages.at(spec.stage);
-  std::string symbol = "tp_" + bound.stage->function;
-  bound.entry = reinterpret_cast<tp_stage_fn>(dlsym(library, symbol.c_str()));
-  if (!bound.entry)
-    throw Error(manifest.library + " has no entry point " + symbol);
+  // A CUDA library has one entry point for all stages (CudaModel).
+  if (manifest.target == "cpu") {
+    std::string symbol = "tp_" + bound.stage->function;
+    bound.entry =
+        reinterpret_cast<tp_stage_fn>(dlsym(library, symbol.c_str()));
+    if (!bound.entry)
+      throw Error(manifest.library + " has no entry point " + symbol);
+  }
   bound.weights = loadRankWeights(manifest, rank);
   for (const TensorSpec &arg : bound.stage->args) {
     if (arg.kind == "input") {
@@ -315,6 +323,88 @@ int runThreads(const Manifest &manifest, const Options &options, void *library,
   return 0;
 }
 
+/// --target cuda: threads as for the CPU, each rank driving GPU rank %
+/// devices through the model library's C ABI. Host data is bound first, so
+/// that a bad weight file fails before NCCL waits for every rank.
+int runCudaThreads(const Manifest &manifest, const Options &options,
+                   void *library, std::map<std::string, NpyArray> &inputs) {
+  CudaModel model(library);
+  int devices = model.deviceCount();
+  if (devices < 1)
+    throw Error("no CUDA device is visible to run " + options.artifact);
+  int32_t ranks = static_cast<int32_t>(manifest.ranks);
+  std::vector<BoundRank> bound(ranks);
+  std::vector<std::string> errors(ranks);
+  auto reportErrors = [&] {
+    for (const std::string &error : errors)
+      if (!error.empty())
+        std::cerr << "tp-run: error: " << error << "\n";
+    return std::any_of(errors.begin(), errors.end(),
+                       [](const std::string &e) { return !e.empty(); });
+  };
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        bound[rank] = bindRank(manifest, rank, library, inputs);
+      } catch (const std::exception &e) {
+        errors[rank] = e.what();
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  if (reportErrors())
+    return 1;
+
+  std::vector<char> id = model.uniqueId();
+  std::vector<std::unique_ptr<CudaModel::Rank>> gpus(ranks);
+  std::mutex gpusMutex; // a failing rank aborts the others' communicators
+  std::vector<double> seconds(ranks, 0);
+  threads.clear();
+  for (int32_t rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        auto gpu = model.createRank(rank, ranks, rank % devices, id);
+        CudaModel::Rank *self = gpu.get();
+        {
+          std::lock_guard<std::mutex> lock(gpusMutex);
+          gpus[rank] = std::move(gpu);
+        }
+        BoundRank &mine = bound[rank];
+        auto step = [&] {
+          self->run(mine.stage->function, mine.args.data(),
+                    mine.resultPointers.data());
+        };
+        for (int64_t i = 0; i < options.warmup; ++i)
+          step();
+        auto start = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < options.repeat; ++i)
+          step();
+        std::chrono::duration<double> elapsed =
+            std::chrono::steady_clock::now() - start;
+        seconds[rank] = elapsed.count() / options.repeat;
+      } catch (const std::exception &e) {
+        errors[rank] = e.what();
+        std::lock_guard<std::mutex> lock(gpusMutex);
+        for (auto &gpu : gpus)
+          if (gpu)
+            gpu->abort();
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  gpus.clear();
+  if (reportErrors())
+    return 1;
+  int32_t holder = outputRank(manifest);
+  std::vector<const void *> data;
+  for (size_t slot : outputSlots(manifest))
+    data.push_back(bound[holder].resultPointers[slot]);
+  writeOutputs(manifest, options, data);
+  printTiming(options, seconds[holder], ranks);
+  return 0;
+}
+
 #ifdef TP_HAVE_MPI
 int runMpi(const Manifest &manifest, const Options &options, void *library,
            std::map<std::string, NpyArray> &inputs) {
@@ -360,10 +450,10 @@ int runMpi(const Manifest &manifest, const Options &options, void *library,
 
 int run(const Options &options) {
   Manifest manifest = loadManifest(options.artifact);
-  if (manifest.target != "cpu")
+  if (manifest.target != "cpu" && manifest.target != "cuda")
     throw Error(options.artifact + " was compiled with --target " +
                 (manifest.target.empty() ? "none" : manifest.target) +
-                "; tp-run runs --target cpu artifacts");
+                "; tp-run runs --target cpu and cuda artifacts");
   if (options.ranks >= 0 && options.ranks != manifest.ranks)
     throw Error("the artifact was built for " + std::to_string(manifest.ranks) +
                 " ranks (tp " + std::to_string(manifest.tp) + " x pp " +
@@ -374,6 +464,12 @@ int run(const Options &options) {
   void *library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
     throw Error(std::string("cannot load ") + libraryPath + ": " + dlerror());
+  if (manifest.target == "cuda") {
+    if (options.launcher == "mpi")
+      throw Error("--launcher mpi does not run --target cuda artifacts yet; "
+                  "use --launcher threads");
+    return runCudaThreads(manifest, options, library, inputs);
+  }
   if (options.launcher == "mpi") {
 #ifdef TP_HAVE_MPI
     return runMpi(manifest, options, library, inputs);

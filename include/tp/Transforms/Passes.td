@@ -147,6 +147,25 @@ def PlanPipeline : Pass<"tp-plan-pipeline", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def SplitConvolutions : Pass<"tp-split-convolutions", "::mlir::func::FuncOp"> {
+  let summary = "Split convolutions on their output channels";
+  let description = [{
+    Upstream partition cannot split a convolution (its indexing maps are not
+    projected permutations), so tp-parallelize runs convolutions replicated
+    through partition, and this pass, after it, gives each rank of `@grid`
+    its slice of the filters: a convolution whose filter tensor is a weight
+    argument (possibly through `tensor.expand_shape`) and whose output-
+    channel count divides by the grid size computes only this rank's
+    channels, and one `shard.all_gather` on the channel dim rebuilds the
+    full output. The weight argument's type becomes the local slice, tagged
+    `tp.parallel = "conv-output"`, so the artifact stores one slice per rank.
+    A convolution whose channels do not divide stays replicated, with a
+    warning that names it.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def OffsetVocabLookups : Pass<"tp-offset-vocab-lookups",
                               "::mlir::func::FuncOp"> {
   let summary = "Give each rank's embedding lookup its vocabulary offset";

@@ -118,6 +118,8 @@ std::string CppEmitter::byteCount(Value tensor) {
 
 std::string CppEmitter::describe(Operation *op) {
   Location loc = op->getLoc();
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    loc = callSite.getCallee();
   if (auto fused = dyn_cast<FusedLoc>(loc))
     if (!fused.getLocations().empty())
       loc = fused.getLocations().front();

@@ -443,23 +443,11 @@ LogicalResult CudaEmitter::emitCudaGeneric(linalg::GenericOp op) {
   return writer.write();
 }
 
-/// True when every user of `fill` is a GEMM that overwrites it: then the
-/// fill needs neither a buffer nor a kernel.
-static bool onlyFeedsOverwritingGemms(linalg::FillOp fill) {
-  Value result = fill.getResult(0);
-  return !result.use_empty() &&
-         llvm::all_of(result.getUses(), [&](OpOperand &use) {
-           auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
-           return generic && generic.isDpsInit(&use) &&
-                  succeeded(matchGemm(generic)) && isZeroFill(result);
-         });
-}
-
 LogicalResult CudaEmitter::emitCudaFill(linalg::FillOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
   Value result = op.getResult(0);
-  if (onlyFeedsOverwritingGemms(op)) {
+  if (onlyFeedsGemms(op)) {
     os << "// only ever overwritten by cuBLAS (beta = 0): no buffer\n";
     bindTo(result, "nullptr");
     return success();

@@ -502,9 +502,7 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   return success();
 }
 
-/// True when every user of `fill` is a GEMM that overwrites its init (a
-/// zero fill is BLAS's beta = 0): the fill need not run at all.
-static bool onlyFeedsGemms(linalg::FillOp fill) {
+bool mlir::tp::emit::onlyFeedsGemms(linalg::FillOp fill) {
   Value result = fill.getResult(0);
   if (result.use_empty() || !isZeroFill(result))
     return false;

@@ -34,6 +34,10 @@ FailureOr<Gemm> matchGemm(linalg::GenericOp op);
 /// True when `init` is a linalg.fill of +0, so a GEMM may overwrite it.
 bool isZeroFill(Value init);
 
+/// True when every user of `fill` is a GEMM that overwrites its init (a
+/// zero fill is BLAS's beta = 0): the fill need not run at all.
+bool onlyFeedsGemms(linalg::FillOp fill);
+
 /// A sum over reduction dim `dim` of select(key == index(dim) + offset, x, 0):
 /// only the iteration where index(dim) == key - offset contributes.
 struct Lookup {

@@ -24,8 +24,9 @@ def TP_Dialect : Dialect {
       initializer of that name; its bytes stay in the model file.
     - `tp.input = "<name>"` / `tp.output = "<name>"` on arguments / results:
       the ONNX graph input or output name.
-    - `tp.parallel = "column" | "row" | "column-gathered" | "bias"` on a
-      weight argument: how tp-plan-tensor-parallel split it.
+    - `tp.parallel = "column" | "row" | "column-gathered" | "bias" |
+      "vocab" | "conv-output"` on a weight argument: how
+      tp-plan-tensor-parallel (or tp-split-convolutions) split it.
     - `tp.block = N` next to `tp.parallel`: the column→row group the weight
       belongs to (one collective ends each block).
     - `tp.replicated = "<reason>"` on a contraction: why the planner left

@@ -1,0 +1,223 @@
+//===- SplitConvolutions.cpp - tp-split-convolutions ----------------------===//
+//
+// After partition a convolution is still whole on every rank (upstream
+// cannot partition its window maps). Its output channels are independent,
+// so each rank can compute a contiguous 1/t of them from its 1/t of the
+// filters; an all-gather on the channel dim gives every rank the full
+// output again. This is the convolution analogue of a column-parallel
+// linear layer with a gathered output.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_SPLITCONVOLUTIONS
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// A convolution this pass can split, and where its filter dim lives.
+struct ConvSplit {
+  linalg::GenericOp conv;
+  /// The loop over output channels.
+  unsigned channelLoop = 0;
+  /// The filter weight argument, and the expand_shape between it and the
+  /// convolution (may be null).
+  BlockArgument weight;
+  tensor::ExpandShapeOp expand;
+  /// Dim of the weight argument, of the convolution's filter operand and of
+  /// its result that the channel loop indexes.
+  int64_t weightDim = 0, filterDim = 0, resultDim = 0;
+};
+
+/// Position of loop `loop` among `map`'s results as a bare dim, or -1.
+int64_t positionOf(AffineMap map, unsigned loop) {
+  for (auto [i, expr] : llvm::enumerate(map.getResults()))
+    if (auto dim = dyn_cast<AffineDimExpr>(expr); dim && dim.getPosition() == loop)
+      return static_cast<int64_t>(i);
+  return -1;
+}
+
+/// Recognises a convolution: a two-input, one-output reduction whose first
+/// input map is not a projected permutation (the sliding window), whose
+/// second input (the filters) comes from a weight argument, and which has a
+/// parallel loop indexing only the filters and the result.
+std::optional<ConvSplit> matchConvolution(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() == 0)
+    return std::nullopt;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  if (maps[0].isProjectedPermutation() || !maps[1].isProjectedPermutation() ||
+      !maps[2].isProjectedPermutation())
+    return std::nullopt;
+  ConvSplit split;
+  split.conv = op;
+  Value filter = op.getDpsInputs()[1];
+  if (auto expand = filter.getDefiningOp<tensor::ExpandShapeOp>()) {
+    split.expand = expand;
+    filter = expand.getSrc();
+  }
+  split.weight = dyn_cast<BlockArgument>(filter);
+  if (!split.weight || !isa<func::FuncOp>(split.weight.getOwner()->getParentOp()))
+    return std::nullopt;
+  auto func = cast<func::FuncOp>(split.weight.getOwner()->getParentOp());
+  if (!func.getArgAttr(split.weight.getArgNumber(), TPDialect::kWeightAttrName) ||
+      func.getArgAttr(split.weight.getArgNumber(), TPDialect::kParallelAttrName))
+    return std::nullopt;
+  // The filter must feed this convolution alone, or a split would change
+  // what other users see.
+  if (!split.weight.hasOneUse() || (split.expand && !split.expand->hasOneUse()))
+    return std::nullopt;
+  auto iterators = op.getIteratorTypesArray();
+  for (unsigned loop = 0; loop < iterators.size(); ++loop) {
+    if (iterators[loop] != utils::IteratorType::parallel ||
+        maps[0].isFunctionOfDim(loop))
+      continue;
+    int64_t filterDim = positionOf(maps[1], loop);
+    int64_t resultDim = positionOf(maps[2], loop);
+    if (filterDim < 0 || resultDim < 0)
+      continue;
+    auto filterType = cast<RankedTensorType>(op.getDpsInputs()[1].getType());
+    if (filterType.getDimSize(filterDim) == 1)
+      continue; // a group dim of size 1
+    split.channelLoop = loop;
+    split.filterDim = filterDim;
+    split.resultDim = resultDim;
+    split.weightDim = filterDim;
+    if (split.expand) {
+      // The argument dim whose group holds the filter dim; the split must
+      // land on the group's one non-unit dim.
+      split.weightDim = -1;
+      for (auto [argDim, group] :
+           llvm::enumerate(split.expand.getReassociationIndices())) {
+        if (!llvm::is_contained(group, filterDim))
+          continue;
+        for (int64_t d : group)
+          if (d != filterDim && filterType.getDimSize(d) != 1)
+            return std::nullopt;
+        split.weightDim = static_cast<int64_t>(argDim);
+      }
+    }
+    return split;
+  }
+  return std::nullopt;
+}
+
+RankedTensorType withDim(RankedTensorType type, int64_t dim, int64_t size) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  return type.clone(shape);
+}
+
+struct SplitConvolutions
+    : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    auto module = func->getParentOfType<ModuleOp>();
+    auto grid = module ? module.lookupSymbol<shard::GridOp>("grid") : nullptr;
+    if (!grid || grid.getShape().size() != 1 || grid.getShape()[0] < 2)
+      return;
+    int64_t ranks = grid.getShape()[0];
+    SmallVector<ConvSplit> splits;
+    func.walk([&](linalg::GenericOp op) {
+      if (std::optional<ConvSplit> split = matchConvolution(op))
+        splits.push_back(*split);
+    });
+    for (ConvSplit &split : splits) {
+      auto filterType =
+          cast<RankedTensorType>(split.conv.getDpsInputs()[1].getType());
+      int64_t channels = filterType.getDimSize(split.filterDim);
+      if (channels % ranks != 0) {
+        split.conv.emitWarning()
+            << "tp-split-convolutions: " << channels
+            << " output channels do not divide by " << ranks
+            << " devices; the convolution stays replicated";
+        continue;
+      }
+      if (failed(rewrite(split, ranks, grid)))
+        return signalPassFailure();
+    }
+  }
+
+  LogicalResult rewrite(ConvSplit &split, int64_t ranks, shard::GridOp grid) {
+    linalg::GenericOp conv = split.conv;
+    auto func = cast<func::FuncOp>(split.weight.getOwner()->getParentOp());
+    Value init = conv.getDpsInits()[0];
+    auto fill = init.getDefiningOp<linalg::FillOp>();
+    if (!fill && !init.getDefiningOp<tensor::EmptyOp>())
+      return success(); // An init we cannot rebuild locally: leave it.
+
+    // The weight argument becomes this rank's slice of the filters.
+    auto argType = cast<RankedTensorType>(split.weight.getType());
+    int64_t local = argType.getDimSize(split.weightDim) / ranks;
+    auto localArgType = withDim(argType, split.weightDim, local);
+    unsigned argIndex = split.weight.getArgNumber();
+    split.weight.setType(localArgType);
+    SmallVector<Type> inputs(func.getArgumentTypes());
+    inputs[argIndex] = localArgType;
+    func.setType(FunctionType::get(func.getContext(), inputs,
+                                   func.getResultTypes()));
+    func.setArgAttr(argIndex, TPDialect::kParallelAttrName,
+                    StringAttr::get(func.getContext(), "conv-output"));
+
+    OpBuilder b(conv);
+    // Inlined from tp-outline-unpartitionable's call: name the node itself.
+    Location loc = conv.getLoc();
+    if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+      loc = callSite.getCallee();
+    auto filterType =
+        cast<RankedTensorType>(conv.getDpsInputs()[1].getType());
+    Value filter = split.weight;
+    if (split.expand) {
+      auto localFilterType = withDim(filterType, split.filterDim,
+                                     filterType.getDimSize(split.filterDim) /
+                                         ranks);
+      b.setInsertionPoint(split.expand);
+      auto expand = tensor::ExpandShapeOp::create(
+          b, split.expand.getLoc(), localFilterType, split.weight,
+          split.expand.getReassociationIndices());
+      split.expand->replaceAllUsesWith(expand);
+      split.expand.erase();
+      filter = expand;
+      b.setInsertionPoint(conv);
+    }
+
+    // The convolution on this rank's channels, then the gather.
+    auto resultType = cast<RankedTensorType>(conv.getResult(0).getType());
+    auto localResultType =
+        withDim(resultType, split.resultDim,
+                resultType.getDimSize(split.resultDim) / ranks);
+    Value localInit = tensor::EmptyOp::create(
+        b, loc, localResultType.getShape(), localResultType.getElementType());
+    if (fill)
+      localInit = linalg::FillOp::create(b, fill.getLoc(), fill.getInputs()[0],
+                                         localInit)
+                      .getResult(0);
+    IRMapping mapping;
+    mapping.map(conv.getDpsInputs()[1], filter);
+    mapping.map(init, localInit);
+    Operation *localConv = b.clone(*conv, mapping);
+    localConv->getResult(0).setType(localResultType);
+    auto gather = shard::AllGatherOp::create(
+        b, loc, resultType, grid.getSymName(), ArrayRef<int16_t>{0},
+        localConv->getResult(0), APInt(64, split.resultDim));
+    conv.getResult(0).replaceAllUsesWith(gather.getResult());
+    conv.erase();
+    if (fill && fill->use_empty())
+      fill.erase();
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Run a bundled model's --target cuda code on the CPU and compare outputs.
+
+    run_emulated.py test/models/gpt2 --input-shape input_ids=2x16 \\
+        --config tp=2 --config tp=2,pp=2 --config tp=2,sp
+
+For machines without a GPU: tp-compile --target cuda writes model.cu (nvcc
+builds the real library as usual; --nvcc true skips that), then model.cu is
+rebuilt with the host C++ compiler against include/tp_cuda_emulation.h, a
+CPU stand-in for the CUDA runtime, cuBLAS and NCCL, and run by tp-run's CUDA
+path on thread ranks. Kernel launches are rewritten to tp_emu::launch.
+A config is a comma-separated list of tp=N, pp=P, sp; a run passes when
+|out - ref| <= atol + rtol * |ref| everywhere (references beside the model).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LAUNCH = re.compile(r"(\w+(?:<\w+>)?)<<<(.*?)>>>\(", re.DOTALL)
+
+
+def parse_config(text):
+    config = {"tp": 1, "pp": 1, "sp": False}
+    for part in filter(None, text.split(",")):
+        if part == "sp":
+            config["sp"] = True
+        else:
+            key, _, value = part.partition("=")
+            if key not in ("tp", "pp") or not value.isdigit():
+                sys.exit(f"bad config part '{part}' in '{text}'")
+            config[key] = int(value)
+    return config
+
+
+def emulate(artifact, cxx):
+    """Rebuilds artifact/libmodel.so from model.cu with the emulation."""
+    for name in ("model.cu", "tp_cuda_runtime.h"):
+        path = os.path.join(artifact, name)
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(LAUNCH.sub(r"tp_emu::launch(\1, \2, ", text))
+    subprocess.run([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
+                    "-I", os.path.join(HERE, "include"), "-I", artifact,
+                    "-x", "c++", os.path.join(artifact, "model.cu"),
+                    "-o", os.path.join(artifact, "libmodel.so"), "-lpthread"],
+                   check=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model_dir")
+    parser.add_argument("--config", action="append", required=True)
+    parser.add_argument("--input-shape", action="append", default=[])
+    parser.add_argument("--atol", type=float, default=1e-4)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--tp-compile", default="tp-compile")
+    parser.add_argument("--tp-run", default="tp-run")
+    parser.add_argument("--nvcc", help="nvcc for tp-compile (NVCC)")
+    parser.add_argument("--cxx", default=os.environ.get("CXX", "c++"))
+    parser.add_argument("--keep", help="copy the artifacts here")
+    args = parser.parse_args()
+    model = os.path.join(args.model_dir, "model.onnx")
+    name = os.path.basename(os.path.normpath(args.model_dir))
+    env = dict(os.environ)
+    if args.nvcc:
+        env["NVCC"] = shutil.which(args.nvcc) or args.nvcc
+
+    failures = 0
+    with tempfile.TemporaryDirectory() as work:
+        for text in args.config:
+            config = parse_config(text)
+            artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
+            cmd = [args.tp_compile, model, "--target", "cuda", "-o", artifact,
+                   "--devices", str(config["tp"]), "--pp", str(config["pp"])]
+            if config["sp"]:
+                cmd.append("--sequence-parallel")
+            for shape in args.input_shape:
+                cmd += ["--input-shape", shape]
+            subprocess.run(cmd, check=True, env=env, stderr=subprocess.DEVNULL)
+            emulate(artifact, args.cxx)
+            if args.keep:
+                shutil.copytree(artifact, os.path.join(
+                    args.keep, name + "-" + os.path.basename(artifact)),
+                    dirs_exist_ok=True)
+            with open(os.path.join(artifact, "manifest.json")) as f:
+                manifest = json.load(f)
+            inputs = []
+            for spec in manifest["inputs"]:
+                inputs += ["--input", "%s=%s" % (
+                    spec["name"],
+                    os.path.join(args.model_dir, spec["name"] + ".npy"))]
+            out_dir = os.path.join(work, "out")
+            subprocess.run([args.tp_run, artifact, "--output-dir", out_dir,
+                            "--quiet"] + inputs, check=True)
+            for spec in manifest["outputs"]:
+                ref = np.load(os.path.join(args.model_dir,
+                                           spec["name"] + ".npy"))
+                out = np.load(os.path.join(out_dir, spec["name"] + ".npy"))
+                diff = float(np.max(np.abs(out.astype(np.float64) - ref)))
+                ok = out.shape == ref.shape and np.allclose(
+                    out, ref, atol=args.atol, rtol=args.rtol)
+                failures += not ok
+                print("%s [%s] emulated cuda x%d %s: max abs diff %.3g %s" % (
+                    name, text, manifest["grid"]["ranks"], spec["name"], diff,
+                    "ok" if ok else "FAIL"))
+    if failures:
+        print("FAIL %s: %d output(s) differ" % (name, failures))
+        return 1
+    print("PASS %s" % name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
