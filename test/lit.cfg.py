@@ -41,6 +41,10 @@ if _mpirun and _mpi_lib:
     config.environment["TP_MPI_LIB"] = _mpi_lib
     _root = " --allow-run-as-root" if os.geteuid() == 0 else ""
     config.substitutions.append(("%mpirun", _mpirun + _root + " --oversubscribe"))
+# nvcc (the CUDA toolkit): tp-compile --target cuda can build libraries.
+if shutil.which("nvcc"):
+    config.available_features.add("nvcc")
+
 # Open MPI refuses to start as root without these.
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"

@@ -136,9 +136,18 @@ struct PlanPipeline : tp::impl::PlanPipelineBase<PlanPipeline> {
     for (int64_t i = 0; i < n; ++i)
       if (isResidualAdd(ops[i]) && interior(i + 1))
         cuts.push_back(i + 1);
+    // A model without residual blocks (a plain CNN) is cut where a single
+    // activation is live: between its layers.
+    StringRef kind = "block boundaries (residual adds)";
+    if (cuts.empty()) {
+      for (int64_t c = 1; c < n; ++c)
+        if (interior(c) && live[c].size() == 1)
+          cuts.push_back(c);
+      kind = "points where one activation is live (no residual adds)";
+    }
     if (static_cast<int64_t>(cuts.size()) < stages - 1) {
-      main.emitError() << "tp-plan-pipeline: @main has " << cuts.size()
-                       << " block boundaries (residual adds), too few for "
+      main.emitError() << "tp-plan-pipeline: @main has " << cuts.size() << " "
+                       << kind << ", too few for "
                        << static_cast<int64_t>(stages) << " stages (at most "
                        << cuts.size() + 1 << ")";
       return signalPassFailure();

@@ -31,7 +31,8 @@ struct Gemm {
 /// The GEMM `op` computes, or failure when it is not one.
 FailureOr<Gemm> matchGemm(linalg::GenericOp op);
 
-/// True when `init` is a linalg.fill of +0, so a GEMM may overwrite it.
+/// True when `init` is a linalg.fill of +0 (or a trivial scf.if of one), so
+/// a GEMM may overwrite it.
 bool isZeroFill(Value init);
 
 /// True when every user of `fill` is a GEMM that overwrites its init (a
