@@ -17,14 +17,12 @@ template <typename Fn> static Fn lookUp(void *library, const char *name) {
 }
 
 CudaModel::CudaModel(void *library)
-    : deviceCountFn(lookUp<tp_cuda_device_count_fn>(library,
-                                                    "tp_cuda_device_count")),
+    : deviceCountFn(
+          lookUp<tp_cuda_device_count_fn>(library, "tp_cuda_device_count")),
       uniqueIdFn(lookUp<tp_cuda_unique_id_fn>(library, "tp_cuda_unique_id")),
-      createFn(
-          lookUp<tp_cuda_rank_create_fn>(library, "tp_cuda_rank_create")),
+      createFn(lookUp<tp_cuda_rank_create_fn>(library, "tp_cuda_rank_create")),
       runFn(lookUp<tp_cuda_rank_run_fn>(library, "tp_cuda_rank_run")),
-      lastErrorFn(
-          lookUp<tp_cuda_last_error_fn>(library, "tp_cuda_last_error")),
+      lastErrorFn(lookUp<tp_cuda_last_error_fn>(library, "tp_cuda_last_error")),
       abortFn(lookUp<tp_cuda_rank_abort_fn>(library, "tp_cuda_rank_abort")),
       destroyFn(
           lookUp<tp_cuda_rank_destroy_fn>(library, "tp_cuda_rank_destroy")) {}

@@ -329,10 +329,13 @@ int runThreads(const Manifest &manifest, const Options &options, void *library,
 int runCudaThreads(const Manifest &manifest, const Options &options,
                    void *library, std::map<std::string, NpyArray> &inputs) {
   CudaModel model(library);
-  int devices = model.deviceCount();
-  if (devices < 1)
-    throw Error("no CUDA device is visible to run " + options.artifact);
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
+  // NCCL refuses two ranks of one communicator on the same GPU.
+  int devices = model.deviceCount();
+  if (devices < ranks)
+    throw Error(options.artifact + " runs " + std::to_string(ranks) +
+                " ranks, one per GPU, but " + std::to_string(devices) +
+                " CUDA device(s) are visible");
   std::vector<BoundRank> bound(ranks);
   std::vector<std::string> errors(ranks);
   auto reportErrors = [&] {
@@ -359,6 +362,7 @@ int runCudaThreads(const Manifest &manifest, const Options &options,
   std::vector<char> id = model.uniqueId();
   std::vector<std::unique_ptr<CudaModel::Rank>> gpus(ranks);
   std::mutex gpusMutex; // a failing rank aborts the others' communicators
+  int32_t firstFailure = -1;
   std::vector<double> seconds(ranks, 0);
   threads.clear();
   for (int32_t rank = 0; rank < ranks; ++rank)
@@ -386,6 +390,8 @@ int runCudaThreads(const Manifest &manifest, const Options &options,
       } catch (const std::exception &e) {
         errors[rank] = e.what();
         std::lock_guard<std::mutex> lock(gpusMutex);
+        if (firstFailure < 0)
+          firstFailure = rank;
         for (auto &gpu : gpus)
           if (gpu)
             gpu->abort();
@@ -394,6 +400,9 @@ int runCudaThreads(const Manifest &manifest, const Options &options,
   for (std::thread &thread : threads)
     thread.join();
   gpus.clear();
+  // The first failure is the cause; the others' are usually its echoes.
+  if (firstFailure > 0)
+    std::swap(errors[0], errors[firstFailure]);
   if (reportErrors())
     return 1;
   int32_t holder = outputRank(manifest);

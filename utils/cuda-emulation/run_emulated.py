@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LAUNCH = re.compile(r"(\w+(?:<\w+>)?)<<<(.*?)>>>\(", re.DOTALL)
+LAUNCH = re.compile(r"(\w+(?:<\w+>)?)\s*<<<(.*?)>>>\(", re.DOTALL)
 
 
 def parse_config(text):

@@ -195,9 +195,11 @@ def main():
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--tp-translate", default=None)
-    ap.add_argument("--backend", choices=["mlir-runner", "tp-run"], default="mlir-runner",
+    ap.add_argument("--backend", choices=["mlir-runner", "tp-run", "compiled"],
+                    default="mlir-runner",
                     help="mlir-runner: lower the imported IR with upstream MLIR and run it; "
-                         "tp-run: tp-compile --devices 1 --target cpu, then tp-run")
+                         "tp-run (alias compiled): tp-compile --devices 1 --target cpu, "
+                         "then tp-run")
     ap.add_argument("--tp-compile", default=None)
     ap.add_argument("--tp-run", default=None)
     ap.add_argument("--json", help="write per-test results here")
@@ -207,6 +209,8 @@ def main():
                          "with those inputs turned into Constant nodes")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
+    if a.backend == "compiled":
+        a.backend = "tp-run"
     jobs = max(1, min(a.jobs, 2))
 
     tests = sorted(d for d in glob.glob(os.path.join(a.dir, "test_*"))

@@ -1,4 +1,4 @@
-//===- CudaModel.h - a --target cuda model library, seen from the host -*- C++ -*-===//
+//===- CudaModel.h - a CUDA model library, seen from the host --*- C++ -*-===//
 //
 // tp-run links no CUDA library: it dlopens a model built with --target cuda
 // and reaches the C ABI of CudaRankContext.h through dlsym. This wraps that
@@ -31,16 +31,14 @@ public:
   /// One rank on one GPU.
   class Rank {
   public:
-    Rank(const CudaModel &model, void *handle)
-        : model(model), handle(handle) {}
+    Rank(const CudaModel &model, void *handle) : model(model), handle(handle) {}
     Rank(const Rank &) = delete;
     Rank &operator=(const Rank &) = delete;
     ~Rank();
 
     /// Runs stage function `stage` on host buffers: `args` in the stage's
     /// argument order, `results` preallocated.
-    void run(const std::string &stage, void *const *args,
-             void *const *results);
+    void run(const std::string &stage, void *const *args, void *const *results);
     /// Makes peers blocked on this rank fail instead of waiting forever.
     /// Safe to call from another thread while run() is in progress.
     void abort();

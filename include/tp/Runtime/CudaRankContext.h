@@ -1,4 +1,4 @@
-//===- CudaRankContext.h - what generated CUDA code calls at run time -*- C++ -*-===//
+//===- CudaRankContext.h - what generated CUDA code calls -----*- C++ -*-===//
 //
 // The interface between code emitted by tp-compile --target cuda and whoever
 // runs it. tp-compile copies this header into the artifact as
@@ -41,12 +41,12 @@ int tp_cuda_unique_id(void *id);
 /// cuBLAS handle and NCCL communicators. NCCL initialisation is collective:
 /// every rank of the world must call this concurrently, with the same `id`.
 /// Returns null on failure; tp_cuda_last_error(nullptr) then says why.
-void *tp_cuda_rank_create(int rank, int worldSize, int device,
-                          const void *id);
+void *tp_cuda_rank_create(int rank, int worldSize, int device, const void *id);
 /// Runs the stage function `stage` (manifest "function") on host data:
 /// uploads `hostArgs` (weights only on the first call, or when their host
 /// pointer changes), runs, and downloads the results into `hostResults`.
-/// Returns 0, or nonzero with the reason in tp_cuda_last_error(rank).
+/// Returns 0, or nonzero with the reason in tp_cuda_last_error(rank); the
+/// device buffers a failed stage had allocated are not recovered.
 int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
                      void *const *hostResults);
 /// The last failure of `rank`'s calls; for a null `rank`, the calling
@@ -249,8 +249,8 @@ __global__ void fillKernel(T *out, int64_t count, T value) {
 
 template <typename T>
 void fill(Rank *context, T *out, int64_t count, T value, const char *site) {
-  fillKernel<T><<<blocksFor(count), kThreads, 0, context->stream>>>(
-      out, count, value);
+  fillKernel<T>
+      <<<blocksFor(count), kThreads, 0, context->stream>>>(out, count, value);
   TP_CUDA_CHECK_LAUNCH(site);
 }
 
@@ -274,10 +274,10 @@ inline void swapOuter(Rank *context, void *out, const void *in, int64_t outer,
   auto launch = [&](auto unit) {
     using U = decltype(unit);
     int64_t chunk = chunkBytes / int64_t(sizeof(U));
-    swapOuterKernel<U><<<blocksFor(outer * middle * chunk), kThreads, 0,
-                         context->stream>>>(
-        static_cast<U *>(out), static_cast<const U *>(in), outer, middle,
-        chunk);
+    swapOuterKernel<U>
+        <<<blocksFor(outer * middle * chunk), kThreads, 0, context->stream>>>(
+            static_cast<U *>(out), static_cast<const U *>(in), outer, middle,
+            chunk);
   };
   // The widest unit that divides a chunk moves the fewest elements.
   if (chunkBytes % 8 == 0)
@@ -387,8 +387,7 @@ int tp_cuda_unique_id(void *id) {
   return 0;
 }
 
-void *tp_cuda_rank_create(int rank, int worldSize, int device,
-                          const void *id) {
+void *tp_cuda_rank_create(int rank, int worldSize, int device, const void *id) {
   using namespace tp::cuda;
   const char *site = "creating the rank";
   auto *context = new Rank();
@@ -397,9 +396,9 @@ void *tp_cuda_rank_create(int rank, int worldSize, int device,
   context->device = device;
   try {
     TP_CUDA_CHECK(cudaSetDevice(device), site);
-    TP_CUDA_CHECK(cudaStreamCreateWithFlags(&context->stream,
-                                            cudaStreamNonBlocking),
-                  site);
+    TP_CUDA_CHECK(
+        cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking),
+        site);
     // Buffers freed by one forward stay in the pool for the next.
     cudaMemPool_t pool;
     TP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device), site);
@@ -472,8 +471,8 @@ int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
     info.function(context, args.data(), results.data());
     for (int32_t i = 0; i < info.numResults; ++i)
       TP_CUDA_CHECK(cudaMemcpyAsync(hostResults[i], results[i],
-                                    info.resultBytes[i],
-                                    cudaMemcpyDeviceToHost, context->stream),
+                                    info.resultBytes[i], cudaMemcpyDeviceToHost,
+                                    context->stream),
                     site);
     for (void *buffer : temporaries)
       release(context, buffer);

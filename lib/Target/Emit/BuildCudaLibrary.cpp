@@ -72,14 +72,14 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
     std::error_code ec;
     llvm::raw_fd_ostream os(sourcePath, ec, llvm::sys::fs::OF_Text);
     if (ec)
-      return emitError(loc) << "cannot write '" << sourcePath
-                            << "': " << ec.message();
+      return emitError(loc)
+             << "cannot write '" << sourcePath << "': " << ec.message();
     if (failed(emitCuda(*copy, os)))
       return failure();
     llvm::raw_fd_ostream header(headerPath, ec, llvm::sys::fs::OF_Text);
     if (ec)
-      return emitError(loc) << "cannot write '" << headerPath
-                            << "': " << ec.message();
+      return emitError(loc)
+             << "cannot write '" << headerPath << "': " << ec.message();
     header << kCudaRuntimeHeader;
   }
 
@@ -104,8 +104,8 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   args.append(extra.begin(), extra.end());
   SmallVector<StringRef> argRefs(args.begin(), args.end());
-  int rc = llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0,
-                                     &error);
+  int rc =
+      llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &error);
   if (rc != 0)
     return emitError(loc) << "compiling " << sourcePath << " with " << nvcc
                           << " failed" << (error.empty() ? "" : ": " + error)

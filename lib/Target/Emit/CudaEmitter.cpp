@@ -63,8 +63,8 @@ void CudaEmitter::copyResult(unsigned index, Value value) {
 
 std::string CudaEmitter::commFor(GroupSpec group) {
   groups.insert({group.size, group.stride});
-  return "context->comm(tp::cuda::Group{" + std::to_string(group.size) +
-         ", " + std::to_string(group.stride) + "})";
+  return "context->comm(tp::cuda::Group{" + std::to_string(group.size) + ", " +
+         std::to_string(group.stride) + "})";
 }
 
 //===----------------------------------------------------------------------===//
@@ -74,12 +74,11 @@ std::string CudaEmitter::commFor(GroupSpec group) {
 LogicalResult CudaEmitter::emitOp(Operation *op) {
   // Calls, branches and scalar arithmetic are host code, as on the CPU; the
   // ops in their regions come back here.
-  bool isTensor = llvm::any_of(op->getResultTypes(), [](Type type) {
-    return isa<ShapedType>(type);
-  });
+  bool isTensor = llvm::any_of(op->getResultTypes(),
+                               [](Type type) { return isa<ShapedType>(type); });
   bool onHost = isa<func::CallOp, scf::IfOp>(op) ||
-                (!isTensor && isa<arith::ArithDialect, math::MathDialect>(
-                                  op->getDialect()));
+                (!isTensor &&
+                 isa<arith::ArithDialect, math::MathDialect>(op->getDialect()));
   // Checks name the op they come from (a branch's copies: the branch).
   std::string outerSite = site;
   site = siteLiteral(op, op->getName().getStringRef());
@@ -119,8 +118,8 @@ LogicalResult CudaEmitter::emitCudaExtract(tensor::ExtractOp op) {
   for (auto [i, index] : llvm::enumerate(op.getIndices()))
     offset += " + " + name(index) + " * " + std::to_string(strides[i]) + "LL";
   os << "const " << *type << " " << bind(op.getResult())
-     << " = tp::cuda::load(context, " << name(op.getTensor()) << offset
-     << ", " << site << ");\n";
+     << " = tp::cuda::load(context, " << name(op.getTensor()) << offset << ", "
+     << site << ");\n";
   return success();
 }
 
@@ -171,7 +170,8 @@ template <typename T> __host__ __device__ T integerPow(T base, T exponent) {
       result *= base;
   return result;
 }
-template <typename To, typename From> __host__ __device__ To fpToInt(From value) {
+template <typename To, typename From>
+__host__ __device__ To fpToInt(From value) {
   if (value != value)
     return 0;
   if (value >= static_cast<From>(std::numeric_limits<To>::max()))
@@ -246,10 +246,9 @@ LogicalResult CudaEmitter::emitStageTable(raw_indented_ostream &out) {
   });
   out << "} // namespace\n\n";
   out << "const tp::cuda::ModelInfo &tp::cuda::model() {\n";
-  out << "  static const ModelInfo info{"
-      << orNull(!stages.empty(), "stages") << ", " << stages.size() << ", "
-      << orNull(!groups.empty(), "groups") << ", " << groups.size()
-      << "};\n  return info;\n}\n";
+  out << "  static const ModelInfo info{" << orNull(!stages.empty(), "stages")
+      << ", " << stages.size() << ", " << orNull(!groups.empty(), "groups")
+      << ", " << groups.size() << "};\n  return info;\n}\n";
   return success();
 }
 
@@ -310,8 +309,9 @@ LogicalResult CudaEmitter::emitModule() {
   }
   os << kCudaPrelude;
   if (!globals.empty() || !kernels.empty())
-    os << "namespace {\n\n" << globals << (globals.empty() ? "" : "\n")
-       << kernels << "} // namespace\n\n";
+    os << "namespace {\n\n"
+       << globals << (globals.empty() ? "" : "\n") << kernels
+       << "} // namespace\n\n";
   os << body;
   return success();
 }

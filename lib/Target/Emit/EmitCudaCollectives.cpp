@@ -29,8 +29,7 @@ static FailureOr<std::string> ncclType(Operation *op, Type type) {
     return std::string("ncclInt8");
   if (type.isInteger(1))
     return std::string("ncclUint8");
-  return op->emitError("NCCL reductions do not support element type ")
-         << type;
+  return op->emitError("NCCL reductions do not support element type ") << type;
 }
 
 static FailureOr<std::string> ncclReduction(Operation *op,
@@ -102,13 +101,12 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
     auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
     auto [outer, chunk] =
         splitAt(shape, allGather.getGatherAxis().getSExtValue());
-    std::string chunkBytes =
-        std::to_string(chunk) + " * sizeof(" + *type + ")";
+    std::string chunkBytes = std::to_string(chunk) + " * sizeof(" + *type + ")";
     std::string comm = commFor(*group);
     if (outer == 1) {
-      os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput())
-         << ", " << name(allGather.getResult()) << ", " << chunkBytes
-         << ", ncclUint8, " << comm << ", " << stream;
+      os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput()) << ", "
+         << name(allGather.getResult()) << ", " << chunkBytes << ", ncclUint8, "
+         << comm << ", " << stream;
       return success();
     }
     os << "{\n";
@@ -146,10 +144,9 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
         splitAt(shape, reduceScatter.getScatterAxis().getSExtValue());
     std::string comm = commFor(*group);
     if (outer == 1) {
-      os << "TP_CUDA_CHECK(ncclReduceScatter("
-         << name(reduceScatter.getInput()) << ", "
-         << name(reduceScatter.getResult()) << ", " << chunk << ", " << *type
-         << ", " << *reduction << ", " << comm << ", " << stream;
+      os << "TP_CUDA_CHECK(ncclReduceScatter(" << name(reduceScatter.getInput())
+         << ", " << name(reduceScatter.getResult()) << ", " << chunk << ", "
+         << *type << ", " << *reduction << ", " << comm << ", " << stream;
       return success();
     }
     os << "{\n";
@@ -157,13 +154,11 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
     os << "// NCCL scatters rank-major: [" << outer << ", " << group->size
        << ", chunk] in the input, [" << group->size << ", " << outer
        << ", chunk] here.\n";
-    os << *cType << " *staged = tp::cuda::allocate<" << *cType
-       << ">(context, " << group->size * outer * chunk << ", " << site
-       << ");\n";
+    os << *cType << " *staged = tp::cuda::allocate<" << *cType << ">(context, "
+       << group->size * outer * chunk << ", " << site << ");\n";
     os << "tp::cuda::swapOuter(context, staged, "
-       << name(reduceScatter.getInput()) << ", " << outer << ", "
-       << group->size << ", " << chunk << " * sizeof(" << *cType << "), "
-       << site << ");\n";
+       << name(reduceScatter.getInput()) << ", " << outer << ", " << group->size
+       << ", " << chunk << " * sizeof(" << *cType << "), " << site << ");\n";
     os << "TP_CUDA_CHECK(ncclReduceScatter(staged, "
        << name(reduceScatter.getResult()) << ", " << outer * chunk << ", "
        << *type << ", " << *reduction << ", " << comm << ", " << stream;
@@ -186,9 +181,8 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
        << groupLiteral(*group) << ");\n";
     os << "tp::cuda::copyBox(context, " << name(allSlice.getResult()) << ", "
        << name(allSlice.getInput()) << " + index * " << chunk
-       << "LL, tp::cuda::Box{2, {" << outer << ", " << chunk << "}, {"
-       << chunk << ", 1}, {" << group->size * chunk << ", 1}}, " << site
-       << ");\n";
+       << "LL, tp::cuda::Box{2, {" << outer << ", " << chunk << "}, {" << chunk
+       << ", 1}, {" << group->size * chunk << ", 1}}, " << site << ");\n";
     os.unindent();
     os << "}\n";
     return success();
@@ -200,8 +194,8 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
       auto group = groupOf(op, multiIndex.getGrid(), {axis});
       if (failed(group))
         return failure();
-      os << "const std::int64_t " << bind(result)
-         << " = context->groupIndex(" << groupLiteral(*group) << ");\n";
+      os << "const std::int64_t " << bind(result) << " = context->groupIndex("
+         << groupLiteral(*group) << ");\n";
     }
     return success();
   }
@@ -242,8 +236,8 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
       return failure();
     os << "TP_CUDA_CHECK(ncclRecv(" << name(recv.getResult()) << ", "
        << byteCount(recv.getResult()) << ", ncclUint8, context->groupPeer("
-       << groupLiteral(*group) << ", " << (*source)[0]
-       << "), context->world, " << stream;
+       << groupLiteral(*group) << ", " << (*source)[0] << "), context->world, "
+       << stream;
     return success();
   }
   return op->emitError("code generation does not support ") << op->getName();

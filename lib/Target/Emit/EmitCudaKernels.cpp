@@ -52,11 +52,11 @@ static LogicalResult emitCublasGemm(CudaEmitter &e, linalg::GenericOp op,
   e.os << "TP_CUDA_CHECK(cublas" << (isDouble ? "D" : "S")
        << "gemmStridedBatched(context->blas, " << trans(gemm.transRhs) << ", "
        << trans(gemm.transLhs) << ", " << gemm.n << ", " << gemm.m << ", "
-       << gemm.k << ", &alpha, " << e.name(gemm.rhs) << ", " << gemm.ldb
-       << ", " << gemm.strideRhs << ", " << e.name(gemm.lhs) << ", "
-       << gemm.lda << ", " << gemm.strideLhs << ", &beta, " << e.name(out)
-       << ", " << gemm.ldc << ", " << gemm.strideOut << ", " << gemm.batch
-       << "), " << e.site << ");\n";
+       << gemm.k << ", &alpha, " << e.name(gemm.rhs) << ", " << gemm.ldb << ", "
+       << gemm.strideRhs << ", " << e.name(gemm.lhs) << ", " << gemm.lda << ", "
+       << gemm.strideLhs << ", &beta, " << e.name(out) << ", " << gemm.ldc
+       << ", " << gemm.strideOut << ", " << gemm.batch << "), " << e.site
+       << ");\n";
   e.os.unindent();
   e.os << "}\n";
   return success();
@@ -73,8 +73,8 @@ class KernelWriter {
 public:
   KernelWriter(CudaEmitter &e, linalg::GenericOp op,
                std::optional<Lookup> lookup)
-      : e(e), op(op), lookup(std::move(lookup)),
-        body(op.getRegion().front()), ranges(op.getStaticLoopRanges()) {}
+      : e(e), op(op), lookup(std::move(lookup)), body(op.getRegion().front()),
+        ranges(op.getStaticLoopRanges()) {}
 
   LogicalResult write();
 
@@ -117,12 +117,12 @@ private:
   SmallVector<std::string> indices;
   /// Kernel parameters and the host expressions passed for them.
   SmallVector<std::string> params, args;
-  /// Pointer parameter of each tensor operand (by operand number) and of
-  /// each result; scalar value of captured values, keyed by value.
+  /// The parameter of each operand the payload reads (by operand number),
+  /// of each result, and of each value used from outside the op.
   llvm::DenseMap<unsigned, std::string> operandParam;
   SmallVector<std::string> resultParam;
   llvm::MapVector<Value, std::string> captured;
-  /// Names bound to values inside the kernel.
+  /// Block arguments already bound to a load or an accumulator.
   llvm::DenseSet<Value> loaded;
 };
 
@@ -162,9 +162,9 @@ bool KernelWriter::dimIsRead(unsigned dim) {
       if (tensor.getDimSize(i) != 1 && expr.isFunctionOfDim(dim))
         return true;
   }
-  return llvm::any_of(body.getOps<linalg::IndexOp>(), [&](linalg::IndexOp index) {
-    return index.getDim() == dim;
-  });
+  return llvm::any_of(
+      body.getOps<linalg::IndexOp>(),
+      [&](linalg::IndexOp index) { return index.getDim() == dim; });
 }
 
 LogicalResult KernelWriter::collectParams() {
@@ -212,8 +212,8 @@ LogicalResult KernelWriter::collectParams() {
           tensor ? tensor.getElementType() : operand.getType(), op);
       if (failed(type))
         return WalkResult::interrupt();
-      addParam(operand, tensor ? "const " + *type + " *__restrict__"
-                               : "const " + *type,
+      addParam(operand,
+               tensor ? "const " + *type + " *__restrict__" : "const " + *type,
                paramName);
       captured.insert({operand, paramName});
     }
@@ -259,8 +259,7 @@ LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
 
   std::string where = CppEmitter::describe(op);
   os << "// " << op->getName() << (where.empty() ? "" : " (" + where + ")")
-     << (owned ? "" : ": one thread, its outputs are shared by points")
-     << "\n";
+     << (owned ? "" : ": one thread, its outputs are shared by points") << "\n";
   os << "__global__ void " << kernel << "(";
   llvm::interleaveComma(params, os);
   os << ") {\n";
@@ -319,8 +318,8 @@ LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
   }
 
   for (unsigned d : loopDims)
-    os << "for (std::int64_t " << indices[d] << " = 0; " << indices[d]
-       << " < " << ranges[d] << "; ++" << indices[d] << ")\n";
+    os << "for (std::int64_t " << indices[d] << " = 0; " << indices[d] << " < "
+       << ranges[d] << "; ++" << indices[d] << ")\n";
   os << "{\n";
   os.indent();
   if (lookup) {
@@ -402,8 +401,6 @@ LogicalResult KernelWriter::write() {
       loopDims.push_back(d);
   for (unsigned d : pointDims)
     points *= ranges[d];
-  if (!owned)
-    points = 1;
   std::string kernel = e.kernelName();
   for (unsigned d = 0; d < ranges.size(); ++d)
     indices.push_back("i" + std::to_string(d));
@@ -456,7 +453,7 @@ LogicalResult CudaEmitter::emitCudaFill(linalg::FillOp op) {
   if (failed(type) || failed(allocate(result, op)))
     return failure();
   os << "tp::cuda::fill<" << *type << ">(context, " << name(result) << ", "
-     << numElements(result) << "LL, " << name(op.getInputs()[0]) << ", "
-     << site << ");\n";
+     << numElements(result) << "LL, " << name(op.getInputs()[0]) << ", " << site
+     << ");\n";
   return success();
 }

@@ -31,10 +31,10 @@ LogicalResult CudaEmitter::emitCudaConstant(Operation *op) {
   if (elements.isSplat()) {
     if (failed(allocate(constant.getResult(), op, "c")))
       return failure();
-    os << "tp::cuda::fill<" << *type << ">(context, " << name(constant.getResult()) << ", "
-       << tensor.getNumElements() << "LL, "
-       << scalarLiteral(elements.getSplatValue<Attribute>()) << ", " << site
-       << ");\n";
+    os << "tp::cuda::fill<" << *type << ">(context, "
+       << name(constant.getResult()) << ", " << tensor.getNumElements()
+       << "LL, " << scalarLiteral(elements.getSplatValue<Attribute>()) << ", "
+       << site << ");\n";
     return success();
   }
   std::string text = bind(constant.getResult(), "c");
@@ -55,13 +55,11 @@ LogicalResult CudaEmitter::emitCudaConstant(Operation *op) {
 
 /// Emits a copy of the box `sizes` (walked with `srcSteps`) at `srcOffsets`
 /// of `src` (shape `srcShape`) to `dstOffsets` of `dst` (shape `dstShape`).
-static LogicalResult emitBoxCopy(CudaEmitter &e, Operation *op, Value dst,
-                                 ArrayRef<int64_t> dstShape,
-                                 ArrayRef<int64_t> dstOffsets, Value src,
-                                 ArrayRef<int64_t> srcShape,
-                                 ArrayRef<int64_t> srcOffsets,
-                                 ArrayRef<int64_t> sizes,
-                                 ArrayRef<int64_t> srcSteps) {
+static LogicalResult
+emitBoxCopy(CudaEmitter &e, Operation *op, Value dst,
+            ArrayRef<int64_t> dstShape, ArrayRef<int64_t> dstOffsets, Value src,
+            ArrayRef<int64_t> srcShape, ArrayRef<int64_t> srcOffsets,
+            ArrayRef<int64_t> sizes, ArrayRef<int64_t> srcSteps) {
   if (sizes.size() > kMaxBoxRank)
     return op->emitError("CUDA code generation supports copies of rank up "
                          "to ")
@@ -100,15 +98,14 @@ LogicalResult CudaEmitter::emitCudaTensorOp(Operation *op) {
     }
     if (failed(allocate(empty.getResult(), op)))
       return failure();
-    os << "TP_CUDA_CHECK(cudaMemsetAsync(" << name(empty.getResult())
-       << ", 0, " << byteCount(empty.getResult()) << ", context->stream), "
-       << site << ");\n";
+    os << "TP_CUDA_CHECK(cudaMemsetAsync(" << name(empty.getResult()) << ", 0, "
+       << byteCount(empty.getResult()) << ", context->stream), " << site
+       << ");\n";
     return success();
   }
   if (op->getNumResults() != 1 ||
       !isa<RankedTensorType>(op->getResult(0).getType()))
-    return op->emitError("code generation does not support ")
-           << op->getName();
+    return op->emitError("code generation does not support ") << op->getName();
   Value result = op->getResult(0);
   auto resultShape = cast<RankedTensorType>(result.getType()).getShape();
   auto zeros = [](size_t rank) { return SmallVector<int64_t>(rank, 0); };
@@ -152,8 +149,8 @@ LogicalResult CudaEmitter::emitCudaTensorOp(Operation *op) {
       auto shape = cast<RankedTensorType>(input.getType()).getShape();
       SmallVector<int64_t> dstOffsets = zeros(shape.size());
       dstOffsets[dim] = offset;
-      if (failed(emitBoxCopy(*this, op, result, resultShape, dstOffsets,
-                             input, shape, zeros(shape.size()), shape,
+      if (failed(emitBoxCopy(*this, op, result, resultShape, dstOffsets, input,
+                             shape, zeros(shape.size()), shape,
                              ones(shape.size()))))
         return failure();
       offset += shape[dim];
@@ -182,8 +179,7 @@ LogicalResult CudaEmitter::emitCudaTensorOp(Operation *op) {
     if (failed(type))
       return failure();
     os << "tp::cuda::fill<" << *type << ">(context, " << name(result) << ", "
-       << numElements(result) << "LL, " << fillValue << ", " << site
-       << ");\n";
+       << numElements(result) << "LL, " << fillValue << ", " << site << ");\n";
     auto shape = pad.getSourceType().getShape();
     return emitBoxCopy(*this, op, result, resultShape, pad.getStaticLow(),
                        pad.getSource(), shape, zeros(shape.size()), shape,

@@ -92,8 +92,9 @@ inline const char *cudaGetErrorString(cudaError_t error) {
 }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+/// Eight devices: enough for every rank of the tests.
 inline cudaError_t cudaGetDeviceCount(int *count) {
-  *count = 2;
+  *count = 8;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
@@ -113,8 +114,7 @@ inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr,
                                            void *) {
   return cudaSuccess;
 }
-inline cudaError_t cudaMallocAsync(void **pointer, size_t bytes,
-                                   cudaStream_t) {
+inline cudaError_t cudaMallocAsync(void **pointer, size_t bytes, cudaStream_t) {
   *pointer = std::malloc(bytes);
   if (!*pointer)
     return cudaErrorMemoryAllocation;
@@ -188,8 +188,8 @@ namespace tp_emu {
 /// Column-major C = alpha op(A) op(B) + beta C per batch element, with
 /// cuBLAS's argument checks; C is not read when beta is 0.
 template <typename T>
-cublasStatus_t gemm(cublasOperation_t opA, cublasOperation_t opB, int m,
-                    int n, int k, const T *alpha, const T *a, int lda,
+cublasStatus_t gemm(cublasOperation_t opA, cublasOperation_t opB, int m, int n,
+                    int k, const T *alpha, const T *a, int lda,
                     long long strideA, const T *b, int ldb, long long strideB,
                     const T *beta, T *c, int ldc, long long strideC,
                     int batch) {
@@ -218,23 +218,19 @@ cublasStatus_t gemm(cublasOperation_t opA, cublasOperation_t opB, int m,
 }
 } // namespace tp_emu
 
-inline cublasStatus_t
-cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t opA,
-                          cublasOperation_t opB, int m, int n, int k,
-                          const float *alpha, const float *a, int lda,
-                          long long strideA, const float *b, int ldb,
-                          long long strideB, const float *beta, float *c,
-                          int ldc, long long strideC, int batch) {
+inline cublasStatus_t cublasSgemmStridedBatched(
+    cublasHandle_t, cublasOperation_t opA, cublasOperation_t opB, int m, int n,
+    int k, const float *alpha, const float *a, int lda, long long strideA,
+    const float *b, int ldb, long long strideB, const float *beta, float *c,
+    int ldc, long long strideC, int batch) {
   return tp_emu::gemm(opA, opB, m, n, k, alpha, a, lda, strideA, b, ldb,
                       strideB, beta, c, ldc, strideC, batch);
 }
-inline cublasStatus_t
-cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t opA,
-                          cublasOperation_t opB, int m, int n, int k,
-                          const double *alpha, const double *a, int lda,
-                          long long strideA, const double *b, int ldb,
-                          long long strideB, const double *beta, double *c,
-                          int ldc, long long strideC, int batch) {
+inline cublasStatus_t cublasDgemmStridedBatched(
+    cublasHandle_t, cublasOperation_t opA, cublasOperation_t opB, int m, int n,
+    int k, const double *alpha, const double *a, int lda, long long strideA,
+    const double *b, int ldb, long long strideB, const double *beta, double *c,
+    int ldc, long long strideC, int batch) {
   return tp_emu::gemm(opA, opB, m, n, k, alpha, a, lda, strideA, b, ldb,
                       strideB, beta, c, ldc, strideC, batch);
 }
@@ -315,8 +311,8 @@ inline size_t typeBytes(ncclDataType_t type) {
   }
 }
 
-template <typename T> void reduceInto(T *acc, const T *in, size_t count,
-                                      ncclRedOp_t op) {
+template <typename T>
+void reduceInto(T *acc, const T *in, size_t count, ncclRedOp_t op) {
   for (size_t i = 0; i < count; ++i)
     switch (op) {
     case ncclSum:
@@ -356,8 +352,8 @@ inline void reduceInto(void *acc, const void *in, size_t count,
     return reduceInto(static_cast<uint64_t *>(acc),
                       static_cast<const uint64_t *>(in), count, op);
   case ncclFloat32:
-    return reduceInto(static_cast<float *>(acc),
-                      static_cast<const float *>(in), count, op);
+    return reduceInto(static_cast<float *>(acc), static_cast<const float *>(in),
+                      count, op);
   case ncclFloat64:
     return reduceInto(static_cast<double *>(acc),
                       static_cast<const double *>(in), count, op);
@@ -439,13 +435,12 @@ inline ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+/// Unlike NCCL's, this leaks `comm`: its own rank's thread may still be in
+/// a call on it.
 inline ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  {
-    std::lock_guard<std::mutex> lock(comm->shared->mutex);
-    comm->shared->aborted = true;
-    comm->shared->changed.notify_all();
-  }
-  delete comm;
+  std::lock_guard<std::mutex> lock(comm->shared->mutex);
+  comm->shared->aborted = true;
+  comm->shared->changed.notify_all();
   return ncclSuccess;
 }
 
