@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace tp::rt {
 
@@ -58,11 +60,43 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Activation buffers of generated code: 64-byte aligned, never null.
+inline void *allocate(int64_t bytes) {
+  size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+  void *pointer = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!pointer)
+    throw Error("out of memory allocating " + std::to_string(bytes) +
+                " bytes");
+  return pointer;
+}
+inline void release(void *pointer) { std::free(pointer); }
+
 /// One rank's view of the world. `site` arguments name the collective in the
 /// source (e.g. "all_reduce at model.mlir:57") for timeout messages.
 class RankContext {
 public:
-  virtual ~RankContext() = default;
+  virtual ~RankContext() {
+    for (auto &[bytes, buffers] : freeBuffers)
+      for (void *buffer : buffers)
+        tp::rt::release(buffer);
+  }
+
+  /// Activation buffers, recycled by size: a forward pass allocates the
+  /// same sizes every time, so from the second pass on nothing reaches the
+  /// system allocator (whose per-thread arenas would hand big buffers back
+  /// to the kernel and fault them in again).
+  void *allocate(int64_t bytes) {
+    auto it = freeBuffers.find(bytes);
+    if (it != freeBuffers.end() && !it->second.empty()) {
+      void *buffer = it->second.back();
+      it->second.pop_back();
+      return buffer;
+    }
+    return tp::rt::allocate(bytes);
+  }
+  void release(void *buffer, int64_t bytes) {
+    freeBuffers[bytes].push_back(buffer);
+  }
 
   virtual int32_t rank() const = 0;
   virtual int32_t worldSize() const = 0;
@@ -95,18 +129,10 @@ public:
   int32_t groupPeer(Group group, int32_t index) const {
     return rank() - groupIndex(group) * group.stride + index * group.stride;
   }
-};
 
-/// Activation buffers of generated code: 64-byte aligned, never null.
-inline void *allocate(int64_t bytes) {
-  size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  void *pointer = std::aligned_alloc(64, rounded ? rounded : 64);
-  if (!pointer)
-    throw Error("out of memory allocating " + std::to_string(bytes) +
-                " bytes");
-  return pointer;
-}
-inline void release(void *pointer) { std::free(pointer); }
+private:
+  std::unordered_map<int64_t, std::vector<void *>> freeBuffers;
+};
 
 } // namespace tp::rt
 

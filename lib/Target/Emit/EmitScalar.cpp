@@ -258,7 +258,9 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           .Case([&](math::LogOp) { return call("std::log"); })
           .Case([&](math::Log1pOp) { return call("std::log1p"); })
           .Case([&](math::Log2Op) { return call("std::log2"); })
-          .Case([&](math::TanhOp) { return call("std::tanh"); })
+          .Case([&](math::TanhOp) {
+            return call(type.isF32() ? "tanhF" : "std::tanh");
+          })
           .Case([&](math::ErfOp) { return call("std::erf"); })
           .Case([&](math::SqrtOp) { return call("std::sqrt"); })
           .Case([&](math::RsqrtOp) {
