@@ -39,6 +39,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     func.addPass(createCheckPartitionable());
     func.addPass(shard::createPartition());
     func.addPass(createOffsetVocabLookups());
+    func.addPass(createLocalizeFusedWeights());
   }
   // Put back what tp-outline-unpartitionable moved out of the way.
   pm.addPass(createInlinerPass());

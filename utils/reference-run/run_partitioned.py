@@ -136,8 +136,18 @@ def _print_result(lines, needed, j, rv, shape, elt):
     lines.append(f"    func.call @{fn}(%u{j}) : (memref<*x{pelt}>) -> ()")
 
 
-def make_wrapper(grid, devices, args, results, values, wrong_rank=False):
-    """args: [(kind, name, local shape, elt)]; values: full numpy arrays."""
+def fused_pieces(mlir):
+    """{weight name: piece lengths} for tp-localize-fused-weights' weights."""
+    return {ri._unescape(m.group(2)): [int(x) for x in m.group(1).split(",")]
+            for m in re.finditer(r'tp\.pieces = array<i64: ([0-9, ]+)>, '
+                                 r'tp\.weight = "((?:[^"\\]|\\.)*)"', mlir)}
+
+
+def make_wrapper(grid, devices, args, results, values, wrong_rank=False, pieces=None):
+    """args: [(kind, name, local shape, elt)]; values: full numpy arrays;
+    pieces: {name: lengths} of fused weights (each rank holds its share of
+    every piece, concatenated)."""
+    pieces = pieces or {}
     lines = ["  func.func @tp_ref_entry() {",
              "    mpi.init",
              f"    %rank = shard.process_multi_index on @{grid} axes = [0] : index"]
@@ -157,6 +167,27 @@ def make_wrapper(grid, devices, args, results, values, wrong_rank=False):
             continue
         gty = ri._tensor_type(gshape, elt)
         lines.append(f"    %g{i} = arith.constant {ri.dense_literal(val, gshape, elt)} : {gty}")
+        if name in pieces:
+            parts, start = [], 0
+            for k, length in enumerate(pieces[name]):
+                chunk = length // devices
+                pshape = [chunk if d == dim else s for d, s in enumerate(shape)]
+                pty = ri._tensor_type(pshape, elt)
+                lines.append(f"    %l{i}_{k} = arith.constant {chunk} : index")
+                lines.append(f"    %s{i}_{k} = arith.constant {start} : index")
+                lines.append(f"    %m{i}_{k} = arith.muli {rank}, %l{i}_{k} : index")
+                lines.append(f"    %o{i}_{k} = arith.addi %s{i}_{k}, %m{i}_{k} : index")
+                offs = ", ".join(f"%o{i}_{k}" if d == dim else "0" for d in range(len(shape)))
+                sizes = ", ".join(str(x) for x in pshape)
+                ones = ", ".join("1" for _ in shape)
+                lines.append(f"    %p{i}_{k} = tensor.extract_slice %g{i}[{offs}] [{sizes}] [{ones}]"
+                             f" : {gty} to {pty}")
+                parts.append((f"%p{i}_{k}", pty))
+                start += length
+            lines.append(f"    %a{i} = tensor.concat dim({dim}) "
+                         + ", ".join(p for p, _ in parts) + " : ("
+                         + ", ".join(t for _, t in parts) + f") -> {ty}")
+            continue
         lines.append(f"    %l{i} = arith.constant {shape[dim]} : index")
         lines.append(f"    %o{i} = arith.muli {rank}, %l{i} : index")
         offs = ", ".join(f"%o{i}" if d == dim else "0" for d in range(len(shape)))
@@ -262,7 +293,8 @@ def check(model, inputs, refs, parallelize="devices=2", input_shapes=(), tp_tran
             if name not in src:
                 raise ToolError("error", f"no value for {kind} '{name}'")
             values.append(src[name])
-        wrapper = make_wrapper(grid, devices, args, results, values, wrong_rank)
+        wrapper = make_wrapper(grid, devices, args, results, values, wrong_rank,
+                               fused_pieces(mlir))
         mlir = add_mpi_dlti(mlir, impl)
         close = mlir.rstrip().rfind("}")
         src = os.path.join(tmp, "wrapped.mlir")

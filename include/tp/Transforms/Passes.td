@@ -147,6 +147,22 @@ def PlanPipeline : Pass<"tp-plan-pipeline", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def LocalizeFusedWeights : Pass<"tp-localize-fused-weights",
+                                 "::mlir::func::FuncOp"> {
+  let summary = "Give each rank only its slices of a fused weight";
+  let description = [{
+    After partition, a fused projection weight (QKV in one matrix, and its
+    bias) is still whole on every rank: each projection is an
+    `extract_slice` of it followed by an `all_slice` that keeps this rank's
+    chunk. When every use of a weight argument is such a pair, the slices
+    cut one dim into pieces that cover it, and every piece divides by the
+    grid size, the argument becomes the concatenation of this rank's chunks
+    (`tp.pieces` records the piece lengths, so the artifact writes each rank
+    exactly that) and each pair becomes one `extract_slice` of it.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def SplitConvolutions : Pass<"tp-split-convolutions", "::mlir::func::FuncOp"> {
   let summary = "Split convolutions on their output channels";
   let description = [{

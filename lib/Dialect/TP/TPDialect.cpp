@@ -43,6 +43,15 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     return verifyNameTag(op, attr);
   if (name == kBlockAttrName)
     return verifyBlock(op, attr);
+  if (name == kPiecesAttrName) {
+    auto pieces = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!pieces || pieces.empty() ||
+        llvm::any_of(pieces.asArrayRef(), [](int64_t n) { return n <= 0; }))
+      return op->emitOpError() << "'" << name
+                               << "' must be a non-empty array of positive "
+                                  "lengths";
+    return success();
+  }
   return op->emitOpError() << "unknown argument attribute '" << name << "'";
 }
 

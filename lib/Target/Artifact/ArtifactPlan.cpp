@@ -106,6 +106,8 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
   use.localShape = getShape(type);
   auto parallel = func.getArgAttrOfType<StringAttr>(arg, "tp.parallel");
   use.parallel = parallel ? parallel.getValue().str() : "replicated";
+  if (auto pieces = func.getArgAttrOfType<DenseI64ArrayAttr>(arg, "tp.pieces"))
+    use.pieces.assign(pieces.asArrayRef().begin(), pieces.asArrayRef().end());
   for (const WeightUse &other : weight.uses)
     if (other.stage == stage) {
       if (other.localShape != use.localShape)
@@ -133,6 +135,18 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
              << name << "' dim " << use.splitDim << " is " << local
              << " per rank, which is not 1/" << plan.tpDevices << " of "
              << weight.globalShape[use.splitDim];
+    int64_t sum = 0;
+    for (int64_t piece : use.pieces) {
+      if (piece % plan.tpDevices != 0)
+        return func.emitError("weight '")
+               << name << "' has a piece of " << piece
+               << " that does not divide by " << plan.tpDevices;
+      sum += piece;
+    }
+    if (!use.pieces.empty() && sum != weight.globalShape[use.splitDim])
+      return func.emitError("weight '") << name << "': tp.pieces do not add "
+                                           "up to dim "
+                                        << use.splitDim;
   }
   weight.uses.push_back(std::move(use));
   return success();

@@ -26,6 +26,9 @@ struct WeightUse {
   int64_t splitDim = -1;
   std::vector<int64_t> localShape;
   std::string parallel; // tp.parallel, or "replicated"
+  /// A fused weight (tp.pieces): lengths of its pieces along the split dim;
+  /// each rank holds its 1/t of every piece, concatenated. Empty: one piece.
+  std::vector<int64_t> pieces;
 };
 
 struct WeightPlan {

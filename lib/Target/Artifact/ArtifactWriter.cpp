@@ -72,7 +72,9 @@ private:
 } // namespace
 
 /// Sends bytes [offset, offset + size) of `weight`'s source, held in `chunk`,
-/// to the rank files of `use`'s stage.
+/// to the rank files of `use`'s stage. Along the split dim a row holds, for
+/// each piece in turn, rank 0's part, rank 1's part, ...: each rank's local
+/// row is its part of every piece, in order.
 static void dealChunk(const WeightPlan &weight, const WeightUse &use,
                       const char *chunk, uint64_t offset, uint64_t size,
                       RankOutput *stageOutputs, int64_t tpDevices) {
@@ -84,12 +86,23 @@ static void dealChunk(const WeightPlan &weight, const WeightUse &use,
   uint64_t inner = weight.kind.bytes;
   for (size_t d = use.splitDim + 1; d < use.localShape.size(); ++d)
     inner *= use.localShape[d];
-  uint64_t run = inner * use.localShape[use.splitDim];
-  uint64_t row = run * tpDevices;
+  std::vector<int64_t> pieces = use.pieces;
+  if (pieces.empty())
+    pieces.push_back(weight.globalShape[use.splitDim]);
+  uint64_t row = inner * weight.globalShape[use.splitDim];
   for (uint64_t pos = offset, end = offset + size; pos < end;) {
-    uint64_t inRow = pos % row;
-    uint64_t t = inRow / run;
-    uint64_t runEnd = std::min(end, pos - inRow + (t + 1) * run);
+    // Find the (piece, rank) segment of the row that `pos` falls in.
+    uint64_t inRow = pos % row, segmentStart = 0, segmentEnd = 0, t = 0;
+    for (int64_t piece : pieces) {
+      uint64_t run = inner * static_cast<uint64_t>(piece / tpDevices);
+      if (inRow < segmentStart + run * tpDevices) {
+        t = (inRow - segmentStart) / run;
+        segmentEnd = segmentStart + (t + 1) * run;
+        break;
+      }
+      segmentStart += run * tpDevices;
+    }
+    uint64_t runEnd = std::min(end, pos - inRow + segmentEnd);
     stageOutputs[t].write(chunk + (pos - offset), runEnd - pos);
     pos = runEnd;
   }
@@ -273,6 +286,11 @@ static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
                 writeShape(json, "global_shape", weight.globalShape);
                 writeShape(json, "shape", use.localShape);
                 json.attribute("split_dim", use.splitDim);
+                if (!use.pieces.empty())
+                  json.attributeArray("pieces", [&] {
+                    for (int64_t piece : use.pieces)
+                      json.value(piece);
+                  });
                 json.attribute("parallel", use.parallel);
                 json.attributeArray("data_offsets", [&] {
                   json.value(shard.begin);

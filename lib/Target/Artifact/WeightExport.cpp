@@ -114,6 +114,7 @@ struct Weight {
   std::string name, dtype;
   std::vector<int64_t> globalShape, localShape;
   int64_t splitDim = -1;
+  std::vector<int64_t> pieces; // along splitDim; empty: one piece
   uint64_t bytes = 0, elementBytes = 0;
   int64_t stage = -1;
   std::map<int64_t, Shard> shards; // by tp index
@@ -177,15 +178,27 @@ static bool copyWeight(const Weight &weight, llvm::raw_ostream &os,
     const Shard &shard = weight.shards.begin()->second;
     return copy(*shard.file, shard.offset, weight.bytes);
   }
-  uint64_t outer = 1, run = weight.elementBytes;
+  uint64_t outer = 1, inner = weight.elementBytes;
   for (int64_t d = 0; d < weight.splitDim; ++d)
     outer *= weight.globalShape[d];
-  for (size_t d = weight.splitDim; d < weight.localShape.size(); ++d)
-    run *= weight.localShape[d];
-  for (uint64_t o = 0; o < outer; ++o)
-    for (const auto &[t, shard] : weight.shards)
-      if (!copy(*shard.file, shard.offset + o * run, run))
-        return false;
+  for (size_t d = weight.splitDim + 1; d < weight.localShape.size(); ++d)
+    inner *= weight.localShape[d];
+  uint64_t localRow = inner * weight.localShape[weight.splitDim];
+  std::vector<int64_t> pieces = weight.pieces;
+  if (pieces.empty())
+    pieces.push_back(weight.globalShape[weight.splitDim]);
+  uint64_t ranks = weight.shards.size();
+  // Each global row is, piece by piece, every rank's part of that piece.
+  for (uint64_t o = 0; o < outer; ++o) {
+    uint64_t local = 0;
+    for (int64_t piece : pieces) {
+      uint64_t run = inner * static_cast<uint64_t>(piece) / ranks;
+      for (const auto &[t, shard] : weight.shards)
+        if (!copy(*shard.file, shard.offset + o * localRow + local, run))
+          return false;
+      local += run;
+    }
+  }
   return true;
 }
 
@@ -252,6 +265,7 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
         weight.globalShape = getShape(entry, "global_shape");
         weight.localShape = getShape(entry, "shape");
         weight.splitDim = entry.getInteger("split_dim").value_or(-1);
+        weight.pieces = getShape(entry, "pieces");
         weight.stage = stage;
         const llvm::json::Array *offsets = entry.getArray("data_offsets");
         uint64_t localBytes = (*offsets)[1].getAsInteger().value_or(0) -

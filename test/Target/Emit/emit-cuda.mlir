@@ -17,7 +17,7 @@
 // CHECK: const float [[X:s[0-9]+]] = p0[i0 * 16LL + i1];
 // CHECK: const float [[B:s[0-9]+]] = p1[i1];
 // CHECK: const float [[SUM:v[0-9]+]] = [[X]] + [[B]];
-// CHECK: const float [[T:v[0-9]+]] = std::tanh([[SUM]]);
+// CHECK: const float [[T:v[0-9]+]] = tanhF([[SUM]]);
 // CHECK: r0[i0 * 16LL + i1] = [[T]];
 
 // CHECK-LABEL: __global__ void kernel1(

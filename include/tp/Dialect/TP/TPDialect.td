@@ -27,6 +27,9 @@ def TP_Dialect : Dialect {
     - `tp.parallel = "column" | "row" | "column-gathered" | "bias" |
       "vocab" | "conv-output"` on a weight argument: how
       tp-plan-tensor-parallel (or tp-split-convolutions) split it.
+    - `tp.pieces = array<i64: ...>` next to `tp.parallel = "fused-column"`:
+      the lengths of a fused weight's pieces along its split dim; each rank
+      holds its share of every piece (tp-localize-fused-weights).
     - `tp.block = N` next to `tp.parallel`: the column→row group the weight
       belongs to (one collective ends each block).
     - `tp.replicated = "<reason>"` on a contraction: why the planner left
@@ -54,6 +57,7 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kReplicatedAttrName =
         "tp.replicated";
     static constexpr llvm::StringLiteral kBlockAttrName = "tp.block";
+    static constexpr llvm::StringLiteral kPiecesAttrName = "tp.pieces";
     static constexpr llvm::StringLiteral kStageAttrName = "tp.stage";
     static constexpr llvm::StringLiteral kEmbeddingAttrName = "tp.embedding";
     static constexpr llvm::StringLiteral kPipelineAttrName = "tp.pipeline";

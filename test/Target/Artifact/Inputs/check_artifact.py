@@ -61,8 +61,12 @@ def main():
             assert list(full.shape) == w["global_shape"], name
             expected = full
             if w["split_dim"] >= 0:
-                expected = np.split(full, tp, axis=w["split_dim"])[
-                    rank["tp_index"]]
+                # A fused weight: the rank's share of each piece, in order.
+                axis = w["split_dim"]
+                bounds = np.cumsum(w.get("pieces", [full.shape[axis]]))[:-1]
+                expected = np.concatenate(
+                    [np.split(piece, tp, axis=axis)[rank["tp_index"]]
+                     for piece in np.split(full, bounds, axis=axis)], axis=axis)
             assert tensors[name].tobytes() == np.ascontiguousarray(
                 expected).tobytes(), f"{path}: shard of {name} differs"
             shards += 1
