@@ -139,10 +139,16 @@ struct SplitConvolutions
           cast<RankedTensorType>(split.conv.getDpsInputs()[1].getType());
       int64_t channels = filterType.getDimSize(split.filterDim);
       if (channels % ranks != 0) {
+        std::string counts;
+        for (int64_t d = 1; d <= 64 && d <= channels; ++d)
+          if (channels % d == 0)
+            counts += (counts.empty() ? "" : ", ") + std::to_string(d);
         split.conv.emitWarning()
             << "tp-split-convolutions: " << channels
             << " output channels do not divide by " << ranks
-            << " devices; the convolution stays replicated";
+            << " devices; the convolution stays replicated (device counts "
+               "that divide: "
+            << counts << ")";
         continue;
       }
       if (failed(rewrite(split, ranks, grid)))

@@ -38,7 +38,7 @@ shard.grid @grid(shape = 2)
 // CHECK-SAME: tensor<3x3x3xf32> {tp.weight = "w"}
 // CHECK-NOT: all_gather
 func.func @negative_uneven(%x: tensor<1x3x10xf32>, %w: tensor<3x3x3xf32> {tp.weight = "w"}, %init: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
-  // expected-warning @below {{tp-split-convolutions: 3 output channels do not divide by 2 devices; the convolution stays replicated}}
+  // expected-warning @below {{tp-split-convolutions: 3 output channels do not divide by 2 devices; the convolution stays replicated (device counts that divide: 1, 3)}}
   %y = linalg.generic {indexing_maps = [#x, #w, #y],
                        iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
       ins(%x, %w : tensor<1x3x10xf32>, tensor<3x3x3xf32>) outs(%init : tensor<1x3x8xf32>) {
