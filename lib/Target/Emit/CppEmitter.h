@@ -29,6 +29,10 @@ struct GroupSpec {
   int64_t stride = 1;
 };
 
+/// A static shape as [outer, chunk] around `axis`: `outer` the elements
+/// before it, `chunk` the elements from it on (the unit collectives move).
+std::pair<int64_t, int64_t> splitAtAxis(ArrayRef<int64_t> shape, int64_t axis);
+
 /// True for an all_reduce whose input buffer is its own to overwrite (the
 /// input has no other use): it reduces in place, its result an alias.
 bool reducesInPlace(Operation *op);
@@ -102,6 +106,8 @@ public:
   /// Group of a collective over `axes` of grid `gridName`.
   FailureOr<GroupSpec> groupOf(Operation *op, StringRef gridName,
                                ArrayRef<int16_t> axes);
+  /// The group as the target's runtime spells it (tp::rt::Group{...}).
+  virtual std::string groupLiteral(GroupSpec group) const;
   /// A string literal naming `op` for runtime messages.
   std::string siteLiteral(Operation *op, StringRef what);
 

@@ -38,6 +38,7 @@ public:
   //===--- Ops ------------------------------------------------------------===//
 
   LogicalResult emitOp(Operation *op) override;
+  std::string groupLiteral(GroupSpec group) const override;
   /// cuBLAS for GEMMs, a generated kernel otherwise (EmitCudaKernels.cpp).
   LogicalResult emitCudaGeneric(linalg::GenericOp op);
   LogicalResult emitCudaFill(linalg::FillOp op);

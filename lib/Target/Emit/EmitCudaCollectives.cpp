@@ -49,17 +49,7 @@ static FailureOr<std::string> ncclReduction(Operation *op,
   }
 }
 
-/// A static shape as [outer, chunk]: `outer` the elements before `axis`,
-/// `chunk` the elements from `axis` on.
-static std::pair<int64_t, int64_t> splitAt(ArrayRef<int64_t> shape,
-                                           int64_t axis) {
-  int64_t outer = 1, chunk = 1;
-  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
-    (i < axis ? outer : chunk) *= shape[i];
-  return {outer, chunk};
-}
-
-static std::string groupLiteral(GroupSpec group) {
+std::string CudaEmitter::groupLiteral(GroupSpec group) const {
   return "tp::cuda::Group{" + std::to_string(group.size) + ", " +
          std::to_string(group.stride) + "}";
 }
@@ -100,7 +90,7 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
       return failure();
     auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
     auto [outer, chunk] =
-        splitAt(shape, allGather.getGatherAxis().getSExtValue());
+        splitAtAxis(shape, allGather.getGatherAxis().getSExtValue());
     std::string chunkBytes = std::to_string(chunk) + " * sizeof(" + *type + ")";
     std::string comm = commFor(*group);
     if (outer == 1) {
@@ -141,7 +131,7 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
     auto shape =
         cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
     auto [outer, chunk] =
-        splitAt(shape, reduceScatter.getScatterAxis().getSExtValue());
+        splitAtAxis(shape, reduceScatter.getScatterAxis().getSExtValue());
     std::string comm = commFor(*group);
     if (outer == 1) {
       os << "TP_CUDA_CHECK(ncclReduceScatter(" << name(reduceScatter.getInput())
@@ -174,7 +164,7 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
       return failure();
     auto shape = cast<ShapedType>(allSlice.getResult().getType()).getShape();
     auto [outer, chunk] =
-        splitAt(shape, allSlice.getSliceAxis().getSExtValue());
+        splitAtAxis(shape, allSlice.getSliceAxis().getSExtValue());
     os << "{\n";
     os.indent();
     os << "const std::int64_t index = context->groupIndex("
@@ -187,32 +177,9 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
     os << "}\n";
     return success();
   }
-  if (auto multiIndex = dyn_cast<shard::ProcessMultiIndexOp>(op)) {
-    ArrayRef<int16_t> axes = multiIndex.getAxes();
-    for (auto [i, result] : llvm::enumerate(multiIndex.getResults())) {
-      int16_t axis = axes.empty() ? static_cast<int16_t>(i) : axes[i];
-      auto group = groupOf(op, multiIndex.getGrid(), {axis});
-      if (failed(group))
-        return failure();
-      os << "const std::int64_t " << bind(result) << " = context->groupIndex("
-         << groupLiteral(*group) << ");\n";
-    }
-    return success();
-  }
-  if (auto linearIndex = dyn_cast<shard::ProcessLinearIndexOp>(op)) {
-    auto grid = module.lookupSymbol<shard::GridOp>(linearIndex.getGrid());
-    if (!grid)
-      return op->emitError("no shard.grid @") << linearIndex.getGrid();
-    SmallVector<int16_t> all;
-    for (size_t i = 0; i < grid.getShape().size(); ++i)
-      all.push_back(i);
-    auto group = groupOf(op, linearIndex.getGrid(), all);
-    if (failed(group))
-      return failure();
-    os << "const std::int64_t " << bind(linearIndex.getResult())
-       << " = context->groupIndex(" << groupLiteral(*group) << ");\n";
-    return success();
-  }
+  // Host-side scalars: the same as on the CPU, with this target's Group.
+  if (isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp>(op))
+    return CppEmitter::emitShardOp(op);
   if (auto send = dyn_cast<shard::SendOp>(op)) {
     if (!send.getDestinationDynamic().empty() ||
         send.getDestination().size() != 1)

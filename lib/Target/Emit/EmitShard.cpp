@@ -41,7 +41,7 @@ FailureOr<GroupSpec> CppEmitter::groupOf(Operation *op, StringRef gridName,
   return group;
 }
 
-static std::string groupLiteral(GroupSpec group) {
+std::string CppEmitter::groupLiteral(GroupSpec group) const {
   return "tp::rt::Group{" + std::to_string(group.size) + ", " +
          std::to_string(group.stride) + "}";
 }
@@ -84,10 +84,8 @@ static FailureOr<std::string> reductionLiteral(Operation *op,
   }
 }
 
-/// A static shape as [outer, chunk]: `outer` the elements before `axis`,
-/// `chunk` the elements from `axis` on.
-static std::pair<int64_t, int64_t> splitAt(ArrayRef<int64_t> shape,
-                                           int64_t axis) {
+std::pair<int64_t, int64_t>
+mlir::tp::emit::splitAtAxis(ArrayRef<int64_t> shape, int64_t axis) {
   int64_t outer = 1, chunk = 1;
   for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
     if (i < axis)
@@ -137,7 +135,7 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
       return failure();
     auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
     auto [outer, inner] =
-        splitAt(shape, allGather.getGatherAxis().getSExtValue());
+        splitAtAxis(shape, allGather.getGatherAxis().getSExtValue());
     os << "context->allGather(" << groupLiteral(*group) << ", "
        << name(allGather.getInput()) << ", " << name(allGather.getResult())
        << ", " << outer << ", " << inner << " * sizeof(" << *type << "), "
@@ -154,7 +152,7 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
       return failure();
     auto shape = cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
     auto [outer, inner] =
-        splitAt(shape, reduceScatter.getScatterAxis().getSExtValue());
+        splitAtAxis(shape, reduceScatter.getScatterAxis().getSExtValue());
     os << "context->reduceScatter(" << groupLiteral(*group) << ", "
        << name(reduceScatter.getInput()) << ", "
        << name(reduceScatter.getResult()) << ", " << outer << ", " << inner
@@ -170,7 +168,7 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
       return failure();
     auto shape = cast<ShapedType>(allSlice.getResult().getType()).getShape();
     auto [outer, inner] =
-        splitAt(shape, allSlice.getSliceAxis().getSExtValue());
+        splitAtAxis(shape, allSlice.getSliceAxis().getSExtValue());
     os << "{\n";
     os.indent();
     os << "const std::int64_t index = context->groupIndex("
