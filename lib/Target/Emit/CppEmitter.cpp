@@ -429,6 +429,52 @@ LogicalResult CppEmitter::emitFunction(Operation *op) {
   return success();
 }
 
+const char *const mlir::tp::emit::kScalarSemantics = R"(
+// Scalar semantics of the arith and math ops that C++ spells differently.
+// maximumf/minimumf propagate NaN; -0 < +0.
+template <typename T> TP_HD T maximumF(T a, T b) {
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  if (a == b)
+    return std::signbit(static_cast<float>(a)) ? b : a;
+  return a > b ? a : b;
+}
+template <typename T> TP_HD T minimumF(T a, T b) {
+  if (a != a)
+    return a;
+  if (b != b)
+    return b;
+  if (a == b)
+    return std::signbit(static_cast<float>(a)) ? a : b;
+  return a < b ? a : b;
+}
+template <typename T> TP_HD T floorDiv(T a, T b) {
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> TP_HD T integerPow(T base, T exponent) {
+  if (exponent < 0)
+    return base == 1 ? 1 : (base == -1 ? (exponent % 2 ? -1 : 1) : 0);
+  T result = 1;
+  for (; exponent; exponent >>= 1, base *= base)
+    if (exponent & 1)
+      result *= base;
+  return result;
+}
+template <typename To, typename From> TP_HD To fpToInt(From value) {
+  if (value != value)
+    return 0;
+  if (value >= static_cast<From>(std::numeric_limits<To>::max()))
+    return std::numeric_limits<To>::max();
+  if (value <= static_cast<From>(std::numeric_limits<To>::lowest()))
+    return std::numeric_limits<To>::lowest();
+  return static_cast<To>(value);
+}
+
+)";
+
 static constexpr const char *kPrelude = R"(#include "tp_runtime.h"
 
 #include <algorithm>
@@ -461,26 +507,6 @@ struct BFloat16 {
   }
 };
 
-// Scalar semantics of the arith and math ops that C++ spells differently.
-// maximumf/minimumf propagate NaN; -0 < +0.
-template <typename T> T maximumF(T a, T b) {
-  if (a != a)
-    return a;
-  if (b != b)
-    return b;
-  if (a == b)
-    return std::signbit(static_cast<float>(a)) ? b : a;
-  return a > b ? a : b;
-}
-template <typename T> T minimumF(T a, T b) {
-  if (a != a)
-    return a;
-  if (b != b)
-    return b;
-  if (a == b)
-    return std::signbit(static_cast<float>(a)) ? a : b;
-  return a < b ? a : b;
-}
 // tanh for f32 without a libm call, so that loops over it vectorise (GELU's
 // tanh dominated the non-GEMM time). e^x by Cody-Waite reduction and a
 // degree-6 polynomial; measured against double-precision tanh over
@@ -506,29 +532,6 @@ inline float tanhF(float x) {
   float large = 1.0f - 2.0f / (expPositive(2.0f * (a < 9.0f ? a : 9.0f)) + 1.0f);
   float t = a < 0.125f ? small : large;
   return x != x ? x : std::copysign(t, x);
-}
-
-template <typename T> T floorDiv(T a, T b) {
-  T q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <typename T> T integerPow(T base, T exponent) {
-  if (exponent < 0)
-    return base == 1 ? 1 : (base == -1 ? (exponent % 2 ? -1 : 1) : 0);
-  T result = 1;
-  for (; exponent; exponent >>= 1, base *= base)
-    if (exponent & 1)
-      result *= base;
-  return result;
-}
-template <typename To, typename From> To fpToInt(From value) {
-  if (value != value)
-    return 0;
-  if (value >= static_cast<From>(std::numeric_limits<To>::max()))
-    return std::numeric_limits<To>::max();
-  if (value <= static_cast<From>(std::numeric_limits<To>::lowest()))
-    return std::numeric_limits<To>::lowest();
-  return static_cast<To>(value);
 }
 
 } // namespace
@@ -578,7 +581,8 @@ LogicalResult CppEmitter::emitModule() {
     llvm::interleaveComma(grid.getShape(), fileOs);
     fileOs << "]\n";
   }
-  fileOs << kPrelude;
+  fileOs << kPrelude << "namespace {\n#define TP_HD\n" << kScalarSemantics
+         << "} // namespace\n\n";
   if (!globals.empty())
     fileOs << "namespace {\n\n" << globals << "\n} // namespace\n\n";
   fileOs << body;

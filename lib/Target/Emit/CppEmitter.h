@@ -29,6 +29,11 @@ struct GroupSpec {
   int64_t stride = 1;
 };
 
+/// C++ for the scalar semantics both targets share (maximumF, floorDiv,
+/// fpToInt, ...); functions are marked TP_HD, which the target defines
+/// (empty for C++, __host__ __device__ for CUDA).
+extern const char *const kScalarSemantics;
+
 /// A static shape as [outer, chunk] around `axis`: `outer` the elements
 /// before it, `chunk` the elements from it on (the unit collectives move).
 std::pair<int64_t, int64_t> splitAtAxis(ArrayRef<int64_t> shape, int64_t axis);

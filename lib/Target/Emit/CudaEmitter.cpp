@@ -136,50 +136,7 @@ static constexpr const char *kCudaPrelude = R"(#define TP_CUDA_MODEL_LIBRARY
 
 namespace {
 
-// Scalar semantics of the arith and math ops that C++ spells differently,
-// for host code and kernels alike (the C++ target's, made __device__).
-// maximumf/minimumf propagate NaN; -0 < +0.
-template <typename T> __host__ __device__ T maximumF(T a, T b) {
-  if (a != a)
-    return a;
-  if (b != b)
-    return b;
-  if (a == b)
-    return std::signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-template <typename T> __host__ __device__ T minimumF(T a, T b) {
-  if (a != a)
-    return a;
-  if (b != b)
-    return b;
-  if (a == b)
-    return std::signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-template <typename T> __host__ __device__ T floorDiv(T a, T b) {
-  T q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <typename T> __host__ __device__ T integerPow(T base, T exponent) {
-  if (exponent < 0)
-    return base == 1 ? 1 : (base == -1 ? (exponent % 2 ? -1 : 1) : 0);
-  T result = 1;
-  for (; exponent; exponent >>= 1, base *= base)
-    if (exponent & 1)
-      result *= base;
-  return result;
-}
-template <typename To, typename From>
-__host__ __device__ To fpToInt(From value) {
-  if (value != value)
-    return 0;
-  if (value >= static_cast<From>(std::numeric_limits<To>::max()))
-    return std::numeric_limits<To>::max();
-  if (value <= static_cast<From>(std::numeric_limits<To>::lowest()))
-    return std::numeric_limits<To>::lowest();
-  return static_cast<To>(value);
-}
+#define TP_HD __host__ __device__
 // The C++ target's vectorisable tanh; CUDA's own tanhf is fast already.
 __host__ __device__ inline float tanhF(float x) { return tanhf(x); }
 
@@ -309,7 +266,8 @@ LogicalResult CudaEmitter::emitModule() {
     llvm::interleaveComma(grid.getShape(), os);
     os << "]\n";
   }
-  os << kCudaPrelude;
+  os << kCudaPrelude << "namespace {\n" << kScalarSemantics
+     << "} // namespace\n\n";
   if (!globals.empty() || !kernels.empty())
     os << "namespace {\n\n"
        << globals << (globals.empty() ? "" : "\n") << kernels
