@@ -12,6 +12,7 @@
 #define TP_LIB_TARGET_EMIT_CPPEMITTER_H
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/IndentedOstream.h"
 #include "llvm/ADT/DenseMap.h"
@@ -97,6 +98,20 @@ public:
   LogicalResult emitGeneric(linalg::GenericOp op);
   LogicalResult emitFill(linalg::FillOp op);
   LogicalResult emitTensorOp(Operation *op);
+  /// Where the targets differ in emitTensorOp: copying a box of `sizes`
+  /// (walked with `srcSteps`) from `srcOffsets` of `src` to `dstOffsets` of
+  /// `dst`; filling a buffer with a value; zeroing it; from_elements.
+  virtual LogicalResult emitBoxCopy(Operation *op, Value dst,
+                                    ArrayRef<int64_t> dstShape,
+                                    ArrayRef<int64_t> dstOffsets, Value src,
+                                    ArrayRef<int64_t> srcShape,
+                                    ArrayRef<int64_t> srcOffsets,
+                                    ArrayRef<int64_t> sizes,
+                                    ArrayRef<int64_t> srcSteps);
+  virtual LogicalResult emitFillBuffer(Operation *op, Value result,
+                                       StringRef value);
+  virtual void emitZeroBuffer(Value result);
+  virtual LogicalResult emitFromElements(tensor::FromElementsOp op);
   LogicalResult emitConstant(Operation *op);
   LogicalResult emitShardOp(Operation *op);
   LogicalResult emitCall(Operation *op);

@@ -104,7 +104,7 @@ LogicalResult CudaEmitter::emitDeviceOp(Operation *op) {
   if (auto extract = dyn_cast<tensor::ExtractOp>(op))
     return emitCudaExtract(extract);
   if (isa<tensor::TensorDialect>(op->getDialect()))
-    return emitCudaTensorOp(op);
+    return emitTensorOp(op);
   return op->emitError("CUDA code generation does not support ")
          << op->getName();
 }

@@ -44,7 +44,17 @@ public:
   LogicalResult emitCudaFill(linalg::FillOp op);
   /// Tensor constants, reshapes, slices, pads... (EmitCudaTensor.cpp).
   LogicalResult emitCudaConstant(Operation *op);
-  LogicalResult emitCudaTensorOp(Operation *op);
+  LogicalResult emitBoxCopy(Operation *op, Value dst,
+                            ArrayRef<int64_t> dstShape,
+                            ArrayRef<int64_t> dstOffsets, Value src,
+                            ArrayRef<int64_t> srcShape,
+                            ArrayRef<int64_t> srcOffsets,
+                            ArrayRef<int64_t> sizes,
+                            ArrayRef<int64_t> srcSteps) override;
+  LogicalResult emitFillBuffer(Operation *op, Value result,
+                               StringRef value) override;
+  void emitZeroBuffer(Value result) override;
+  LogicalResult emitFromElements(tensor::FromElementsOp op) override;
   /// A host read of one element: the forward waits for its stream here.
   LogicalResult emitCudaExtract(tensor::ExtractOp op);
   /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).

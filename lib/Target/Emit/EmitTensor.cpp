@@ -51,23 +51,22 @@ LogicalResult CppEmitter::emitConstant(Operation *op) {
   return success();
 }
 
-/// Emits a copy of the box `sizes` (with `strides`) at `srcOffsets` of
-/// `src` (shape `srcShape`) to `dstOffsets` of `dst` (shape `dstShape`).
-/// Offsets are C++ expressions.
-static void emitBoxCopy(raw_indented_ostream &os, StringRef dst,
-                        ArrayRef<int64_t> dstShape,
-                        ArrayRef<std::string> dstOffsets, StringRef src,
-                        ArrayRef<int64_t> srcShape,
-                        ArrayRef<std::string> srcOffsets,
-                        ArrayRef<int64_t> sizes, ArrayRef<int64_t> srcSteps,
-                        StringRef elementType, unsigned &counter) {
+LogicalResult CppEmitter::emitBoxCopy(Operation *, Value dst,
+                                      ArrayRef<int64_t> dstShape,
+                                      ArrayRef<int64_t> dstOffsets, Value src,
+                                      ArrayRef<int64_t> srcShape,
+                                      ArrayRef<int64_t> srcOffsets,
+                                      ArrayRef<int64_t> sizes,
+                                      ArrayRef<int64_t> srcSteps) {
+  std::string elementType =
+      scalarType(cast<ShapedType>(dst.getType()).getElementType());
   unsigned rank = sizes.size();
-  SmallVector<int64_t> dstStrides = CppEmitter::stridesOf(dstShape);
-  SmallVector<int64_t> srcStrides = CppEmitter::stridesOf(srcShape);
+  SmallVector<int64_t> dstStrides = stridesOf(dstShape);
+  SmallVector<int64_t> srcStrides = stridesOf(srcShape);
   // The innermost dim is one memcpy when it is contiguous in both.
   bool innerRun = rank > 0 && srcSteps.back() == 1;
   unsigned loops = innerRun ? rank - 1 : rank;
-  std::string prefix = "j" + std::to_string(counter++) + "_";
+  std::string prefix = "j" + std::to_string(nextId++) + "_";
   os << "{\n";
   os.indent();
   for (unsigned d = 0; d < loops; ++d)
@@ -76,31 +75,42 @@ static void emitBoxCopy(raw_indented_ostream &os, StringRef dst,
   std::string dstOffset = "0", srcOffset = "0";
   for (unsigned d = 0; d < rank; ++d) {
     std::string index = d < loops ? prefix + std::to_string(d) : "0";
-    dstOffset += " + (" + dstOffsets[d] + " + " + index + ") * " +
-                 std::to_string(dstStrides[d]) + "LL";
-    srcOffset += " + (" + srcOffsets[d] + " + " + index + " * " +
-                 std::to_string(srcSteps[d]) + "LL) * " +
+    dstOffset += " + (" + std::to_string(dstOffsets[d]) + "LL + " + index +
+                 ") * " + std::to_string(dstStrides[d]) + "LL";
+    srcOffset += " + (" + std::to_string(srcOffsets[d]) + "LL + " + index +
+                 " * " + std::to_string(srcSteps[d]) + "LL) * " +
                  std::to_string(srcStrides[d]) + "LL";
   }
   int64_t run = innerRun ? sizes.back() : 1;
-  os << "  std::memcpy(" << dst << " + " << dstOffset << ", " << src << " + "
-     << srcOffset << ", " << run << " * sizeof(" << elementType << "));\n";
+  os << "  std::memcpy(" << name(dst) << " + " << dstOffset << ", "
+     << name(src) << " + " << srcOffset << ", " << run << " * sizeof("
+     << elementType << "));\n";
   os.unindent();
   os << "}\n";
+  return success();
 }
 
-static SmallVector<std::string> constantOffsets(ArrayRef<int64_t> offsets) {
-  SmallVector<std::string> text;
-  for (int64_t offset : offsets)
-    text.push_back(std::to_string(offset) + "LL");
-  return text;
+LogicalResult CppEmitter::emitFillBuffer(Operation *, Value result,
+                                         StringRef value) {
+  os << "std::fill_n(" << name(result) << ", " << numElements(result) << ", "
+     << value << ");\n";
+  return success();
+}
+
+void CppEmitter::emitZeroBuffer(Value result) {
+  os << "std::memset(" << name(result) << ", 0, " << byteCount(result)
+     << ");\n";
+}
+
+LogicalResult CppEmitter::emitFromElements(tensor::FromElementsOp op) {
+  for (auto [i, element] : llvm::enumerate(op.getElements()))
+    os << name(op.getResult()) << "[" << i << "] = " << name(element)
+       << ";\n";
+  return success();
 }
 
 LogicalResult CppEmitter::emitTensorOp(Operation *op) {
-  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-          tensor::BitcastOp>(op)) {
-    if (isa<tensor::BitcastOp>(op))
-      return op->emitError("code generation does not support tensor.bitcast");
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(op)) {
     alias(op->getResult(0), op->getOperand(0));
     return success();
   }
@@ -112,8 +122,7 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     }
     if (failed(allocate(empty.getResult(), op)))
       return failure();
-    os << "std::memset(" << name(empty.getResult()) << ", 0, "
-       << byteCount(empty.getResult()) << ");\n";
+    emitZeroBuffer(empty.getResult());
     return success();
   }
   if (op->getNumResults() != 1 ||
@@ -121,10 +130,9 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     return op->emitError("code generation does not support ")
            << op->getName();
   Value result = op->getResult(0);
-  FailureOr<std::string> type = elementTypeOf(result, op);
-  if (failed(type))
-    return failure();
   auto resultShape = cast<RankedTensorType>(result.getType()).getShape();
+  auto zeros = [](size_t rank) { return SmallVector<int64_t>(rank, 0); };
+  auto ones = [](size_t rank) { return SmallVector<int64_t>(rank, 1); };
 
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     if (ShapedType::isDynamicShape(slice.getStaticStrides()) ||
@@ -133,15 +141,13 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
       return op->emitError("code generation needs static slice bounds");
     if (failed(allocate(result, op)))
       return failure();
-    // Copy the unreduced box into the (possibly rank-reduced) result: the
-    // result's memory is the box's, since dropped dims have size 1.
-    SmallVector<int64_t> sizes(slice.getStaticSizes());
-    emitBoxCopy(os, name(result), sizes, constantOffsets(SmallVector<int64_t>(
-                                             sizes.size(), 0)),
-                name(slice.getSource()), slice.getSourceType().getShape(),
-                constantOffsets(slice.getStaticOffsets()), sizes,
-                slice.getStaticStrides(), *type, nextId);
-    return success();
+    // The unreduced box lands in the (possibly rank-reduced) result: the
+    // memory is the same, since dropped dims have size 1.
+    ArrayRef<int64_t> sizes = slice.getStaticSizes();
+    return emitBoxCopy(op, result, sizes, zeros(sizes.size()),
+                       slice.getSource(), slice.getSourceType().getShape(),
+                       slice.getStaticOffsets(), sizes,
+                       slice.getStaticStrides());
   }
   if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
     if (ShapedType::isDynamicShape(insert.getStaticOffsets()) ||
@@ -152,13 +158,10 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     if (failed(allocate(result, op)))
       return failure();
     copy(result, insert.getDest());
-    SmallVector<int64_t> sizes(insert.getStaticSizes());
-    emitBoxCopy(os, name(result), resultShape,
-                constantOffsets(insert.getStaticOffsets()),
-                name(insert.getSource()), sizes,
-                constantOffsets(SmallVector<int64_t>(sizes.size(), 0)), sizes,
-                SmallVector<int64_t>(sizes.size(), 1), *type, nextId);
-    return success();
+    ArrayRef<int64_t> sizes = insert.getStaticSizes();
+    return emitBoxCopy(op, result, resultShape, insert.getStaticOffsets(),
+                       insert.getSource(), sizes, zeros(sizes.size()), sizes,
+                       ones(sizes.size()));
   }
   if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
     if (failed(allocate(result, op)))
@@ -167,12 +170,11 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     int64_t offset = 0;
     for (Value input : concat.getInputs()) {
       auto shape = cast<RankedTensorType>(input.getType()).getShape();
-      SmallVector<int64_t> dstOffsets(shape.size(), 0);
+      SmallVector<int64_t> dstOffsets = zeros(shape.size());
       dstOffsets[dim] = offset;
-      emitBoxCopy(os, name(result), resultShape, constantOffsets(dstOffsets),
-                  name(input), shape,
-                  constantOffsets(SmallVector<int64_t>(shape.size(), 0)),
-                  shape, SmallVector<int64_t>(shape.size(), 1), *type, nextId);
+      if (failed(emitBoxCopy(op, result, resultShape, dstOffsets, input, shape,
+                             zeros(shape.size()), shape, ones(shape.size()))))
+        return failure();
       offset += shape[dim];
     }
     return success();
@@ -184,8 +186,6 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
                            "constant padding value only");
     if (ShapedType::isDynamicShape(pad.getStaticLow()))
       return op->emitError("code generation needs static padding");
-    if (failed(allocate(result, op)))
-      return failure();
     std::string fillValue;
     Attribute constant;
     if (matchPattern(padValue, m_Constant(&constant)))
@@ -195,28 +195,23 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     else
       return op->emitError("code generation needs a padding value defined "
                            "outside tensor.pad");
-    os << "std::fill_n(" << name(result) << ", " << numElements(result)
-       << ", " << fillValue << ");\n";
+    if (failed(allocate(result, op)) ||
+        failed(emitFillBuffer(op, result, fillValue)))
+      return failure();
     auto shape = pad.getSourceType().getShape();
-    emitBoxCopy(os, name(result), resultShape,
-                constantOffsets(pad.getStaticLow()), name(pad.getSource()),
-                shape, constantOffsets(SmallVector<int64_t>(shape.size(), 0)),
-                shape, SmallVector<int64_t>(shape.size(), 1), *type, nextId);
-    return success();
+    return emitBoxCopy(op, result, resultShape, pad.getStaticLow(),
+                       pad.getSource(), shape, zeros(shape.size()), shape,
+                       ones(shape.size()));
   }
   if (auto fromElements = dyn_cast<tensor::FromElementsOp>(op)) {
     if (failed(allocate(result, op)))
       return failure();
-    for (auto [i, element] : llvm::enumerate(fromElements.getElements()))
-      os << name(result) << "[" << i << "] = " << name(element) << ";\n";
-    return success();
+    return emitFromElements(fromElements);
   }
   if (auto splat = dyn_cast<tensor::SplatOp>(op)) {
     if (failed(allocate(result, op)))
       return failure();
-    os << "std::fill_n(" << name(result) << ", " << numElements(result)
-       << ", " << name(splat.getInput()) << ");\n";
-    return success();
+    return emitFillBuffer(op, result, name(splat.getInput()));
   }
   return op->emitError("code generation does not support ") << op->getName();
 }
