@@ -24,20 +24,9 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference-run"))
+from run_artifact import parse_config  # noqa: E402
 LAUNCH = re.compile(r"(\w+(?:<\w+>)?)\s*<<<(.*?)>>>\(", re.DOTALL)
-
-
-def parse_config(text):
-    config = {"tp": 1, "pp": 1, "sp": False}
-    for part in filter(None, text.split(",")):
-        if part == "sp":
-            config["sp"] = True
-        else:
-            key, _, value = part.partition("=")
-            if key not in ("tp", "pp") or not value.isdigit():
-                sys.exit(f"bad config part '{part}' in '{text}'")
-            config[key] = int(value)
-    return config
 
 
 def emulate(artifact, cxx):
