@@ -127,10 +127,47 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
+  // Micro-batches: the stage functions are compiled for one micro-batch, a
+  // 1/M slice of every input's batch dim (dim 0); tp-run feeds them in turn.
+  if (microbatches > 1) {
+    if (stages < 2)
+      return fail("--microbatches needs a pipeline (--pp 2 or more)");
+    OwningOpRef<ModuleOp> probe =
+        tp::importONNXFile(inputPath, &context, importOptions);
+    if (!probe)
+      return 1;
+    auto main = probe->lookupSymbol<func::FuncOp>("main");
+    for (BlockArgument arg : main.getArguments()) {
+      auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   "tp.input");
+      if (!name)
+        continue;
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (type.getRank() == 0 || type.getDimSize(0) % microbatches != 0)
+        return fail("--microbatches " + llvm::Twine(microbatches) +
+                    " must divide the batch dim (dim 0) of input '" +
+                    name.getValue() + "'" +
+                    (type.getRank() ? " (" + llvm::Twine(type.getDimSize(0)) +
+                                          ")"
+                                    : llvm::Twine(", a scalar")));
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] /= microbatches;
+      importOptions.inputShapes[name.getValue()] = shape;
+    }
+  }
+
   OwningOpRef<ModuleOp> module =
       tp::importONNXFile(inputPath, &context, importOptions);
-  if (!module)
+  if (!module) {
+    if (microbatches > 1)
+      llvm::WithColor::note(llvm::errs(), "tp-compile")
+          << "--microbatches " << microbatches
+          << " imports the model with dim 0 of every input divided by "
+          << microbatches
+          << "; a graph that fixes its batch size (a Reshape to a "
+             "constant shape) cannot be split into micro-batches\n";
     return 1;
+  }
 
   tp::ParallelizeOptions options;
   options.devices = devices;

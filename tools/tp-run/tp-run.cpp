@@ -27,6 +27,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #ifdef TP_HAVE_MPI
 #include <mpi.h>
@@ -162,9 +163,15 @@ std::map<std::string, NpyArray> readInputs(const Manifest &manifest,
 }
 
 /// One rank's bound stage: weights, argument pointers, result buffers.
+/// With micro-batches, input arguments advance by one micro-batch per call
+/// and the model's outputs collect every micro-batch's slice.
 struct BoundRank {
   RankWeights weights;
   std::vector<void *> args;
+  /// For each input argument: its index, whole-batch data, bytes per call.
+  std::vector<std::tuple<size_t, char *, int64_t>> inputSlices;
+  /// Whole-batch outputs of the last stage, by result slot.
+  std::map<size_t, std::vector<char>> outputs;
   std::vector<std::unique_ptr<char, void (*)(void *)>> results;
   std::vector<void *> resultPointers;
   tp_stage_fn entry = nullptr;
@@ -187,7 +194,9 @@ BoundRank bindRank(const Manifest &manifest, int32_t rank, void *library,
   bound.weights = loadRankWeights(manifest, rank);
   for (const TensorSpec &arg : bound.stage->args) {
     if (arg.kind == "input") {
-      bound.args.push_back(inputs.at(arg.name).data.data());
+      char *data = inputs.at(arg.name).data.data();
+      bound.inputSlices.emplace_back(bound.args.size(), data, arg.bytes());
+      bound.args.push_back(data);
     } else if (arg.kind == "weight") {
       auto it = bound.weights.byName.find(arg.name);
       if (it == bound.weights.byName.end())
@@ -202,8 +211,27 @@ BoundRank bindRank(const Manifest &manifest, int32_t rank, void *library,
     bound.results.emplace_back(static_cast<char *>(allocate(result.bytes())),
                                release);
     bound.resultPointers.push_back(bound.results.back().get());
+    if (result.kind == "output")
+      bound.outputs[bound.resultPointers.size() - 1].resize(
+          result.bytes() * manifest.microbatches);
   }
   return bound;
+}
+
+/// One forward pass: every micro-batch through this rank's stage. Stages
+/// overlap because a send does not wait for its recv: stage 0 runs ahead
+/// into the next micro-batch while stage 1 works on the previous one.
+template <typename Call>
+void runForward(BoundRank &bound, int64_t microbatches, Call call) {
+  for (int64_t m = 0; m < microbatches; ++m) {
+    for (auto &[index, data, bytes] : bound.inputSlices)
+      bound.args[index] = data + m * bytes;
+    call();
+    for (auto &[slot, whole] : bound.outputs) {
+      size_t bytes = whole.size() / microbatches;
+      std::memcpy(whole.data() + m * bytes, bound.resultPointers[slot], bytes);
+    }
+  }
 }
 
 /// Rank that holds the model's outputs: the last stage's first rank.
@@ -260,12 +288,16 @@ std::vector<size_t> outputSlots(const Manifest &manifest) {
 
 /// Runs `bound` `repeat` times; returns seconds per run (measured by the
 /// calling rank, after `warmup` untimed runs).
-double runRank(BoundRank &bound, RankContext &context, const Options &options) {
-  for (int64_t i = 0; i < options.warmup; ++i)
+double runRank(BoundRank &bound, RankContext &context, const Options &options,
+               int64_t microbatches) {
+  auto call = [&] {
     bound.entry(&context, bound.args.data(), bound.resultPointers.data());
+  };
+  for (int64_t i = 0; i < options.warmup; ++i)
+    runForward(bound, microbatches, call);
   auto start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < options.repeat; ++i)
-    bound.entry(&context, bound.args.data(), bound.resultPointers.data());
+    runForward(bound, microbatches, call);
   std::chrono::duration<double> elapsed =
       std::chrono::steady_clock::now() - start;
   return elapsed.count() / options.repeat;
@@ -294,7 +326,8 @@ int runThreads(const Manifest &manifest, const Options &options, void *library,
         if (rank == options.stallRank)
           return; // never joins a collective: the others must time out
         auto context = createThreadRankContext(world, rank);
-        seconds[rank] = runRank(bound[rank], *context, options);
+        seconds[rank] =
+            runRank(bound[rank], *context, options, manifest.microbatches);
       } catch (const std::exception &e) {
         errors[rank] = e.what();
         abortThreadWorld(*world, "rank " + std::to_string(rank) + " failed");
@@ -317,7 +350,7 @@ int runThreads(const Manifest &manifest, const Options &options, void *library,
   int32_t holder = outputRank(manifest);
   std::vector<const void *> data;
   for (size_t slot : outputSlots(manifest))
-    data.push_back(bound[holder].resultPointers[slot]);
+    data.push_back(bound[holder].outputs.at(slot).data());
   writeOutputs(manifest, options, data);
   printTiming(options, seconds[holder], ranks);
   return 0;
@@ -376,8 +409,10 @@ int runCudaThreads(const Manifest &manifest, const Options &options,
         }
         BoundRank &mine = bound[rank];
         auto step = [&] {
-          self->run(mine.stage->function, mine.args.data(),
-                    mine.resultPointers.data());
+          runForward(mine, manifest.microbatches, [&] {
+            self->run(mine.stage->function, mine.args.data(),
+                      mine.resultPointers.data());
+          });
         };
         for (int64_t i = 0; i < options.warmup; ++i)
           step();
@@ -408,7 +443,7 @@ int runCudaThreads(const Manifest &manifest, const Options &options,
   int32_t holder = outputRank(manifest);
   std::vector<const void *> data;
   for (size_t slot : outputSlots(manifest))
-    data.push_back(bound[holder].resultPointers[slot]);
+    data.push_back(bound[holder].outputs.at(slot).data());
   writeOutputs(manifest, options, data);
   printTiming(options, seconds[holder], ranks);
   return 0;
@@ -430,7 +465,7 @@ int runMpi(const Manifest &manifest, const Options &options, void *library,
   BoundRank bound = bindRank(manifest, rank, library, inputs);
   if (rank == options.stallRank)
     return 0;
-  double seconds = runRank(bound, *context, options);
+  double seconds = runRank(bound, *context, options, manifest.microbatches);
   // Outputs travel to rank 0 when another rank holds them.
   int32_t holder = outputRank(manifest);
   std::vector<size_t> slots = outputSlots(manifest);
@@ -440,9 +475,10 @@ int runMpi(const Manifest &manifest, const Options &options, void *library,
     int64_t bytes = manifest.outputs[i].bytes();
     if (holder == 0) {
       if (rank == 0)
-        data.push_back(bound.resultPointers[slots[i]]);
+        data.push_back(bound.outputs.at(slots[i]).data());
     } else if (rank == holder) {
-      context->send(0, bound.resultPointers[slots[i]], bytes, "output gather");
+      context->send(0, bound.outputs.at(slots[i]).data(), bytes,
+                    "output gather");
     } else if (rank == 0) {
       received[i].resize(bytes);
       context->recv(holder, received[i].data(), bytes, "output gather");

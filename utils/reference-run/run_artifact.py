@@ -6,7 +6,8 @@ tp-run, and compare every output with the reference stored beside the model.
         --config tp=2 --config tp=2,sp --config pp=2 --config tp=2,pp=2 \
         --launcher threads --launcher mpi
 
-A config is a comma-separated list of tp=N, pp=P, sp (sequence parallel).
+A config is a comma-separated list of tp=N, pp=P, mb=M (micro-batches per
+pipeline step), sp (sequence parallel).
 Inputs are read from <model dir>/<input name>.npy and references from
 <model dir>/<output name>.npy (written by test/models/generate.py with torch).
 A run passes when |out - ref| <= atol + rtol * |ref| everywhere.
@@ -22,13 +23,13 @@ import numpy as np
 
 
 def parse_config(text):
-    config = {"tp": 1, "pp": 1, "sp": False}
+    config = {"tp": 1, "pp": 1, "mb": 1, "sp": False}
     for part in filter(None, text.split(",")):
         if part == "sp":
             config["sp"] = True
         else:
             key, _, value = part.partition("=")
-            if key not in ("tp", "pp") or not value.isdigit():
+            if key not in ("tp", "pp", "mb") or not value.isdigit():
                 sys.exit(f"bad config part '{part}' in '{text}'")
             config[key] = int(value)
     return config
@@ -63,7 +64,8 @@ def main():
             config = parse_config(text)
             artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
             cmd = [args.tp_compile, model, "--target", "cpu", "-o", artifact,
-                   "--devices", str(config["tp"]), "--pp", str(config["pp"])]
+                   "--devices", str(config["tp"]), "--pp", str(config["pp"]),
+                   "--microbatches", str(config["mb"])]
             if config["sp"]:
                 cmd.append("--sequence-parallel")
             for shape in args.input_shape:

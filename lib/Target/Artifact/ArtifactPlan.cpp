@@ -197,6 +197,13 @@ FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
   llvm::StringMap<unsigned> indexOf;
   for (auto [stage, func] : llvm::enumerate(plan.stageFuncs)) {
     collectSignature(func, stage, plan);
+    // Stage functions take one micro-batch; the model's signature is the
+    // whole batch, M micro-batches along dim 0.
+    if (plan.microbatches > 1)
+      for (auto *list : {&plan.inputs, &plan.outputs})
+        for (TensorSignature &sig : *list)
+          if (sig.stage == stage && !sig.shape.empty())
+            sig.shape[0] *= plan.microbatches;
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
       if (func.getArgAttr(i, "tp.weight") &&
           failed(addWeightUse(func, i, stage, initializers, indexOf, plan)))
