@@ -222,7 +222,138 @@ struct SplitConvolutions
     conv.erase();
     if (fill && fill->use_empty())
       fill.erase();
+    // Per-channel ops after the convolution (reshape, bias, activation,
+    // pooling, padding) can run on this rank's channels too; the gather
+    // then moves less data, after pooling.
+    while (gather && gather->hasOneUse())
+      gather = sinkGather(gather, ranks);
     return success();
+  }
+
+  /// Moves `gather` below its one user when that user works on each
+  /// channel separately; returns the new gather, or null when it stays.
+  shard::AllGatherOp sinkGather(shard::AllGatherOp gather, int64_t ranks) {
+    Operation *user = *gather->getUsers().begin();
+    int64_t axis = gather.getGatherAxis().getSExtValue();
+    Value local = gather.getInput();
+    OpBuilder b(user);
+    auto regather = [&](Value value, int64_t newAxis) {
+      auto type = cast<RankedTensorType>(user->getResult(0).getType());
+      auto next = shard::AllGatherOp::create(
+          b, gather.getLoc(), type, gather.getGrid(), gather.getGridAxes(),
+          value, APInt(64, newAxis));
+      user->getResult(0).replaceAllUsesWith(next.getResult());
+      user->erase();
+      gather.erase();
+      return next;
+    };
+    auto localType = [&](Value value, int64_t dim) {
+      auto type = cast<RankedTensorType>(value.getType());
+      return withDim(type, dim, type.getDimSize(dim) / ranks);
+    };
+
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+      // The channel dim must stay a dim of its own (merged with unit dims).
+      auto srcType = collapse.getSrcType();
+      for (auto [resultDim, group] :
+           llvm::enumerate(collapse.getReassociationIndices())) {
+        if (!llvm::is_contained(group, axis))
+          continue;
+        for (int64_t d : group)
+          if (d != axis && srcType.getDimSize(d) != 1)
+            return nullptr;
+        auto next = tensor::CollapseShapeOp::create(
+            b, collapse.getLoc(), localType(collapse.getResult(), resultDim),
+            local, collapse.getReassociationIndices());
+        return regather(next, resultDim);
+      }
+      return nullptr;
+    }
+    if (auto pad = dyn_cast<tensor::PadOp>(user)) {
+      if (pad.getStaticLow()[axis] != 0 || pad.getStaticHigh()[axis] != 0 ||
+          !pad.getConstantPaddingValue())
+        return nullptr;
+      IRMapping mapping;
+      mapping.map(pad.getSource(), local);
+      Operation *next = b.clone(*pad, mapping);
+      next->getResult(0).setType(localType(pad.getResult(), axis));
+      return regather(next->getResult(0), axis);
+    }
+    auto generic = dyn_cast<linalg::GenericOp>(user);
+    if (!generic || generic.getNumDpsInits() != 1)
+      return nullptr;
+    OpOperand *use = &*gather->getUses().begin();
+    if (generic.isDpsInit(use))
+      return nullptr;
+    // The loop over channels: a parallel loop that indexes the gathered dim
+    // and the output as plain dims.
+    auto dimOf = [](AffineMap map, int64_t position) -> std::optional<unsigned> {
+      if (auto dim = dyn_cast<AffineDimExpr>(map.getResult(position)))
+        return dim.getPosition();
+      return std::nullopt;
+    };
+    std::optional<unsigned> loop =
+        dimOf(generic.getMatchingIndexingMap(use), axis);
+    if (!loop || generic.getIteratorTypesArray()[*loop] !=
+                     utils::IteratorType::parallel)
+      return nullptr;
+    AffineMap outMap = generic.getIndexingMapsArray().back();
+    int64_t outDim = positionOf(outMap, *loop);
+    if (outDim < 0)
+      return nullptr;
+    // Every other operand either ignores the channel loop or is a weight
+    // read only here, indexed by it plainly: this rank takes its slice.
+    SmallVector<std::pair<BlockArgument, int64_t>> weightsToSlice;
+    for (OpOperand &operand : generic->getOpOperands()) {
+      if (&operand == use || generic.isDpsInit(&operand) ||
+          !isa<RankedTensorType>(operand.get().getType()))
+        continue;
+      AffineMap map = generic.getMatchingIndexingMap(&operand);
+      if (!map.isFunctionOfDim(*loop))
+        continue;
+      auto arg = dyn_cast<BlockArgument>(operand.get());
+      int64_t dim = positionOf(map, *loop);
+      auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                      : nullptr;
+      if (!func || dim < 0 || !arg.hasOneUse() ||
+          !func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName) ||
+          func.getArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName))
+        return nullptr;
+      weightsToSlice.emplace_back(arg, dim);
+    }
+    Value init = generic.getDpsInits()[0];
+    auto fill = init.getDefiningOp<linalg::FillOp>();
+    if (!fill && !init.getDefiningOp<tensor::EmptyOp>())
+      return nullptr;
+
+    for (auto [arg, dim] : weightsToSlice) {
+      auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      arg.setType(localType(arg, dim));
+      SmallVector<Type> inputs(func.getArgumentTypes());
+      inputs[arg.getArgNumber()] = arg.getType();
+      func.setType(FunctionType::get(func.getContext(), inputs,
+                                     func.getResultTypes()));
+      func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName,
+                      StringAttr::get(func.getContext(), "conv-output"));
+    }
+    auto resultType = localType(generic.getResult(0), outDim);
+    Value localInit = tensor::EmptyOp::create(
+        b, generic.getLoc(), resultType.getShape(), resultType.getElementType());
+    if (fill)
+      localInit = linalg::FillOp::create(b, fill.getLoc(), fill.getInputs()[0],
+                                         localInit)
+                      .getResult(0);
+    IRMapping mapping;
+    mapping.map(use->get(), local);
+    mapping.map(init, localInit);
+    Operation *next = b.clone(*generic, mapping);
+    next->getResult(0).setType(resultType);
+    // Operands that ignore the channel loop but have the full result shape
+    // (a window tensor) are unchanged; only `init` and the input moved.
+    shard::AllGatherOp result = regather(next->getResult(0), outDim);
+    if (fill && fill->use_empty())
+      fill.erase();
+    return result;
   }
 };
 

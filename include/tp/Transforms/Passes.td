@@ -175,6 +175,11 @@ def SplitConvolutions : Pass<"tp-split-convolutions", "::mlir::func::FuncOp"> {
     channels, and one `shard.all_gather` on the channel dim rebuilds the
     full output. The weight argument's type becomes the local slice, tagged
     `tp.parallel = "conv-output"`, so the artifact stores one slice per rank.
+    The gather then moves down past what works on each channel alone
+    (reshapes keeping the channel dim, bias and normalisation with their
+    per-channel weights sliced the same way, activations, pooling, padding
+    of other dims), so those run on this rank's channels and the gather
+    carries the smaller, pooled activation.
     A convolution whose channels do not divide stays replicated, with a
     warning that names it.
   }];
