@@ -1,0 +1,279 @@
+#!/usr/bin/python3
+"""Build the model zoo: tiny random-weight transformers models, exported the
+way users export them, with torch's outputs stored as references.
+
+Each model is built from a transformers config (2 layers, hidden 64-192, some
+head counts and vocabularies that do not divide 2 or 4), its weights are
+re-drawn so that activations are O(1) (transformers' 0.02-std init makes
+every logit nearly equal, which hides a wrong split), and it is exported
+with `torch.onnx.export` as the transformers docs show: eval mode,
+`use_cache=False`, dynamic batch and sequence axes, constant folding on.
+
+One folder per model under test/models/hf/<name>/:
+  model.onnx        the export
+  <input>.npy       the inputs the references were computed on
+  <output>.npy      torch's outputs (float32)
+and test/models/hf/zoo.json lists every model: opset, inputs with their
+shapes, outputs, and what the model is.
+
+Needs Debian's python3-torch 1.13 and transformers 4.47 (PyPI, installed
+with --target; see `make zoo-deps`):
+  PYTHONPATH=test/models/hf/.cache/site HF_HUB_OFFLINE=1 \\
+      /usr/bin/python3 test/models/hf/generate.py [name ...]
+Deterministic: torch.manual_seed(0) before each model.
+"""
+
+import json
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import transformers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH, SEQ = 2, 12
+
+warnings.filterwarnings("ignore")
+transformers.logging.set_verbosity_error()
+
+
+def redraw(model):
+    """Weights with O(1) activations: N(0, 1/fan_in) matrices, N(0, 1)
+    embeddings, norms near 1, small biases."""
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for module in model.modules():
+            for name, p in module.named_parameters(recurse=False):
+                if isinstance(module, nn.Embedding):
+                    p.copy_(torch.randn(p.shape, generator=gen))
+                elif "norm" in type(module).__name__.lower() or isinstance(
+                        module, (nn.LayerNorm, nn.BatchNorm2d)):
+                    base = 1.0 if name == "weight" else 0.0
+                    p.copy_(base + 0.1 * torch.randn(p.shape, generator=gen))
+                elif p.dim() >= 2:
+                    # nn.Linear is [out, in]; GPT-2's Conv1D is [in, out].
+                    conv1d = type(module).__name__ == "Conv1D"
+                    fan_in = p.shape[0] if conv1d else p[0].numel()
+                    p.copy_(torch.randn(p.shape, generator=gen) /
+                            math.sqrt(fan_in))
+                else:
+                    p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.copy_(
+                    0.1 * torch.randn(module.running_mean.shape, generator=gen))
+                module.running_var.copy_(
+                    1 + 0.1 * torch.rand(module.running_var.shape, generator=gen))
+    return model
+
+
+class CausalLM(nn.Module):
+    """The export wrapper users write: logits only, no cache."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          use_cache=False, return_dict=False)[0]
+
+
+class Encoder(nn.Module):
+    def __init__(self, model, outputs):
+        super().__init__()
+        self.model = model
+        self.outputs = outputs
+
+    def forward(self, input_ids, attention_mask):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         return_dict=True)
+        return tuple(out[name] for name in self.outputs)
+
+
+class ImageClassifier(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values=pixel_values, return_dict=False)[0]
+
+
+def causal(config_cls, model_cls, **config):
+    def build():
+        cfg = config_cls(**config)
+        cfg._attn_implementation = "eager"
+        return CausalLM(redraw(model_cls(cfg).eval()))
+    return build
+
+
+# name -> (builder, kind, opset, what it exercises)
+ZOO = {
+    "gpt2": (causal(transformers.GPT2Config, transformers.GPT2LMHeadModel,
+                    vocab_size=1001, n_positions=64, n_embd=96, n_layer=2,
+                    n_head=6, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0),
+             "causal", 17,
+             "GPT2LMHeadModel: Conv1D (matmul on a [B*S, H] view), fused QKV "
+             "split after a reshape, tied LM head, 6 heads, vocab 1001"),
+    "opt": (causal(transformers.OPTConfig, transformers.OPTForCausalLM,
+                   vocab_size=1003, hidden_size=80, num_hidden_layers=2,
+                   ffn_dim=160, num_attention_heads=5,
+                   max_position_embeddings=64, word_embed_proj_dim=80,
+                   dropout=0, attention_dropout=0),
+            "causal", 14,
+            "OPTForCausalLM: positions from a CumSum over the mask, 5 heads, "
+            "vocab 1003"),
+    "bloom": (causal(transformers.BloomConfig, transformers.BloomForCausalLM,
+                     vocab_size=1000, hidden_size=64, n_layer=2, n_head=4,
+                     hidden_dropout=0, attention_dropout=0),
+              "causal", 14,
+              "BloomForCausalLM: ALiBi (CumSum over the mask), QKV "
+              "interleaved per head"),
+    "gpt_neox": (causal(transformers.GPTNeoXConfig,
+                        transformers.GPTNeoXForCausalLM, vocab_size=1000,
+                        hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=256,
+                        max_position_embeddings=64, rotary_pct=0.25,
+                        use_parallel_residual=True, hidden_dropout=0,
+                        attention_dropout=0),
+                 "causal", 14,
+                 "GPTNeoXForCausalLM: QKV interleaved per head, partial "
+                 "rotary, parallel residual"),
+    "gptj": (causal(transformers.GPTJConfig, transformers.GPTJForCausalLM,
+                    vocab_size=1000, n_positions=64, n_embd=64, n_layer=2,
+                    n_head=4, rotary_dim=8, resid_pdrop=0, embd_pdrop=0,
+                    attn_pdrop=0),
+             "causal", 14,
+             "GPTJForCausalLM: interleaved rotary from a Tile'd position "
+             "table, parallel residual, untied LM head with bias"),
+    "llama": (causal(transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                     vocab_size=1000, hidden_size=64, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2,
+                     intermediate_size=128, max_position_embeddings=64),
+              "causal", 14,
+              "LlamaForCausalLM: GQA (4 Q heads, 2 KV heads), RoPE, "
+              "decomposed RMSNorm, SwiGLU"),
+    "mistral": (causal(transformers.MistralConfig,
+                       transformers.MistralForCausalLM, vocab_size=1001,
+                       hidden_size=96, num_hidden_layers=2,
+                       num_attention_heads=6, num_key_value_heads=2,
+                       intermediate_size=192, max_position_embeddings=64,
+                       sliding_window=None),
+                "causal", 14,
+                "MistralForCausalLM: GQA (6 Q heads, 2 KV heads), vocab 1001"),
+    "gpt_bigcode": (causal(transformers.GPTBigCodeConfig,
+                           transformers.GPTBigCodeForCausalLM,
+                           vocab_size=1000, n_positions=64, n_embd=64,
+                           n_layer=2, n_head=4, multi_query=True,
+                           resid_pdrop=0, embd_pdrop=0, attn_pdrop=0),
+                    "causal", 14,
+                    "GPTBigCodeForCausalLM: multi-query attention fused in "
+                    "one projection (4 Q heads, 1 K/V head)"),
+    "bert": ((lambda: Encoder(redraw(transformers.BertModel(
+                 transformers.BertConfig(
+                     vocab_size=1002, hidden_size=64, num_hidden_layers=2,
+                     num_attention_heads=4, intermediate_size=128,
+                     max_position_embeddings=64, hidden_dropout_prob=0,
+                     attention_probs_dropout_prob=0,
+                     attn_implementation="eager"))).eval(),
+                 ["last_hidden_state", "pooler_output"])),
+             "encoder", 14,
+             "BertModel: padded attention mask, pooler, vocab 1002"),
+    "roberta": ((lambda: Encoder(redraw(transformers.RobertaModel(
+                    transformers.RobertaConfig(
+                        vocab_size=1000, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128,
+                        max_position_embeddings=66, pad_token_id=1,
+                        hidden_dropout_prob=0, attention_probs_dropout_prob=0,
+                        attn_implementation="eager"),
+                    add_pooling_layer=False)).eval(),
+                    ["last_hidden_state"])),
+                "encoder", 14,
+                "RobertaModel: positions from a CumSum over input_ids != pad"),
+    "resnet": ((lambda: ImageClassifier(redraw(
+                   transformers.ResNetForImageClassification(
+                       transformers.ResNetConfig(
+                           num_channels=3, embedding_size=16,
+                           hidden_sizes=[16, 32], depths=[1, 1],
+                           layer_type="basic", num_labels=10))).eval())),
+               "image", 14,
+               "ResNetForImageClassification: 2 stages of basic blocks"),
+}
+
+
+def make_inputs(kind, vocab, pad_id):
+    gen = torch.Generator().manual_seed(2)
+    if kind == "image":
+        return {"pixel_values": torch.randn(BATCH, 3, 32, 32, generator=gen)}
+    ids = torch.randint(3, vocab, (BATCH, SEQ), generator=gen)
+    mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
+    if kind == "encoder":
+        # The second sentence is shorter: its tail is padding.
+        mask[1, SEQ - 4:] = 0
+        ids[1, SEQ - 4:] = pad_id
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def generate(name):
+    build, kind, opset, about = ZOO[name]
+    torch.manual_seed(0)
+    model = build()
+    inner = model.model
+    cfg = inner.config
+    vocab = getattr(cfg, "vocab_size", 0)
+    pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+    inputs = make_inputs(kind, vocab, pad_id)
+    names = list(inputs)
+    with torch.no_grad():
+        outs = model(*inputs.values())
+    if isinstance(outs, torch.Tensor):
+        outs = (outs,)
+    out_names = (model.outputs if kind == "encoder" else ["logits"])
+    dynamic = {n: {0: "batch"} | ({1: "sequence"} if kind != "image" else {})
+               for n in names}
+    for n, o in zip(out_names, outs):
+        dynamic[n] = {0: "batch"} | ({1: "sequence"} if o.dim() == 3 else {})
+    folder = os.path.join(HERE, name)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.onnx")
+    torch.onnx.export(model, tuple(inputs.values()), path,
+                      input_names=names, output_names=out_names,
+                      dynamic_axes=dynamic, opset_version=opset,
+                      do_constant_folding=True)
+    for n, t in inputs.items():
+        np.save(os.path.join(folder, n + ".npy"), t.numpy())
+    for n, o in zip(out_names, outs):
+        np.save(os.path.join(folder, n + ".npy"), o.numpy().astype(np.float32))
+    params = sum(p.numel() for p in inner.parameters())
+    print(f"{name}: opset {opset}, {params} parameters, "
+          f"{os.path.getsize(path) // 1024} KiB")
+    return {"model": type(inner).__name__, "about": about, "opset": opset,
+            "kind": kind, "parameters": params,
+            "inputs": {n: list(t.shape) for n, t in inputs.items()},
+            "outputs": {n: list(o.shape) for n, o in zip(out_names, outs)}}
+
+
+def main():
+    names = sys.argv[1:] or list(ZOO)
+    index_path = os.path.join(HERE, "zoo.json")
+    index = {}
+    if os.path.exists(index_path):
+        with open(index_path) as f:
+            index = json.load(f)
+    for name in names:
+        index[name] = generate(name)
+    index = {n: index[n] for n in ZOO if n in index}
+    with open(index_path, "w") as f:
+        json.dump({"torch": torch.__version__,
+                   "transformers": transformers.__version__} | {
+                       k: v for k, v in index.items()
+                       if k not in ("torch", "transformers")}, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
