@@ -1,7 +1,7 @@
 //===- DataMovementShardingModels.cpp - slices, concats, pads -------------===//
 //
-// ShardingInterface models for tensor.extract_slice, tensor.concat and
-// tensor.pad. A dim that the op does not cut (a slice that keeps the whole
+// ShardingInterface models for tensor.extract_slice, insert_slice, concat
+// and pad. A dim that the op does not cut (a slice that keeps the whole
 // dim, a concat along another dim, a dim without padding) can stay split: every
 // rank slices or concatenates its own shard, with no communication. The cut dim
 // is kept whole: a split asked of it is replicated, and partition gathers
@@ -226,6 +226,76 @@ struct PadShardingModel
   }
 };
 
+/// tensor.insert_slice of a box into a tensor (the importer's ScatterND of
+/// a slice assignment). Dims the box covers whole can stay split; the others
+/// are kept whole.
+struct InsertSliceShardingModel
+    : public ShardingInterface::ExternalModel<InsertSliceShardingModel,
+                                              tensor::InsertSliceOp> {
+  static bool isModelled(tensor::InsertSliceOp insert) {
+    return insert->getNumOperands() == 2 &&
+           insert.getSourceType().getRank() == insert.getDestType().getRank();
+  }
+
+  static SmallVector<bool> cutDims(tensor::InsertSliceOp insert) {
+    SmallVector<bool> cut;
+    for (int64_t d = 0, e = insert.getDestType().getRank(); d < e; ++d)
+      cut.push_back(insert.getStaticOffsets()[d] != 0 ||
+                    insert.getStaticStrides()[d] != 1 ||
+                    insert.getStaticSizes()[d] !=
+                        insert.getDestType().getDimSize(d));
+    return cut;
+  }
+
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(
+        cast<tensor::InsertSliceOp>(op).getDestType().getRank(),
+        utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto insert = cast<tensor::InsertSliceOp>(op);
+    if (!isModelled(insert))
+      return {};
+    AffineMap id = AffineMap::getMultiDimIdentityMap(
+        insert.getDestType().getRank(), op->getContext());
+    return {id, id, id};
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    auto insert = cast<tensor::InsertSliceOp>(op);
+    if (!isModelled(insert))
+      return failure();
+    return replicateCutLoops(shard::detail::defaultGetShardingOption(
+                                 op, operandShardings, resultShardings),
+                             cutDims(insert));
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    auto insert = cast<tensor::InsertSliceOp>(op);
+    auto localDest = cast<RankedTensorType>(partitionedOperands[1].getType());
+    SmallVector<bool> cut = cutDims(insert);
+    SmallVector<OpFoldResult> offsets, sizes, strides;
+    for (int64_t d = 0, e = localDest.getRank(); d < e; ++d) {
+      offsets.push_back(builder.getIndexAttr(insert.getStaticOffsets()[d]));
+      sizes.push_back(builder.getIndexAttr(
+          cut[d] ? insert.getStaticSizes()[d] : localDest.getDimSize(d)));
+      strides.push_back(builder.getIndexAttr(insert.getStaticStrides()[d]));
+    }
+    auto local = tensor::InsertSliceOp::create(
+        builder, op->getLoc(), partitionedOperands[0], partitionedOperands[1],
+        offsets, sizes, strides);
+    return mapLocal(op, local, partitionMap);
+  }
+};
+
 } // namespace
 
 void mlir::tp::registerDataMovementShardingModels(DialectRegistry &registry) {
@@ -233,5 +303,6 @@ void mlir::tp::registerDataMovementShardingModels(DialectRegistry &registry) {
     tensor::ExtractSliceOp::attachInterface<ExtractSliceShardingModel>(*ctx);
     tensor::ConcatOp::attachInterface<ConcatShardingModel>(*ctx);
     tensor::PadOp::attachInterface<PadShardingModel>(*ctx);
+    tensor::InsertSliceOp::attachInterface<InsertSliceShardingModel>(*ctx);
   });
 }

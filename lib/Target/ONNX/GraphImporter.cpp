@@ -469,6 +469,7 @@ const ConverterMap &mlir::tp::onnx_import::getConverters() {
     populateElementwiseConverters(map);
     populateShapeConverters(map);
     populateDataMovementConverters(map);
+    populateIndexingConverters(map);
     populateMatMulConverters(map);
     populateReductionConverters(map);
     populateConvConverters(map);

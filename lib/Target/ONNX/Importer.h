@@ -141,6 +141,7 @@ using ConverterMap = llvm::StringMap<OpConverter>;
 void populateElementwiseConverters(ConverterMap &map);
 void populateShapeConverters(ConverterMap &map);
 void populateDataMovementConverters(ConverterMap &map);
+void populateIndexingConverters(ConverterMap &map);
 void populateMatMulConverters(ConverterMap &map);
 void populateReductionConverters(ConverterMap &map);
 void populateConvConverters(ConverterMap &map);

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Compile and run the model zoo (test/models/hf) and compare with torch.
+
+For every model (all of zoo.json, or those named), every opset variant and
+every config, the model is compiled with `tp-compile --target cpu --explain`,
+run with `tp-run` (thread ranks) on the inputs stored beside it, and each
+output is compared with torch's output stored by generate.py:
+|out - ref| <= atol + rtol * |ref| (atol = rtol = 1e-4 by default).
+
+    run_zoo.py [name ...] [--opset native --opset 18 --opset 21]
+               [--config tp=1 --config tp=2 --config tp=4 --config tp=2,sp]
+               [--converted-config tp=2] [--tp-compile P] [--tp-run P]
+
+Opset variants other than `native` are made with onnx.version_converter
+(ReduceMean, Split, Squeeze and friends take axes as inputs from 18 on) and
+run the --converted-config configs. One line per run:
+
+    gpt2 opset17 tp=2: logits max abs diff 1.9e-06 ok | all_reduce 5, \
+all_gather 1 | weights per device 51.2%
+
+then a closing 'N passed, N failed' line; exit status 1 if any failed.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ZOO = os.path.join(HERE, "..", "..", "test", "models", "hf")
+
+
+def parse_config(text):
+    config = {"tp": 1, "pp": 1, "sp": False}
+    for part in filter(None, text.split(",")):
+        if part == "sp":
+            config["sp"] = True
+            continue
+        key, _, value = part.partition("=")
+        if key not in ("tp", "pp") or not value.isdigit():
+            sys.exit(f"bad config part '{part}' in '{text}'")
+        config[key] = int(value)
+    return config
+
+
+def convert(model_path, opset, work):
+    import onnx
+    from onnx import version_converter
+    model = onnx.load(model_path)
+    converted = version_converter.convert_version(model, opset)
+    path = os.path.join(work, f"opset{opset}.onnx")
+    onnx.save(converted, path)
+    return path
+
+
+def parse_explain(text):
+    """Collective counts and the weight fraction from tp-compile --explain."""
+    collectives = {}
+    m = re.search(r"^collectives: (.*?);", text, re.M)
+    if m:
+        for count, kind in re.findall(r"(\d+) (\w+)", m.group(1)):
+            collectives[kind] = int(count)
+    m = re.search(r"per device: weights (\d+) B \(whole model (\d+) B\)", text)
+    fraction = int(m.group(1)) / int(m.group(2)) if m else 1.0
+    return collectives, fraction
+
+
+def run_one(args, name, entry, model_path, label, text, work):
+    config = parse_config(text)
+    artifact = os.path.join(work, f"{label}-{text.replace(',', '_')}.tpa")
+    cmd = [args.tp_compile, model_path, "--target", "cpu", "--explain",
+           "-o", artifact, "--devices", str(config["tp"]),
+           "--pp", str(config["pp"])]
+    if config["sp"]:
+        cmd.append("--sequence-parallel")
+    for input_name, shape in entry["inputs"].items():
+        cmd += ["--input-shape", f"{input_name}={'x'.join(map(str, shape))}"]
+    head = f"{name} {label} {text}:"
+    compiled = subprocess.run(cmd, capture_output=True, text=True)
+    if compiled.returncode != 0:
+        errors = [l for l in compiled.stderr.splitlines() if "error" in l]
+        print(f"{head} FAIL (tp-compile exit {compiled.returncode}: "
+              f"{(errors or compiled.stderr.splitlines() or [''])[0][:300]})")
+        return False
+    collectives, fraction = parse_explain(compiled.stdout + compiled.stderr)
+    out_dir = os.path.join(work, "out")
+    os.makedirs(out_dir, exist_ok=True)
+    folder = os.path.join(ZOO, name)
+    run = [args.tp_run, artifact, "--output-dir", out_dir, "--quiet"]
+    for input_name in entry["inputs"]:
+        run += ["--input",
+                f"{input_name}={os.path.join(folder, input_name + '.npy')}"]
+    ran = subprocess.run(run, capture_output=True, text=True)
+    if ran.returncode != 0:
+        print(f"{head} FAIL (tp-run exit {ran.returncode}: "
+              f"{ran.stderr.strip()[:300]})")
+        return False
+    ok = True
+    parts = []
+    for output in entry["outputs"]:
+        ref = np.load(os.path.join(folder, output + ".npy"))
+        out = np.load(os.path.join(out_dir, output + ".npy"))
+        good = out.shape == ref.shape and np.allclose(
+            out, ref, atol=args.atol, rtol=args.rtol)
+        diff = (float(np.max(np.abs(out.astype(np.float64) - ref)))
+                if out.shape == ref.shape else float("inf"))
+        parts.append(f"{output} max abs diff {diff:.2g} "
+                     f"{'ok' if good else 'FAIL'}")
+        ok &= good
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(collectives.items()))
+    print(f"{head} {'; '.join(parts)} | {counts or 'no collectives'} | "
+          f"weights per device {100 * fraction:.1f}%")
+    return ok
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--opset", action="append")
+    parser.add_argument("--config", action="append")
+    parser.add_argument("--converted-config", action="append")
+    parser.add_argument("--atol", type=float, default=1e-4)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--tp-compile", default="tp-compile")
+    parser.add_argument("--tp-run", default="tp-run")
+    args = parser.parse_args()
+    with open(os.path.join(ZOO, "zoo.json")) as f:
+        zoo = {k: v for k, v in json.load(f).items() if isinstance(v, dict)}
+    names = args.names or list(zoo)
+    for name in names:
+        if name not in zoo:
+            sys.exit(f"'{name}' is not in the zoo ({', '.join(zoo)})")
+    opsets = args.opset or ["native", "18", "21"]
+    configs = args.config or ["tp=1", "tp=2", "tp=4", "tp=2,sp"]
+    converted_configs = args.converted_config or ["tp=2"]
+    passed = failed = 0
+    for name in names:
+        entry = zoo[name]
+        model = os.path.join(ZOO, name, "model.onnx")
+        with tempfile.TemporaryDirectory() as work:
+            for opset in opsets:
+                if opset == "native":
+                    path, label, runs = model, f"opset{entry['opset']}", configs
+                else:
+                    path = convert(model, int(opset), work)
+                    label, runs = f"opset{opset}", converted_configs
+                for text in runs:
+                    if run_one(args, name, entry, path, label, text, work):
+                        passed += 1
+                    else:
+                        failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
