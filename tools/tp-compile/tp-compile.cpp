@@ -18,10 +18,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -90,6 +92,50 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// "model.onnx: warning: at '/h.0/attn/MatMul': message": the model file
+/// and the ONNX node from the op's location (NameLoc(node, model:0:0)).
+static void printDiagnosticLine(Location loc, DiagnosticSeverity severity,
+                                StringRef message, bool note) {
+  std::string file, node;
+  loc->walk([&](Location inner) {
+    if (auto name = dyn_cast<NameLoc>(inner); name && node.empty())
+      node = name.getName().str();
+    if (auto fileLoc = dyn_cast<FileLineColLoc>(inner); fileLoc && file.empty())
+      file = fileLoc.getFilename().str();
+    return WalkResult::advance();
+  });
+  llvm::raw_ostream &os = llvm::errs();
+  os << (file.empty() ? std::string("tp-compile") : file) << ": ";
+  switch (severity) {
+  case DiagnosticSeverity::Error:
+    llvm::WithColor(os, llvm::HighlightColor::Error) << "error";
+    break;
+  case DiagnosticSeverity::Warning:
+    llvm::WithColor(os, llvm::HighlightColor::Warning) << "warning";
+    break;
+  case DiagnosticSeverity::Note:
+    llvm::WithColor(os, llvm::HighlightColor::Note) << "note";
+    break;
+  case DiagnosticSeverity::Remark:
+    llvm::WithColor(os, llvm::HighlightColor::Remark) << "remark";
+    break;
+  }
+  os << ": ";
+  // Importer messages already name their node.
+  if (!node.empty() && !note && !message.contains(node))
+    os << "at '" << node << "': ";
+  os << message << "\n";
+}
+
+static LogicalResult printDiagnostic(Diagnostic &diag) {
+  printDiagnosticLine(diag.getLocation(), diag.getSeverity(), diag.str(),
+                      /*note=*/false);
+  for (Diagnostic &note : diag.getNotes())
+    printDiagnosticLine(note.getLocation(), note.getSeverity(), note.str(),
+                        /*note=*/true);
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
@@ -126,6 +172,9 @@ int main(int argc, char **argv) {
   tp::registerShardingExtensions(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // Print every diagnostic, warnings included (MLIR's default handler shows
+  // only errors): the planner explains each weight it leaves whole.
+  context.getDiagEngine().registerHandler(printDiagnostic);
 
   // Micro-batches: the stage functions are compiled for one micro-batch, a
   // 1/M slice of every input's batch dim (dim 0); tp-run feeds them in turn.
