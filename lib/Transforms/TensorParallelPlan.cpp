@@ -99,6 +99,36 @@ static std::string formatDivisors(int64_t size) {
   return s;
 }
 
+/// True if `ids` is a model input, possibly through reshapes and casts: the
+/// token ids of a word embedding. Ids computed from the input (RoBERTa's and
+/// OPT's positions, a CumSum over a mask) index a position table, which
+/// Megatron-LM keeps whole: splitting it would cost an all-reduce per
+/// forward pass to save a few rows.
+static bool isModelInput(Value ids) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(ids)) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      return func && func.getArgAttr(arg.getArgNumber(),
+                                     TPDialect::kInputAttrName);
+    }
+    Operation *def = ids.getDefiningOp();
+    if (isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
+      ids = def->getOperand(0);
+      continue;
+    }
+    // An elementwise cast: one input, parallel loops, a body of one op.
+    auto generic = dyn_cast_or_null<linalg::GenericOp>(def);
+    if (!generic || generic.getNumDpsInputs() != 1 ||
+        generic.getNumReductionLoops() != 0 ||
+        !generic.getBody()->getOperations().front().hasTrait<
+            OpTrait::OneOperand>() ||
+        generic.getBody()->getOperations().size() != 2 ||
+        !isa<CastOpInterface>(generic.getBody()->front()))
+      return false;
+    ids = generic.getDpsInputs()[0];
+  }
+}
+
 namespace {
 
 /// Where a split dim goes, walking forward from one column contraction.
@@ -262,6 +292,9 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     Value table = vocab ? getWeightArg(op.getDpsInputs()[1]) : Value();
     if (!table || plan.splits.count(table))
       return;
+    if (!isModelInput(op.getDpsInputs()[0]))
+      return replicate(op, "its ids are computed, not a model input (a "
+                           "position table): kept whole, with no all-reduce");
     if (vocab.getInt() % devices != 0)
       return replicate(op,
                        "vocabulary of " + Twine(vocab.getInt()) +
