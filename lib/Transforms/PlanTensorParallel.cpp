@@ -151,13 +151,16 @@ struct PlanTensorParallel
         operand.set(shardOp.getResult());
       }
     });
-    // A dim that does not divide is the user's choice of device count to
-    // revisit, so it is a warning, not only a line in tp-explain.
-    for (const auto &[op, why, uneven] : plan.replicated) {
-      op->setAttr(TPDialect::kReplicatedAttrName, StringAttr::get(ctx, why));
-      if (uneven)
-        emitWarning(op->getLoc())
-            << "tp-plan-tensor-parallel: replicated, " << why;
+    // A weight left whole costs memory and speed on every rank (a dim that
+    // does not divide is the user's device count to revisit; a structure
+    // without a rule is attention or an MLP running whole): a warning, not
+    // only a line in tp-explain.
+    for (const auto &entry : plan.replicated) {
+      entry.op->setAttr(TPDialect::kReplicatedAttrName,
+                        StringAttr::get(ctx, entry.reason));
+      if (!entry.intended)
+        emitWarning(entry.op->getLoc())
+            << "tp-plan-tensor-parallel: replicated, " << entry.reason;
     }
   }
 };

@@ -283,8 +283,9 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
   TensorParallelPlan plan;
   DenseSet<Operation *> rowOps, columnOps;
   int64_t nextBlock = 0;
-  auto replicate = [&](Operation *op, const Twine &why, bool uneven = false) {
-    plan.replicated.push_back({op, why.str(), uneven});
+  auto replicate = [&](Operation *op, const Twine &why, bool uneven = false,
+                       bool intended = false) {
+    plan.replicated.push_back({op, why.str(), uneven, intended});
   };
   // Vocabulary-parallel embeddings, as Megatron-LM splits them.
   func.walk([&](linalg::GenericOp op) {
@@ -293,8 +294,10 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     if (!table || plan.splits.count(table))
       return;
     if (!isModelInput(op.getDpsInputs()[0]))
-      return replicate(op, "its ids are computed, not a model input (a "
-                           "position table): kept whole, with no all-reduce");
+      return replicate(op,
+                       "its ids are computed, not a model input (a position "
+                       "table): kept whole, with no all-reduce",
+                       /*uneven=*/false, /*intended=*/true);
     if (vocab.getInt() % devices != 0)
       return replicate(op,
                        "vocabulary of " + Twine(vocab.getInt()) +

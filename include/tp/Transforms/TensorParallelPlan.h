@@ -52,6 +52,9 @@ struct TensorParallelPlan {
     std::string reason;
     /// Replicated only because a dim does not divide by the device count.
     bool uneven;
+    /// Kept whole by design (a position table), not for want of a rule:
+    /// explained, but not warned about.
+    bool intended = false;
   };
   /// Weight contractions left replicated, with the reason.
   SmallVector<Replicated> replicated;
