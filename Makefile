@@ -16,7 +16,7 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace \
   libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo check clean bench-deps
+.PHONY: deps build demo check clean bench-deps zoo-deps
 
 deps:
 	$(SUDO) apt-get update -qq
@@ -55,6 +55,17 @@ bench-deps:
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-torch python3-pip
 	/usr/bin/python3 -m pip install -q --upgrade --target $(BENCH_SITE) --no-deps $(BENCH_PIP_PACKAGES)
 	PYTHONPATH=$(BENCH_SITE) /usr/bin/python3 -c "import torch, transformers, tensor_parallel; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+
+# The model zoo (test/models/hf/generate.py): transformers 4.47 for Debian's
+# torch 1.13, into test/models/hf/.cache/site. Only needed to rebuild the zoo.
+ZOO_SITE := test/models/hf/.cache/site
+ZOO_PIP_PACKAGES := transformers==4.47.1 huggingface_hub==0.30.2 \
+  safetensors==0.5.3 tokenizers==0.21.1 regex packaging filelock tqdm fsspec
+
+zoo-deps:
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-torch python3-onnx python3-pip
+	/usr/bin/python3 -m pip install -q --break-system-packages --target $(ZOO_SITE) --no-deps $(ZOO_PIP_PACKAGES)
 
 clean:
 	rm -rf $(BUILD)
