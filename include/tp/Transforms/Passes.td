@@ -109,6 +109,36 @@ def PlanSequenceParallel : Pass<"tp-plan-sequence-parallel",
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def UnflattenBatchDims : Pass<"tp-unflatten-batch-dims", "::mlir::func::FuncOp"> {
+  let summary = "Undo exports' flattening of leading dims around batched ops";
+  let description = [{
+    GPT-NeoX and BLOOM run attention on `[batch * heads, seq, dim]`
+    (`baddbmm`), GPT-2's Conv1D multiplies a `[batch * seq, hidden]` view. A
+    split of the heads cannot pass such a merge, so attention would stay
+    replicated. Every linalg op that reads a collapse of leading dims, or
+    whose result is expanded into leading dims, is rewritten on the
+    unflattened shape (named ops are generalized first), until collapse and
+    expand meet and fold away.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MergeAllReduces : Pass<"tp-merge-all-reduces", "::mlir::func::FuncOp"> {
+  let summary = "One all-reduce for the sum of two row-parallel results";
+  let description = [{
+    In a parallel-residual block (GPT-NeoX, GPT-J, Falcon, Phi) attention
+    and MLP read the same input and their outputs are added. After
+    partition each ends in a `shard.all_reduce`; their sum is the all-reduce
+    of the sum of the two partial results, so each rank adds them first and
+    one all-reduce remains: 1 per layer instead of 2. A bias added after
+    one of them (a row-parallel layer's bias) is added after the merged
+    reduce. Run after partition, before `tp-form-reduce-scatter`.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FormReduceScatter : Pass<"tp-form-reduce-scatter", "::mlir::func::FuncOp"> {
   let summary = "Turn an all-reduce followed by a slice into a "
                 "reduce-scatter";
