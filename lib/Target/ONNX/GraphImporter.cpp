@@ -19,6 +19,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
@@ -53,9 +55,22 @@ LogicalResult GraphImporter::checkOpset() {
 }
 
 LogicalResult GraphImporter::checkSupportedOps() {
-  const ConverterMap &converters = getConverters();
   bool ok = true;
-  for (const auto &node : graph.node()) {
+  checkSupportedOps(graph, ok);
+  return success(ok);
+}
+
+/// Reports every unsupported op of `g` and of the subgraphs (Loop bodies)
+/// nested in its nodes' attributes.
+void GraphImporter::checkSupportedOps(const onnx::GraphProto &g, bool &ok) {
+  const ConverterMap &converters = getConverters();
+  for (const auto &node : g.node()) {
+    for (const auto &attr : node.attribute()) {
+      if (attr.has_g())
+        checkSupportedOps(attr.g(), ok);
+      for (const auto &sub : attr.graphs())
+        checkSupportedOps(sub, ok);
+    }
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     if (defaultDomain && converters.count(node.op_type()))
       continue;
@@ -67,7 +82,6 @@ LogicalResult GraphImporter::checkSupportedOps() {
          << getNodeName(node) << "'";
     ok = false;
   }
-  return success(ok);
 }
 
 /// Reads a value's declared dtype and (possibly symbolic) dims.
@@ -158,7 +172,7 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
     ImportedValue v;
     v.dtype = dtype;
     v.shape = shape;
-    values[info.name()] = std::move(v);
+    define(info.name(), std::move(v));
   }
   for (const auto &entry : options.inputShapes) {
     if (inputNames.contains(entry.getKey()))
@@ -263,7 +277,7 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
           TPDialect::kWeightAttrName, builder.getStringAttr(init.name())));
       argNames.push_back(init.name());
     }
-    values[init.name()] = std::move(v);
+    define(init.name(), std::move(v));
   }
   return success(ok);
 }
@@ -271,6 +285,10 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
 LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,
                                                const ImportedValue &v,
                                                Location loc) {
+  if (v.isSequence() && info.type().has_tensor_type())
+    return emitError(loc) << "value '" << info.name()
+                          << "' is declared as a tensor but computes to a "
+                             "sequence";
   DType dtype = 0;
   SmallVector<int64_t> shape;
   SmallVector<std::string> symbols;
@@ -350,6 +368,13 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
                           << "', which no earlier node, input or initializer "
                              "defines";
   }
+  if (!acceptsSequences(node.op_type()))
+    for (const auto &input : node.input())
+      if (!input.empty() && lookup(input)->isSequence())
+        return emitError(loc) << "node '" << name << "' (" << node.op_type()
+                              << ") reads '" << input
+                              << "', a sequence; only sequence ops and Loop "
+                                 "accept sequences";
   NodeContext context(*this, node, builder, loc, opset);
   const OpConverter &convert = getConverters().lookup(node.op_type());
   if (failed(convert(context)))
@@ -367,6 +392,44 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       return failure();
   }
   return success();
+}
+
+FailureOr<SmallVector<ImportedValue>>
+GraphImporter::importSubgraph(const onnx::GraphProto &body,
+                              ArrayRef<ImportedValue> inputs, Location loc) {
+  if (static_cast<size_t>(body.input_size()) != inputs.size())
+    return emitError(loc) << "subgraph '" << body.name() << "' has "
+                          << body.input_size() << " inputs; expected "
+                          << inputs.size();
+  scopes.emplace_back();
+  llvm::scope_exit popScope([&] { scopes.pop_back(); });
+  for (auto [info, v] : llvm::zip(body.input(), inputs))
+    define(info.name(), v);
+  // A body's initializers are its own constants: all are folded.
+  for (const auto &init : body.initializer()) {
+    std::string error;
+    FailureOr<ConstTensor> c = readTensorProto(init, error);
+    if (failed(c))
+      return emitError(loc) << "subgraph '" << body.name() << "': initializer '"
+                            << init.name() << "' " << error;
+    ImportedValue v;
+    v.dtype = c->dtype;
+    v.shape = c->shape;
+    v.constant = std::move(*c);
+    define(init.name(), std::move(v));
+  }
+  for (const auto &node : body.node())
+    if (failed(importNode(node)))
+      return failure();
+  SmallVector<ImportedValue> outputs;
+  for (const auto &info : body.output()) {
+    ImportedValue *v = lookup(info.name());
+    if (!v)
+      return emitError(loc) << "subgraph '" << body.name() << "': output '"
+                            << info.name() << "' is never computed";
+    outputs.push_back(*v);
+  }
+  return outputs;
 }
 
 OwningOpRef<ModuleOp> GraphImporter::run() {
@@ -407,7 +470,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     BlockArgument arg = entry->getArgument(i);
     arg.setLoc(NameLoc::get(StringAttr::get(ctx, name), fileLoc));
     func.setArgAttrs(i, ArrayRef<NamedAttribute>(argAttrs[i]));
-    values[name].value = arg;
+    lookup(name)->value = arg;
   }
   builder.setInsertionPointToStart(entry);
 
@@ -423,6 +486,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     if (!v) {
       emitError(loc) << "graph output '" << info.name()
                      << "' is never computed";
+      return nullptr;
+    }
+    if (v->isSequence()) {
+      emitError(loc) << "graph output '" << info.name()
+                     << "' is a sequence; only tensors can be returned";
       return nullptr;
     }
     results.push_back(materialize(*v, builder, loc));
@@ -473,6 +541,8 @@ const ConverterMap &mlir::tp::onnx_import::getConverters() {
     populateMatMulConverters(map);
     populateReductionConverters(map);
     populateConvConverters(map);
+    populateSequenceConverters(map);
+    populateLoopConverters(map);
     return map;
   }();
   return converters;

@@ -24,24 +24,35 @@ public:
                 const ONNXImportOptions &options)
       : ctx(ctx), model(model), graph(model.graph()), path(path),
         options(options), builder(ctx),
-        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)) {}
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)), scopes(1) {}
 
   OwningOpRef<ModuleOp> run();
 
+  /// The value named `name` in the innermost scope that defines it.
   ImportedValue *lookup(StringRef name) {
-    auto it = values.find(name);
-    return it == values.end() ? nullptr : &it->second;
+    for (auto &scope : llvm::reverse(scopes)) {
+      auto it = scope.find(name);
+      if (it != scope.end())
+        return &it->second;
+    }
+    return nullptr;
   }
   Value materialize(ImportedValue &v, OpBuilder &b, Location loc) {
     if (!v.value)
       v.value = materializeConstant(b, loc, *v.constant);
     return v.value;
   }
-  void define(StringRef name, ImportedValue v) { values[name] = std::move(v); }
+  void define(StringRef name, ImportedValue v) {
+    scopes.back()[name] = std::move(v);
+  }
+  FailureOr<SmallVector<ImportedValue>>
+  importSubgraph(const onnx::GraphProto &body, ArrayRef<ImportedValue> inputs,
+                 Location loc);
 
 private:
   LogicalResult checkOpset();
   LogicalResult checkSupportedOps();
+  void checkSupportedOps(const onnx::GraphProto &g, bool &ok);
   LogicalResult importInputs(SmallVectorImpl<Type> &argTypes,
                              SmallVectorImpl<NamedAttribute> &argAttrs);
   LogicalResult importInitializers(SmallVectorImpl<Type> &argTypes,
@@ -60,7 +71,10 @@ private:
   OpBuilder builder;
   Location fileLoc;
   int64_t opset = 0;
-  llvm::StringMap<ImportedValue> values;
+  /// Values by name: the graph's, then one scope per subgraph being
+  /// imported. StringMap entries do not move, so references stay valid
+  /// while inner scopes come and go.
+  SmallVector<llvm::StringMap<ImportedValue>, 2> scopes;
   llvm::StringMap<const onnx::ValueInfoProto *> declared;
   llvm::SetVector<StringRef> externalFiles;
   /// Where each argument's value goes once the function exists.

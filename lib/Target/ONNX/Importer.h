@@ -2,7 +2,8 @@
 //
 // Private header of lib/Target/ONNX: the value table entry, import-time
 // constants, the per-node conversion context, and the builders that the op
-// families (Elementwise, Shape, MatMul, Reduction, Conv) share.
+// families (Elementwise, Shape, MatMul, Reduction, Conv, Sequence, Loop)
+// share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,12 +60,16 @@ struct ConstTensor {
 constexpr int64_t kMaxFoldedElements = 1 << 16;
 
 /// One ONNX value during import: its type, and either an SSA value, an
-/// import-time constant, or both.
+/// import-time constant, or both. An ONNX sequence is held only here, as
+/// the list of its elements (`dtype` is theirs); it never reaches the IR.
 struct ImportedValue {
   DType dtype = 0;
   SmallVector<int64_t> shape;
   Value value;
   std::optional<ConstTensor> constant;
+  std::optional<std::vector<ImportedValue>> sequence;
+
+  bool isSequence() const { return sequence.has_value(); }
 };
 
 /// Row-major strides of `shape`.
@@ -119,6 +124,15 @@ public:
   bool hasOutput(unsigned i) const;
   void setResult(unsigned i, Value value, DType dtype);
   void setConstResult(unsigned i, ConstTensor value);
+  /// Defines output `i` as `v` as it is: a tensor or a sequence.
+  void setValue(unsigned i, ImportedValue v);
+
+  //===--- subgraphs ---===//
+  /// Imports `body` (a Loop body) with its inputs bound to `inputs`, in a
+  /// scope of its own that sees the enclosing values by name; returns its
+  /// outputs. Nothing the body defines outlives the call.
+  FailureOr<SmallVector<ImportedValue>>
+  importSubgraph(const onnx::GraphProto &body, ArrayRef<ImportedValue> inputs);
 
   /// An error attached to this node: "node 'n' (Op): ...".
   InFlightDiagnostic emitError();
@@ -145,6 +159,10 @@ void populateIndexingConverters(ConverterMap &map);
 void populateMatMulConverters(ConverterMap &map);
 void populateReductionConverters(ConverterMap &map);
 void populateConvConverters(ConverterMap &map);
+void populateSequenceConverters(ConverterMap &map);
+void populateLoopConverters(ConverterMap &map);
+/// Whether converters of `opType` accept sequence-valued inputs.
+bool acceptsSequences(StringRef opType);
 const ConverterMap &getConverters();
 
 //===----------------------------------------------------------------------===//
@@ -223,6 +241,13 @@ Value buildIndexedRead(
 /// output multi-index to the flat index read from `in`.
 ConstTensor foldByIndex(const ConstTensor &in, ArrayRef<int64_t> outShape,
                         function_ref<int64_t(ArrayRef<int64_t>)> sourceIndex);
+
+/// Concatenates `parts` along `axis`, on a new unit dim there if `newAxis`
+/// (ConcatFromSequence, Loop's scan outputs): folded when every part is a
+/// constant, else `tensor.concat`.
+FailureOr<ImportedValue> concatValues(NodeContext &ctx,
+                                      ArrayRef<ImportedValue> parts,
+                                      int64_t axis, bool newAxis);
 
 /// Casts a scalar between element types with ONNX semantics.
 Value castScalar(OpBuilder &b, Location loc, Value x, Type to, bool srcUnsigned,

@@ -111,6 +111,17 @@ void NodeContext::setConstResult(unsigned i, ConstTensor value) {
   importer.define(node.output(i), std::move(v));
 }
 
+void NodeContext::setValue(unsigned i, ImportedValue v) {
+  if (hasOutput(i))
+    importer.define(node.output(i), std::move(v));
+}
+
+FailureOr<SmallVector<ImportedValue>>
+NodeContext::importSubgraph(const onnx::GraphProto &body,
+                            ArrayRef<ImportedValue> inputs) {
+  return importer.importSubgraph(body, inputs, loc);
+}
+
 InFlightDiagnostic NodeContext::emitError() {
   std::string name = getNodeName(node);
   return mlir::emitError(loc)
