@@ -50,6 +50,9 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createSplitConvolutions());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // Parallel-residual blocks: one all-reduce for attention + MLP.
+  if (options.devices > 1)
+    pm.addNestedPass<func::FuncOp>(createMergeAllReduces());
   if (options.sequenceParallel)
     pm.addNestedPass<func::FuncOp>(createFormReduceScatter());
   // Pipeline stages are cut from the per-rank program, so each stage keeps

@@ -408,6 +408,14 @@ static bool comesFromWeightContraction(Value v, unsigned depth = 4) {
   for (Value input : op.getDpsInputs())
     if (input.getType() == v.getType())
       activations.push_back(input);
+  // Two partial results summed before one all-reduce (tp-merge-all-reduces
+  // on a parallel-residual block).
+  auto isContraction = [](Value input) {
+    auto producer = input.getDefiningOp<linalg::LinalgOp>();
+    return producer && getWeightOperand(producer);
+  };
+  if (activations.size() == 2 && llvm::all_of(activations, isContraction))
+    return true;
   return activations.size() == 1 &&
          comesFromWeightContraction(activations.front(), depth - 1);
 }

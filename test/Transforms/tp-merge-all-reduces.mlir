@@ -1,0 +1,100 @@
+// RUN: tp-opt %s -split-input-file --tp-merge-all-reduces | FileCheck %s
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#bias = affine_map<(d0, d1) -> (d1)>
+
+// GPT-NeoX's parallel residual after partition: attention and MLP partial
+// results, each all-reduced and given its bias, then added. One all-reduce
+// of their sum remains; both biases are added after it.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @parallel_residual(
+// CHECK-SAME: %[[ATTN:[^:]+]]: tensor<4x8xf32>, %[[MLP:[^:]+]]: tensor<4x8xf32>, %[[B1:[^:]+]]: tensor<8xf32>, %[[B2:[^:]+]]: tensor<8xf32>
+// CHECK: %[[PARTIAL:.*]] = linalg.generic {{.*}} ins(%[[ATTN]], %[[MLP]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: %[[REDUCED:.*]] = shard.all_reduce %[[PARTIAL]] on @grid grid_axes = [0]
+// CHECK-NOT: shard.all_reduce
+// CHECK: %[[WITH_B1:.*]] = linalg.generic {{.*}} ins(%[[REDUCED]], %[[B1]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[WITH_B1]], %[[B2]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: return %[[SUM]]
+func.func @parallel_residual(%attn: tensor<4x8xf32>, %mlp: tensor<4x8xf32>,
+                             %b1: tensor<8xf32>, %b2: tensor<8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r1 = shard.all_reduce %attn on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %a = linalg.generic {indexing_maps = [#id, #bias, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r1, %b1 : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %mlp on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %b = linalg.generic {indexing_maps = [#id, #bias, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r2, %b2 : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %sum : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// GPT-J: no biases. The two reduces become one.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @no_bias(
+// CHECK: %[[PARTIAL:.*]] = linalg.generic
+// CHECK: %[[REDUCED:.*]] = shard.all_reduce %[[PARTIAL]]
+// CHECK-NEXT: return %[[REDUCED]]
+func.func @no_bias(%p: tensor<4x8xf32>, %q: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r1 = shard.all_reduce %p on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %q on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r1, %r2 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %sum : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// A reduce with another use, or a max reduction, stays as it is.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @not_merged(
+// CHECK-COUNT-2: shard.all_reduce
+// CHECK-LABEL: func.func @max_not_merged(
+// CHECK-COUNT-2: shard.all_reduce
+func.func @not_merged(%p: tensor<4x8xf32>, %q: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r1 = shard.all_reduce %p on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %q on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r1, %r2 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %sum, %r1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+func.func @max_not_merged(%p: tensor<4x8xf32>, %q: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r1 = shard.all_reduce %p on @grid grid_axes = [0] reduction = max : tensor<4x8xf32> -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %q on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r1, %r2 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %sum : tensor<4x8xf32>
+}
