@@ -8,7 +8,9 @@
 
 #include "tp/Transforms/Passes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_CHECKPARTITIONABLE
@@ -23,6 +25,30 @@ namespace {
 bool needsAnnotation(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && tensor.getRank() > 0;
+}
+
+/// Whether an operand's sharding splits a reduction loop of `op`. Partition
+/// rebuilds such an op through its own operand mapping (LLVM 22,
+/// `partitionLinalgOpWithShardedReduction`), which knows nothing of values
+/// the body reads from outside.
+bool splitsReduction(linalg::LinalgOp op) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
+    if (!shardOp)
+      continue;
+    shard::Sharding sharding(shardOp.getSharding());
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    for (auto [dim, axes] : llvm::enumerate(sharding.getSplitAxes())) {
+      if (axes.empty() || dim >= map.getNumResults())
+        continue;
+      auto loop = dyn_cast<AffineDimExpr>(map.getResult(dim));
+      if (loop &&
+          iterators[loop.getPosition()] == utils::IteratorType::reduction)
+        return true;
+    }
+  }
+  return false;
 }
 
 LogicalResult checkOp(Operation *op) {
@@ -52,6 +78,17 @@ LogicalResult checkOp(Operation *op) {
       return op->emitError()
              << "cannot partition: result " << result.getResultNumber()
              << " has no sharding (no shard.shard)";
+  }
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+    SetVector<Value> captured;
+    getUsedValuesDefinedAbove(op->getRegions(), captured);
+    if (!captured.empty() && splitsReduction(linalgOp)) {
+      InFlightDiagnostic diag = op->emitError()
+                                << "cannot partition: the body of this split "
+                                   "reduction reads a value defined outside it";
+      diag.attachNote(captured.front().getLoc()) << "value defined here";
+      return diag;
+    }
   }
   return success();
 }

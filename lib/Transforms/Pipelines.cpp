@@ -26,6 +26,11 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   plan.devices = options.devices;
   plan.strategy = options.strategy;
   plan.config = options.config;
+  // A shape fold at import can leave dead ops, and a canonicalizer or CSE
+  // run on the input hoists body constants and shares inits; upstream
+  // partition handles none of these, so they are undone before planning.
+  pm.addNestedPass<func::FuncOp>(createDropDeadOps());
+  pm.addNestedPass<func::FuncOp>(createUnshareValues());
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
   pm.addPass(createPlanTensorParallel(plan));
   if (options.sequenceParallel)

@@ -41,6 +41,41 @@ def SplitFusedProjections : Pass<"tp-split-fused-projections",
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def DropDeadOps : Pass<"tp-drop-dead-ops", "::mlir::func::FuncOp"> {
+  let summary = "Erase side-effect-free ops whose results are never used";
+  let description = [{
+    The importer folds shape sub-graphs away, which can leave the op that fed
+    them (a `linalg.transpose` read only by an ONNX `Shape`) with no use.
+    Sharding propagation gives an unused result no annotation, and upstream
+    partition cannot handle an op without one. This pass erases every op
+    that `isOpTriviallyDead` (no uses, no side effects), users first, so a
+    dead chain goes at once. Block arguments and the function signature are
+    left alone. `tp-parallelize` runs it before planning.
+  }];
+}
+
+def UnshareValues : Pass<"tp-unshare-values", "::mlir::func::FuncOp"> {
+  let summary = "Give each use its own copy of the cheap values a "
+                "canonicalizer shares";
+  let description = [{
+    The importer gives every linalg op its own `tensor.empty` and
+    `linalg.fill` init and writes scalar constants inside the bodies that
+    read them. `--canonicalize` hoists those constants to the function entry
+    and `--cse` shares the inits, and upstream partition handles neither:
+    - LLVM 22's `shard-partition` rebuilds a linalg op whose reduction loop
+      is split (an embedding lookup, a row-parallel contraction) with a
+      mapping of its operands only, so a body that reads a value from
+      outside keeps reading the erased original: a dangling use, then a
+      crash (reported in `arith.cmpi`'s verifier).
+    - An init shared by a split and a replicated op gets one sharding, so
+      partition reshards it: an all-gather of an empty tensor.
+    This pass copies each such scalar constant into every linalg body that
+    reads it, and gives every use of a `tensor.empty` or a `linalg.fill`
+    its own copy. `tp-parallelize` runs it before planning; the cleanup
+    after partition shares them again.
+  }];
+}
+
 def CheckPartitionable : Pass<"tp-check-partitionable",
                               "::mlir::func::FuncOp"> {
   let summary = "Check that a function is fully annotated before "
@@ -52,6 +87,10 @@ def CheckPartitionable : Pass<"tp-check-partitionable",
     result has exactly one use, a `shard.shard`; otherwise it crashes. This
     pass checks the same rules and reports the first op that breaks them, so
     that a plan that cannot be partitioned is a diagnostic, not a crash.
+    It also rejects a linalg op with a split reduction loop whose body reads
+    a value defined outside it: partition rebuilds such an op with a mapping
+    of its operands only, so the body would keep reading an erased value
+    (`tp-unshare-values` removes the scalar-constant case).
   }];
 }
 
