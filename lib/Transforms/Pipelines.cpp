@@ -30,6 +30,10 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   // run on the input hoists body constants and shares inits; upstream
   // partition handles none of these, so they are undone before planning.
   pm.addNestedPass<func::FuncOp>(createDropDeadOps());
+  // Attention on [batch * heads, ...] views: back to separate dims, so that
+  // the heads can split.
+  if (options.devices > 1)
+    pm.addNestedPass<func::FuncOp>(createUnflattenBatchDims());
   pm.addNestedPass<func::FuncOp>(createUnshareValues());
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
   pm.addPass(createPlanTensorParallel(plan));
@@ -44,6 +48,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     func.addPass(createCheckPartitionable());
     func.addPass(shard::createPartition());
     func.addPass(createOffsetVocabLookups());
+    func.addPass(createOffsetSplitIndices());
     func.addPass(createLocalizeFusedWeights());
   }
   // Put back what tp-outline-unpartitionable moved out of the way.

@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
@@ -134,6 +135,20 @@ struct PlanTensorParallel
           shard::ShardOp::create(cb, cst.getLoc(), cst.getResult(), sharding,
                                  /*annotate_for_users=*/false);
       cst.getResult().replaceAllUsesExcept(shardOp.getResult(), shardOp);
+    });
+    // Partition keeps a body's linalg.index local to the shard; record the
+    // loop sizes so that tp-offset-split-indices can add the rank's offset
+    // for the loops that end up split (a CumSum over a split sequence, an
+    // indexed read). Embedding lookups have their own offset pass.
+    func.walk([&](linalg::GenericOp op) {
+      if (op->hasAttr(TPDialect::kEmbeddingAttrName) ||
+          op.getBody()->getOps<linalg::IndexOp>().empty())
+        return;
+      SmallVector<int64_t> sizes = op.getStaticLoopRanges();
+      if (llvm::any_of(sizes, ShapedType::isDynamic))
+        return;
+      op->setAttr(TPDialect::kLoopSizesAttrName,
+                  DenseI64ArrayAttr::get(ctx, sizes));
     });
     // Outputs are whole on every rank: a split result is gathered here.
     func.walk([&](func::ReturnOp ret) {

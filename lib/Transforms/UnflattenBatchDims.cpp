@@ -32,20 +32,29 @@ using namespace mlir::tp;
 
 namespace {
 
-/// A reshape that merges (or splits) leading dims only: [[0, 1, ...], [k],
-/// [k + 1], ...].
-bool mergesLeadingDims(ArrayRef<ReassociationIndices> groups) {
-  if (groups.empty() || groups.front().size() < 2)
+/// A reshape that merges (or splits) leading dims only, two or more of them
+/// real (not size 1), and keeps the other dims: [[0, 1, ...], [k], ...].
+/// Reshapes that only add or drop unit dims (a bias broadcast) are left
+/// alone.
+bool mergesLeadingDims(ArrayRef<ReassociationIndices> groups,
+                       ArrayRef<int64_t> fineShape) {
+  if (groups.size() < 2 || groups.front().size() < 2)
     return false;
-  return llvm::all_of(groups.drop_front(),
-                      [](const ReassociationIndices &g) { return g.size() == 1; });
+  if (llvm::count_if(groups.front(),
+                     [&](int64_t d) { return fineShape[d] != 1; }) < 2)
+    return false;
+  return llvm::all_of(groups.drop_front(), [](const ReassociationIndices &g) {
+    return g.size() == 1;
+  });
 }
 
 bool isLeadingDimsReshape(Operation *op) {
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
-    return mergesLeadingDims(collapse.getReassociationIndices());
+    return mergesLeadingDims(collapse.getReassociationIndices(),
+                             collapse.getSrcType().getShape());
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
-    return mergesLeadingDims(expand.getReassociationIndices());
+    return mergesLeadingDims(expand.getReassociationIndices(),
+                             expand.getResultType().getShape());
   return false;
 }
 
@@ -104,6 +113,23 @@ struct ReshapeOfEmpty : OpRewritePattern<ReshapeOp> {
   }
 };
 
+/// expand(collapse(x)) (or collapse(expand(x))) with the same groups is x.
+/// Folding is off in this pass (see below), so the pair is cancelled here.
+template <typename OuterOp, typename InnerOp>
+struct CancelReshapePair : OpRewritePattern<OuterOp> {
+  using OpRewritePattern<OuterOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OuterOp outer,
+                                PatternRewriter &rewriter) const override {
+    auto inner = outer.getSrc().template getDefiningOp<InnerOp>();
+    if (!inner || inner.getSrc().getType() != outer.getResult().getType() ||
+        inner.getReassociationIndices() != outer.getReassociationIndices())
+      return rewriter.notifyMatchFailure(outer, "not the inverse reshape");
+    rewriter.replaceOp(outer, inner.getSrc());
+    return success();
+  }
+};
+
 struct UnflattenBatchDims
     : tp::impl::UnflattenBatchDimsBase<UnflattenBatchDims> {
   void runOnOperation() override {
@@ -115,13 +141,20 @@ struct UnflattenBatchDims
       generalizeAroundReshapes(func);
       RewritePatternSet patterns(ctx);
       linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, shouldFold);
-      tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, ctx);
-      tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, ctx);
       patterns.add<ReshapeOfEmpty<tensor::ExpandShapeOp>,
-                   ReshapeOfEmpty<tensor::CollapseShapeOp>>(ctx);
+                   ReshapeOfEmpty<tensor::CollapseShapeOp>,
+                   CancelReshapePair<tensor::ExpandShapeOp,
+                                     tensor::CollapseShapeOp>,
+                   CancelReshapePair<tensor::CollapseShapeOp,
+                                     tensor::ExpandShapeOp>>(ctx);
+      // No folding or constant CSE: the importer's form (constants inside
+      // bodies, one init per op) is what partition needs.
+      GreedyRewriteConfig config;
+      config.enableFolding(false).enableConstantCSE(false).setRegionSimplificationLevel(
+          GreedySimplifyRegionLevel::Disabled);
       bool changed = false;
-      if (failed(applyPatternsGreedily(func, std::move(patterns),
-                                       GreedyRewriteConfig(), &changed))) {
+      if (failed(applyPatternsGreedily(func, std::move(patterns), config,
+                                       &changed))) {
         func.emitError("tp-unflatten-batch-dims did not converge");
         return signalPassFailure();
       }

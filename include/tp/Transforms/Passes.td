@@ -256,6 +256,22 @@ def SplitConvolutions : Pass<"tp-split-convolutions", "::mlir::func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def OffsetSplitIndices : Pass<"tp-offset-split-indices",
+                              "::mlir::func::FuncOp"> {
+  let summary = "Make linalg.index global in loops that partition split";
+  let description = [{
+    Upstream partition splits a loop but keeps `linalg.index` local to the
+    shard, so a body that computes with its position (a CumSum over the
+    sequence, a causal mask, an indexed read) would compute as if every rank
+    held the first shard. tp-plan-tensor-parallel records the loop sizes of
+    such ops as `tp.loop_sizes`; after partition this pass adds
+    `rank * local size` to the index of each loop whose size shrank, and
+    removes the record. Run after `shard-partition`.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def OffsetVocabLookups : Pass<"tp-offset-vocab-lookups",
                               "::mlir::func::FuncOp"> {
   let summary = "Give each rank's embedding lookup its vocabulary offset";

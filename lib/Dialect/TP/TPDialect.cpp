@@ -7,6 +7,8 @@
 
 #include "tp/Dialect/TP/TPDialect.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -81,6 +83,17 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name
                                << "' must be a dictionary with integer "
                                   "'stages' and 'microbatches'";
+    return success();
+  }
+  if (name == kLoopSizesAttrName) {
+    auto sizes = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (!sizes || !linalgOp ||
+        static_cast<int64_t>(linalgOp.getNumLoops()) != sizes.size() ||
+        llvm::any_of(sizes.asArrayRef(), [](int64_t s) { return s < 0; }))
+      return op->emitOpError() << "'" << name
+                               << "' must be an array of one static size per "
+                                  "loop of a linalg op";
     return success();
   }
   if (name == kOpsetAttrName) {

@@ -36,6 +36,9 @@ def TP_Dialect : Dialect {
       its weight whole.
     - `tp.embedding = V` on the linalg.generic of an embedding lookup
       (written as a reduction over a vocabulary of V).
+    - `tp.loop_sizes = array<i64: ...>` on a linalg op whose body reads
+      `linalg.index`: its loop sizes before partition, so that
+      tp-offset-split-indices can make the indices of split loops global.
     - `tp.stage = K` on a pipeline stage function, and `tp.pipeline =
       {stages, microbatches, schedule, flops}` on the module
       (tp-plan-pipeline).
@@ -60,6 +63,7 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kPiecesAttrName = "tp.pieces";
     static constexpr llvm::StringLiteral kStageAttrName = "tp.stage";
     static constexpr llvm::StringLiteral kEmbeddingAttrName = "tp.embedding";
+    static constexpr llvm::StringLiteral kLoopSizesAttrName = "tp.loop_sizes";
     static constexpr llvm::StringLiteral kPipelineAttrName = "tp.pipeline";
   }];
 }
