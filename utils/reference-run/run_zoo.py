@@ -9,7 +9,13 @@ output is compared with torch's output stored by generate.py:
 
     run_zoo.py [name ...] [--opset native --opset 18 --opset 21]
                [--config tp=1 --config tp=2 --config tp=4 --config tp=2,sp]
-               [--converted-config tp=2] [--tp-compile P] [--tp-run P]
+               [--converted-config tp=2] [--zoo DIR]
+               [--reference stored|onnxruntime] [--tp-compile P] [--tp-run P]
+
+--zoo reads another folder laid out like test/models/hf (a zoo.json and one
+folder per model), e.g. the one test/models/hf/export_minilm.py writes.
+--reference onnxruntime compares with onnxruntime run on the same model
+file and inputs instead of the outputs stored beside it.
 
 Opset variants other than `native` are made with onnx.version_converter
 (ReduceMean, Split, Squeeze and friends take axes as inputs from 18 on) and
@@ -31,7 +37,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ZOO = os.path.join(HERE, "..", "..", "test", "models", "hf")
+DEFAULT_ZOO = os.path.join(HERE, "..", "..", "test", "models", "hf")
 
 
 def parse_config(text):
@@ -69,6 +75,21 @@ def parse_explain(text):
     return collectives, fraction
 
 
+def references(args, name, entry, model_path):
+    """Each output's reference: stored beside the model, or onnxruntime's."""
+    folder = os.path.join(args.zoo, name)
+    if args.reference == "stored":
+        return {o: np.load(os.path.join(folder, o + ".npy"))
+                for o in entry["outputs"]}
+    import onnxruntime
+    session = onnxruntime.InferenceSession(
+        model_path, providers=["CPUExecutionProvider"])
+    feeds = {n: np.load(os.path.join(folder, n + ".npy"))
+             for n in entry["inputs"]}
+    outs = session.run(list(entry["outputs"]), feeds)
+    return dict(zip(entry["outputs"], outs))
+
+
 def run_one(args, name, entry, model_path, label, text, work):
     config = parse_config(text)
     artifact = os.path.join(work, f"{label}-{text.replace(',', '_')}.tpa")
@@ -89,7 +110,7 @@ def run_one(args, name, entry, model_path, label, text, work):
     collectives, fraction = parse_explain(compiled.stdout + compiled.stderr)
     out_dir = os.path.join(work, "out")
     os.makedirs(out_dir, exist_ok=True)
-    folder = os.path.join(ZOO, name)
+    folder = os.path.join(args.zoo, name)
     run = [args.tp_run, artifact, "--output-dir", out_dir, "--quiet"]
     for input_name in entry["inputs"]:
         run += ["--input",
@@ -101,8 +122,9 @@ def run_one(args, name, entry, model_path, label, text, work):
         return False
     ok = True
     parts = []
+    refs = references(args, name, entry, model_path)
     for output in entry["outputs"]:
-        ref = np.load(os.path.join(folder, output + ".npy"))
+        ref = refs[output]
         out = np.load(os.path.join(out_dir, output + ".npy"))
         good = out.shape == ref.shape and np.allclose(
             out, ref, atol=args.atol, rtol=args.rtol)
@@ -125,10 +147,13 @@ def main():
     parser.add_argument("--converted-config", action="append")
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--zoo", default=DEFAULT_ZOO)
+    parser.add_argument("--reference", choices=["stored", "onnxruntime"],
+                        default="stored")
     parser.add_argument("--tp-compile", default="tp-compile")
     parser.add_argument("--tp-run", default="tp-run")
     args = parser.parse_args()
-    with open(os.path.join(ZOO, "zoo.json")) as f:
+    with open(os.path.join(args.zoo, "zoo.json")) as f:
         zoo = {k: v for k, v in json.load(f).items() if isinstance(v, dict)}
     names = args.names or list(zoo)
     for name in names:
@@ -140,7 +165,7 @@ def main():
     passed = failed = 0
     for name in names:
         entry = zoo[name]
-        model = os.path.join(ZOO, name, "model.onnx")
+        model = os.path.join(args.zoo, name, "model.onnx")
         with tempfile.TemporaryDirectory() as work:
             for opset in opsets:
                 if opset == "native":
