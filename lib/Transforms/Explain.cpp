@@ -61,6 +61,9 @@ std::string nodeName(Location loc) {
 struct WeightInfo {
   std::string name, role, localType;
   int64_t block = -1, localBytes = 0;
+  /// tp.padded: the split dim's original and padded sizes, and the bytes of
+  /// zeros that padding adds across all ranks.
+  int64_t original = 0, padded = 0, paddingBytes = 0;
 };
 
 struct CollectiveInfo {
@@ -150,6 +153,16 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       w.localBytes = bytesOf(arg.getType());
       weightBytes += w.localBytes;
       modelBytes += role ? w.localBytes * devices : w.localBytes;
+      if (auto padded = func.getArgAttrOfType<DenseI64ArrayAttr>(
+              arg.getArgNumber(), TPDialect::kPaddedAttrName);
+          padded && padded.size() == 2 && padded[1] > 0) {
+        w.original = padded[0];
+        w.padded = padded[1];
+        // The model holds the original rows; the rest are zeros.
+        int64_t whole = w.localBytes * devices;
+        w.paddingBytes = whole / w.padded * (w.padded - w.original);
+        modelBytes -= w.paddingBytes;
+      }
       weights.push_back(std::move(w));
     }
     // Slices of fused weights carry their role on the slice op.
@@ -268,9 +281,17 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         os << "block " << block << ":\n";
       else
         os << "outside blocks:\n";
-      for (const WeightInfo *w : entry.first)
+      for (const WeightInfo *w : entry.first) {
         os << llvm::formatv("  {0,-16} {1} -> {2} per device\n", w->role,
                             w->name, w->localType);
+        if (w->padded)
+          os << llvm::formatv("  {0,-16} {1}: {2} -> {3} on its split dim "
+                              "(Megatron-style), {4} B of zeros in all, "
+                              "{5:P} more FLOPs in its contraction\n",
+                              "padding", w->name, w->original, w->padded,
+                              w->paddingBytes,
+                              double(w->padded - w->original) / w->original);
+      }
       for (const CollectiveInfo *c : entry.second)
         os << llvm::formatv("  {0,-16} {1} at '{2}': activation {3} B, {4} B "
                             "sent per rank\n",
@@ -312,12 +333,18 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  bool tensorParallel, bool sequenceParallel,
                  bool pipelineParallel) {
     llvm::json::Array w, c, r;
-    for (const WeightInfo &x : weights)
-      w.push_back(llvm::json::Object{{"name", x.name},
-                                     {"role", x.role},
-                                     {"block", x.block},
-                                     {"local_type", x.localType},
-                                     {"local_bytes", x.localBytes}});
+    for (const WeightInfo &x : weights) {
+      llvm::json::Object weight{{"name", x.name},
+                                {"role", x.role},
+                                {"block", x.block},
+                                {"local_type", x.localType},
+                                {"local_bytes", x.localBytes}};
+      if (x.padded)
+        weight["padding"] = llvm::json::Object{{"original", x.original},
+                                               {"padded", x.padded},
+                                               {"bytes", x.paddingBytes}};
+      w.push_back(std::move(weight));
+    }
     for (const CollectiveInfo &x : collectives)
       c.push_back(llvm::json::Object{{"kind", x.kind},
                                      {"type", x.type},

@@ -35,6 +35,11 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   if (options.devices > 1)
     pm.addNestedPass<func::FuncOp>(createUnflattenBatchDims());
   pm.addNestedPass<func::FuncOp>(createUnshareValues());
+  if (options.devices > 1 && options.padding) {
+    PadVocabularyOptions pad;
+    pad.devices = options.devices;
+    pm.addNestedPass<func::FuncOp>(createPadVocabulary(pad));
+  }
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
   pm.addPass(createPlanTensorParallel(plan));
   if (options.sequenceParallel)
@@ -50,6 +55,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     func.addPass(createOffsetVocabLookups());
     func.addPass(createOffsetSplitIndices());
     func.addPass(createLocalizeFusedWeights());
+    func.addPass(createLocalizePaddedWeights());
   }
   // Put back what tp-outline-unpartitionable moved out of the way.
   pm.addPass(createInlinerPass());

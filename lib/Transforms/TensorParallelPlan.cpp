@@ -48,6 +48,13 @@ static Value getWeightArg(Value v) {
     return getWeightArg(slice.getSource()) && slice.getOffsets().empty()
                ? v
                : Value();
+  // A weight padded to a multiple of the devices (tp-pad-vocabulary).
+  if (auto pad = v.getDefiningOp<tensor::PadOp>())
+    return isa<BlockArgument>(pad.getSource()) &&
+                   getWeightArg(pad.getSource()) &&
+                   pad.getConstantPaddingValue()
+               ? v
+               : Value();
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg)
     return {};
@@ -70,6 +77,8 @@ static bool isReadAsOperandOnly(Value arg) {
 static std::string getWeightName(Value v) {
   if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>())
     return getWeightName(slice.getSource()) + " (slice)";
+  if (auto pad = v.getDefiningOp<tensor::PadOp>())
+    return getWeightName(pad.getSource()) + " (padded)";
   auto arg = cast<BlockArgument>(v);
   auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
   auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -104,7 +113,7 @@ static std::string formatDivisors(int64_t size) {
 /// OPT's positions, a CumSum over a mask) index a position table, which
 /// Megatron-LM keeps whole: splitting it would cost an all-reduce per
 /// forward pass to save a few rows.
-static bool isModelInput(Value ids) {
+bool mlir::tp::isModelInput(Value ids) {
   while (true) {
     if (auto arg = dyn_cast<BlockArgument>(ids)) {
       auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
@@ -127,6 +136,17 @@ static bool isModelInput(Value ids) {
       return false;
     ids = generic.getDpsInputs()[0];
   }
+}
+
+/// A slice from offset 0 whose only users are function returns: the end of
+/// a padded LM head (tp-pad-vocabulary), which drops the padded logits.
+static bool isUnpadBeforeResult(tensor::ExtractSliceOp slice) {
+  return !slice->use_empty() &&
+         llvm::all_of(slice->getUsers(),
+                      [](Operation *u) { return isa<func::ReturnOp>(u); }) &&
+         llvm::all_of(slice.getStaticOffsets(),
+                      [](int64_t o) { return o == 0; }) &&
+         slice.hasUnitStride();
 }
 
 namespace {
@@ -192,6 +212,10 @@ bool SplitTracker::follow(Value value, int64_t dim) {
         return fail(user,
                     "merges split dim " + Twine(dim) + " under an outer dim");
       ok = follow(collapse.getResult(), it - groups.begin());
+    } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
+               slice && isUnpadBeforeResult(slice)) {
+      // Padded logits dropped before the result: gathered, then sliced.
+      reachesResult = true;
     } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user)) {
       auto srcType = slice.getSourceType();
       if (slice.getResultType().getRank() != srcType.getRank() ||

@@ -63,6 +63,12 @@ static cl::list<std::string>
                 cl::desc("Static shape of a model input, e.g. "
                          "input_ids=1x128 (repeatable)"),
                 cl::value_desc("name=DIMS"), cl::cat(category));
+static cl::opt<bool> padding(
+    "padding", cl::init(true),
+    cl::desc("Pad vocabularies that the device count does not divide, as "
+             "Megatron-LM does (--padding=false: replicate them, with a "
+             "warning)"),
+    cl::cat(category));
 static cl::opt<bool> explain("explain",
                              cl::desc("Print tp-explain's report to stdout"),
                              cl::cat(category));
@@ -221,6 +227,7 @@ int main(int argc, char **argv) {
   tp::ParallelizeOptions options;
   options.devices = devices;
   options.sequenceParallel = sequenceParallel;
+  options.padding = padding;
   options.stages = stages;
   options.microbatches = microbatches;
   options.strategy = strategy;

@@ -148,6 +148,39 @@ def PlanSequenceParallel : Pass<"tp-plan-sequence-parallel",
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def PadVocabulary : Pass<"tp-pad-vocabulary", "::mlir::func::FuncOp"> {
+  let summary = "Pad vocabularies that the device count does not divide";
+  let description = [{
+    As Megatron-LM pads the vocabulary to a multiple of the tensor-parallel
+    size: a word-embedding table whose rows, or an LM head whose output dim
+    (reaching a function result, through at most a bias add), `devices`
+    does not divide is read through a zero `tensor.pad` to the next
+    multiple, so that the plan splits it. Padded rows match no token id;
+    padded logits are sliced off before the result. After partition,
+    `tp-localize-padded-weights` gives each rank only its share.
+  }];
+  let options = [
+    Option<"devices", "devices", "int64_t", /*default=*/"2",
+           "Number of tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def LocalizePaddedWeights : Pass<"tp-localize-padded-weights",
+                                 "::mlir::func::FuncOp"> {
+  let summary = "Each rank's argument is its share of a padded weight";
+  let description = [{
+    After partition a weight padded by `tp-pad-vocabulary` is read whole,
+    padded and sliced per rank (`tensor.pad` then `shard.all_slice`). This
+    pass makes the argument the rank's slice of the padded weight, marked
+    `tp.padded = array<i64: original, padded>`: the artifact writer stores each rank's rows
+    with the padding as zeros, and `tp-export-weights` drops it again.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def UnflattenBatchDims : Pass<"tp-unflatten-batch-dims", "::mlir::func::FuncOp"> {
   let summary = "Undo exports' flattening of leading dims around batched ops";
   let description = [{

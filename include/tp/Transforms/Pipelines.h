@@ -34,6 +34,11 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
                      "sequence dim (reduce-scatter + all-gather instead of "
                      "all-reduce)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> padding{
+      *this, "padding",
+      llvm::cl::desc("Pad vocabularies that the device count does not "
+                     "divide (false: replicate them, with a warning)"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> stages{
       *this, "stages",
       llvm::cl::desc("Pipeline stages (1: no pipeline parallelism); the "

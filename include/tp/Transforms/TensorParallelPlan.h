@@ -75,6 +75,10 @@ bool isResidualAdd(Operation *op);
 LogicalResult applyConfigRules(func::FuncOp func, StringRef path,
                                int64_t devices, TensorParallelPlan &plan);
 
+/// True if `ids` is a model input, possibly through reshapes and casts: the
+/// token ids of a word embedding (not computed positions).
+bool isModelInput(Value ids);
+
 /// The weight a contraction reads, if exactly one of its two inputs is a
 /// `tp.weight` argument (or a static slice of one); returns its operand
 /// index.

@@ -45,6 +45,14 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     return verifyNameTag(op, attr);
   if (name == kBlockAttrName)
     return verifyBlock(op, attr);
+  if (name == kPaddedAttrName) {
+    auto sizes = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!sizes || sizes.size() != 2 || sizes[0] <= 0 || sizes[1] < sizes[0])
+      return op->emitOpError() << "'" << name
+                               << "' must be [original size, padded size] "
+                                  "with 0 < original <= padded";
+    return success();
+  }
   if (name == kPiecesAttrName) {
     auto pieces = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     if (!pieces || pieces.empty() ||

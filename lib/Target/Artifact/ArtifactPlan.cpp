@@ -108,6 +108,12 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
   use.parallel = parallel ? parallel.getValue().str() : "replicated";
   if (auto pieces = func.getArgAttrOfType<DenseI64ArrayAttr>(arg, "tp.pieces"))
     use.pieces.assign(pieces.asArrayRef().begin(), pieces.asArrayRef().end());
+  if (auto padded =
+          func.getArgAttrOfType<DenseI64ArrayAttr>(arg, "tp.padded")) {
+    if (padded.size() != 2)
+      return func.emitError("weight '") << name << "' has a malformed tp.padded";
+    use.padded = padded[1];
+  }
   for (const WeightUse &other : weight.uses)
     if (other.stage == stage) {
       if (other.localShape != use.localShape)
@@ -128,7 +134,15 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
              << name << "' differs from its initializer in more than one dim";
     use.splitDim = d;
   }
-  if (use.splitDim != -1) {
+  if (use.padded) {
+    if (use.splitDim == -1 || !use.pieces.empty() ||
+        use.padded < weight.globalShape[use.splitDim] ||
+        use.localShape[use.splitDim] * plan.tpDevices != use.padded)
+      return func.emitError("weight '")
+             << name << "' is padded to " << use.padded
+             << " but its local shape is not 1/" << plan.tpDevices
+             << " of that on one dim";
+  } else if (use.splitDim != -1) {
     int64_t local = use.localShape[use.splitDim];
     if (local * plan.tpDevices != weight.globalShape[use.splitDim])
       return func.emitError("weight '")

@@ -29,6 +29,9 @@ struct WeightUse {
   /// A fused weight (tp.pieces): lengths of its pieces along the split dim;
   /// each rank holds its 1/t of every piece, concatenated. Empty: one piece.
   std::vector<int64_t> pieces;
+  /// tp.padded: the split dim is padded with zeros to this size before it
+  /// is split (rows past the initializer's are zeros); 0: not padded.
+  int64_t padded = 0;
 };
 
 struct WeightPlan {

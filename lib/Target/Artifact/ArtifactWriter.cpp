@@ -71,6 +71,40 @@ private:
 
 } // namespace
 
+/// dealChunk for a weight whose split dim is padded with zeros (tp.padded):
+/// rank t holds rows [t·L, (t+1)·L) of the padded dim, L = padded / ranks.
+/// Source rows go to their rank; when a source row ends, each rank whose
+/// rows reach past it gets that many rows of zeros.
+static void dealPaddedChunk(const WeightPlan &weight, const WeightUse &use,
+                            uint64_t inner, const char *chunk, uint64_t offset,
+                            uint64_t size, RankOutput *stageOutputs,
+                            int64_t tpDevices) {
+  uint64_t row = inner * weight.globalShape[use.splitDim];
+  uint64_t run = inner * static_cast<uint64_t>(use.padded / tpDevices);
+  static const std::vector<char> zeros(1 << 16, 0);
+  auto writeZeros = [&](RankOutput &out, uint64_t bytes) {
+    for (; bytes; bytes -= std::min<uint64_t>(bytes, zeros.size()))
+      out.write(zeros.data(), std::min<uint64_t>(bytes, zeros.size()));
+  };
+  for (uint64_t pos = offset, end = offset + size; pos < end;) {
+    uint64_t inRow = pos % row;
+    uint64_t t = inRow / run;
+    uint64_t segmentEnd = std::min(row, (t + 1) * run);
+    uint64_t runEnd = std::min(end, pos - inRow + segmentEnd);
+    stageOutputs[t].write(chunk + (pos - offset), runEnd - pos);
+    pos = runEnd;
+    if (pos % row != 0)
+      continue;
+    // A source row ended: the padding of every rank that reaches past it.
+    for (int64_t r = t; r < tpDevices; ++r) {
+      uint64_t begin = std::max<uint64_t>(row, r * run);
+      uint64_t stop = (r + 1) * run;
+      if (stop > begin)
+        writeZeros(stageOutputs[r], stop - begin);
+    }
+  }
+}
+
 /// Sends bytes [offset, offset + size) of `weight`'s source, held in `chunk`,
 /// to the rank files of `use`'s stage. Along the split dim a row holds, for
 /// each piece in turn, rank 0's part, rank 1's part, ...: each rank's local
@@ -86,6 +120,11 @@ static void dealChunk(const WeightPlan &weight, const WeightUse &use,
   uint64_t inner = weight.kind.bytes;
   for (size_t d = use.splitDim + 1; d < use.localShape.size(); ++d)
     inner *= use.localShape[d];
+  if (use.padded) {
+    dealPaddedChunk(weight, use, inner, chunk, offset, size, stageOutputs,
+                    tpDevices);
+    return;
+  }
   std::vector<int64_t> pieces = use.pieces;
   if (pieces.empty())
     pieces.push_back(weight.globalShape[use.splitDim]);
@@ -160,6 +199,14 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
         progress.advance(use.splitDim < 0 ? n * plan.tpDevices : n);
       }
     }
+    // Padding rows are written as zeros on top of the source's bytes.
+    for (const WeightUse &use : weight.uses)
+      if (use.padded) {
+        uint64_t bytes = weight.kind.bytes * plan.tpDevices;
+        for (int64_t dim : use.localShape)
+          bytes *= dim;
+        progress.advance(bytes - size);
+      }
   }
   for (RankOutput &out : outputs) {
     out.os->close();
@@ -291,6 +338,8 @@ static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
                     for (int64_t piece : use.pieces)
                       json.value(piece);
                   });
+                if (use.padded)
+                  json.attribute("padded_size", use.padded);
                 json.attribute("parallel", use.parallel);
                 json.attributeArray("data_offsets", [&] {
                   json.value(shard.begin);

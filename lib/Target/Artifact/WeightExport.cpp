@@ -115,6 +115,7 @@ struct Weight {
   std::vector<int64_t> globalShape, localShape;
   int64_t splitDim = -1;
   std::vector<int64_t> pieces; // along splitDim; empty: one piece
+  int64_t padded = 0;          // padded_size: zeros past globalShape
   uint64_t bytes = 0, elementBytes = 0;
   int64_t stage = -1;
   std::map<int64_t, Shard> shards; // by tp index
@@ -184,6 +185,21 @@ static bool copyWeight(const Weight &weight, llvm::raw_ostream &os,
   for (size_t d = weight.splitDim + 1; d < weight.localShape.size(); ++d)
     inner *= weight.localShape[d];
   uint64_t localRow = inner * weight.localShape[weight.splitDim];
+  if (weight.padded) {
+    // Each rank holds rows [t·L, (t+1)·L) of the padded dim; the rows past
+    // the global size are padding and are not written.
+    int64_t global = weight.globalShape[weight.splitDim];
+    int64_t perRank = weight.localShape[weight.splitDim];
+    for (uint64_t o = 0; o < outer; ++o)
+      for (const auto &[t, shard] : weight.shards) {
+        int64_t rows = std::clamp<int64_t>(global - int64_t(t) * perRank, 0,
+                                           perRank);
+        if (rows && !copy(*shard.file, shard.offset + o * localRow,
+                          inner * static_cast<uint64_t>(rows)))
+          return false;
+      }
+    return true;
+  }
   std::vector<int64_t> pieces = weight.pieces;
   if (pieces.empty())
     pieces.push_back(weight.globalShape[weight.splitDim]);
@@ -266,6 +282,7 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
         weight.localShape = getShape(entry, "shape");
         weight.splitDim = entry.getInteger("split_dim").value_or(-1);
         weight.pieces = getShape(entry, "pieces");
+        weight.padded = entry.getInteger("padded_size").value_or(0);
         weight.stage = stage;
         const llvm::json::Array *offsets = entry.getArray("data_offsets");
         uint64_t localBytes = (*offsets)[1].getAsInteger().value_or(0) -

@@ -30,6 +30,10 @@ def TP_Dialect : Dialect {
     - `tp.pieces = array<i64: ...>` next to `tp.parallel = "fused-column"`:
       the lengths of a fused weight's pieces along its split dim; each rank
       holds its share of every piece (tp-localize-fused-weights).
+    - `tp.padded = array<i64: V, P>` next to `tp.parallel`: the weight's
+      split dim of V rows is padded with zeros to P (a multiple of the
+      devices) before it is split (tp-pad-vocabulary); each rank holds
+      P / devices rows of it.
     - `tp.block = N` next to `tp.parallel`: the column→row group the weight
       belongs to (one collective ends each block).
     - `tp.replicated = "<reason>"` on a contraction: why the planner left
@@ -61,6 +65,7 @@ def TP_Dialect : Dialect {
         "tp.replicated";
     static constexpr llvm::StringLiteral kBlockAttrName = "tp.block";
     static constexpr llvm::StringLiteral kPiecesAttrName = "tp.pieces";
+    static constexpr llvm::StringLiteral kPaddedAttrName = "tp.padded";
     static constexpr llvm::StringLiteral kStageAttrName = "tp.stage";
     static constexpr llvm::StringLiteral kEmbeddingAttrName = "tp.embedding";
     static constexpr llvm::StringLiteral kLoopSizesAttrName = "tp.loop_sizes";

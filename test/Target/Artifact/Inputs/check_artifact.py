@@ -4,7 +4,7 @@ Usage: check_artifact.py ARTIFACT [--full FULL.safetensors]
 
 Every rank file must be valid safetensors whose header agrees with the
 manifest, and each shard must equal the t-th chunk of its initializer along
-the split dim. With --full, the tp-export-weights output must hold every
+the split dim (of the zero-padded initializer for a `padded_size` weight). With --full, the tp-export-weights output must hold every
 weight of the manifest, bit-exact with the initializer.
 """
 import json
@@ -60,7 +60,15 @@ def main():
             full = inits[name]
             assert list(full.shape) == w["global_shape"], name
             expected = full
-            if w["split_dim"] >= 0:
+            if w.get("padded_size"):
+                # A padded weight: zeros past the initializer, then the
+                # rank's rows of the padded dim.
+                axis = w["split_dim"]
+                pad = [(0, 0)] * full.ndim
+                pad[axis] = (0, w["padded_size"] - full.shape[axis])
+                expected = np.split(np.pad(full, pad), tp,
+                                    axis=axis)[rank["tp_index"]]
+            elif w["split_dim"] >= 0:
                 # A fused weight: the rank's share of each piece, in order.
                 axis = w["split_dim"]
                 bounds = np.cumsum(w.get("pieces", [full.shape[axis]]))[:-1]

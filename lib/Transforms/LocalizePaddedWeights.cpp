@@ -1,0 +1,82 @@
+//===- LocalizePaddedWeights.cpp - tp-localize-padded-weights -------------===//
+//
+// tp-pad-vocabulary reads a weight through a zero tensor.pad so that it
+// splits evenly; after partition every rank still reads the whole weight,
+// pads it and keeps its slice (shard.all_slice). This pass makes the
+// argument that slice, so each rank stores only its rows of the padded
+// weight (the artifact writer writes the padding as zeros).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_LOCALIZEPADDEDWEIGHTS
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// The dim `pad` pads (at its end only), if exactly one.
+std::optional<int64_t> getPaddedDim(tensor::PadOp pad) {
+  std::optional<int64_t> dim;
+  for (auto [d, low, high] :
+       llvm::enumerate(pad.getStaticLow(), pad.getStaticHigh())) {
+    if (low != 0 || ShapedType::isDynamic(high))
+      return std::nullopt;
+    if (high == 0)
+      continue;
+    if (dim)
+      return std::nullopt;
+    dim = d;
+  }
+  return dim;
+}
+
+struct LocalizePaddedWeights
+    : tp::impl::LocalizePaddedWeightsBase<LocalizePaddedWeights> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    MLIRContext *ctx = func.getContext();
+    SmallVector<Type> inputs(func.getArgumentTypes());
+    for (BlockArgument arg : func.getArguments()) {
+      unsigned index = arg.getArgNumber();
+      if (!func.getArgAttr(index, TPDialect::kWeightAttrName) ||
+          !arg.hasOneUse())
+        continue;
+      auto pad = dyn_cast<tensor::PadOp>(*arg.getUsers().begin());
+      std::optional<int64_t> dim = pad ? getPaddedDim(pad) : std::nullopt;
+      if (!dim || !pad->hasOneUse())
+        continue;
+      auto keep = dyn_cast<shard::AllSliceOp>(*pad->getUsers().begin());
+      if (!keep || keep.getGridAxes().size() != 1 ||
+          keep.getSliceAxis().getSExtValue() != *dim)
+        continue;
+      int64_t original = pad.getSourceType().getDimSize(*dim);
+      int64_t padded = pad.getResultType().getDimSize(*dim);
+      auto local = cast<RankedTensorType>(keep.getType());
+      arg.setType(local);
+      inputs[index] = local;
+      keep.getResult().replaceAllUsesWith(arg);
+      // What the plan said of the padded weight now describes the argument.
+      for (NamedAttribute attr : pad->getDiscardableAttrs())
+        func.setArgAttr(index, attr.getName(), attr.getValue());
+      func.setArgAttr(
+          index, TPDialect::kPaddedAttrName,
+          DenseI64ArrayAttr::get(ctx, {original, padded}));
+      keep.erase();
+      pad.erase();
+    }
+    func.setType(FunctionType::get(ctx, inputs, func.getResultTypes()));
+  }
+};
+
+} // namespace

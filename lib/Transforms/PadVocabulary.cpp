@@ -1,0 +1,259 @@
+//===- PadVocabulary.cpp - tp-pad-vocabulary ------------------------------===//
+//
+// Megatron-LM pads the vocabulary to a multiple of the tensor-parallel size
+// so that the embedding and the LM head always split: GPT-2's 50257 tokens
+// would otherwise leave half of its FLOPs (the LM head) and its largest
+// weight whole on every rank. This pass does the same by structure, before
+// planning: an embedding table whose rows, or an LM head whose output dim
+// (reaching a function result), the device count does not divide is read
+// through a zero `tensor.pad` to the next multiple. Padded rows match no
+// token id; padded logits are sliced off before the result. After
+// partition, tp-localize-padded-weights makes each rank's argument its
+// share of the padded weight, and the artifact writer fills the padding
+// with zeros.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Transforms/Passes.h"
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/TensorParallelPlan.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_PADVOCABULARY
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+int64_t roundUp(int64_t size, int64_t devices) {
+  return (size + devices - 1) / devices * devices;
+}
+
+/// A weight argument of the function, read by exactly one op.
+BlockArgument getSoleUseWeight(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || !arg.hasOneUse())
+    return {};
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || !func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName))
+    return {};
+  return arg;
+}
+
+/// `weight` padded with zeros at the end of `dim` to `size`.
+Value padWeight(OpBuilder &b, Value weight, int64_t dim, int64_t size) {
+  auto type = cast<RankedTensorType>(weight.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  SmallVector<OpFoldResult> low, high;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    low.push_back(b.getIndexAttr(0));
+    high.push_back(b.getIndexAttr(d == dim ? size - shape[d] : 0));
+  }
+  shape[dim] = size;
+  Location loc = weight.getLoc();
+  Value zero = arith::ConstantOp::create(
+      b, loc, b.getZeroAttr(type.getElementType()));
+  return tensor::PadOp::create(b, loc, type.clone(shape), weight, low, high,
+                               zero);
+}
+
+/// A copy of `op` (a generic) on `inputs`, with result dim `dim` of size
+/// `size`; the init is a fresh fill of the same value (or an empty tensor).
+FailureOr<linalg::GenericOp> rebuildWider(IRRewriter &rewriter,
+                                          linalg::GenericOp op,
+                                          ValueRange inputs, int64_t dim,
+                                          int64_t size) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  Value init = tensor::EmptyOp::create(rewriter, loc, shape,
+                                       type.getElementType());
+  Value oldInit = op.getDpsInits()[0];
+  if (auto fill = oldInit.getDefiningOp<linalg::FillOp>())
+    init = linalg::FillOp::create(rewriter, loc, fill.getInputs()[0], init)
+               .getResult(0);
+  else if (!oldInit.getDefiningOp<tensor::EmptyOp>() &&
+           op.payloadUsesValueFromOperand(op.getDpsInitOperand(0)))
+    return failure();
+  auto wide = linalg::GenericOp::create(
+      rewriter, loc, TypeRange{type.clone(shape)}, inputs, ValueRange{init},
+      op.getIndexingMapsArray(), op.getIteratorTypesArray());
+  rewriter.inlineRegionBefore(op.getRegion(), wide.getRegion(),
+                              wide.getRegion().end());
+  wide->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  return wide;
+}
+
+struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (devices < 2)
+      return;
+    padEmbeddings(func);
+    if (failed(padHeads(func)))
+      signalPassFailure();
+  }
+
+  /// Word-embedding tables: rows up to a multiple of the devices.
+  void padEmbeddings(func::FuncOp func) {
+    func.walk([&](linalg::GenericOp op) {
+      auto vocab = op->getAttrOfType<IntegerAttr>(TPDialect::kEmbeddingAttrName);
+      if (!vocab || vocab.getInt() % devices == 0 ||
+          !isModelInput(op.getDpsInputs()[0]))
+        return;
+      BlockArgument table = getSoleUseWeight(op.getDpsInputs()[1]);
+      if (!table)
+        return;
+      int64_t padded = roundUp(vocab.getInt(), devices);
+      OpBuilder b(op);
+      Value pad = padWeight(b, table, 0, padded);
+      op->setOperand(1, pad);
+      op->setAttr(TPDialect::kEmbeddingAttrName, b.getI64IntegerAttr(padded));
+    });
+  }
+
+  /// LM heads: a weight contraction whose output dim reaches a function
+  /// result (through at most a bias add) and does not divide.
+  LogicalResult padHeads(func::FuncOp func) {
+    SmallVector<linalg::LinalgOp> heads;
+    func.walk([&](linalg::LinalgOp op) {
+      if (getWeightOperand(op))
+        heads.push_back(op);
+    });
+    IRRewriter rewriter(func.getContext());
+    for (linalg::LinalgOp head : heads)
+      if (failed(padHead(rewriter, head)))
+        return failure();
+    return success();
+  }
+
+  LogicalResult padHead(IRRewriter &rewriter, linalg::LinalgOp head) {
+    unsigned weightIdx = *getWeightOperand(head);
+    BlockArgument weight = getSoleUseWeight(head->getOperand(weightIdx));
+    if (!weight || head->getNumResults() != 1 || !head->hasOneUse())
+      return success();
+    // The output dim: a parallel loop of the weight that the result keeps.
+    AffineMap weightMap = head.getMatchingIndexingMap(&head->getOpOperand(weightIdx));
+    AffineMap resultMap = head.getIndexingMapMatchingResult(head->getResult(0));
+    std::optional<int64_t> weightDim, resultDim;
+    for (auto [d, expr] : llvm::enumerate(weightMap.getResults())) {
+      auto loop = dyn_cast<AffineDimExpr>(expr);
+      if (!loop || head.getIteratorTypesArray()[loop.getPosition()] !=
+                       utils::IteratorType::parallel)
+        continue;
+      if (auto r = resultMap.getResultPosition(loop)) {
+        weightDim = d;
+        resultDim = *r;
+      }
+    }
+    if (!weightDim)
+      return success();
+    auto weightType = cast<RankedTensorType>(weight.getType());
+    int64_t size = weightType.getDimSize(*weightDim);
+    if (size % devices == 0)
+      return success();
+    // What follows: an optional bias add (a weight of [size] on the output
+    // dim), then the function result.
+    Operation *user = *head->getUsers().begin();
+    auto bias = dyn_cast<linalg::GenericOp>(user);
+    BlockArgument biasArg;
+    if (bias && bias.getNumDpsInputs() == 2 && bias->hasOneUse() &&
+        bias.getNumReductionLoops() == 0) {
+      for (Value input : bias.getDpsInputs())
+        if (BlockArgument arg = getSoleUseWeight(input);
+            arg && cast<RankedTensorType>(arg.getType()).getRank() == 1 &&
+            cast<RankedTensorType>(arg.getType()).getDimSize(0) == size)
+          biasArg = arg;
+      if (!biasArg)
+        return success();
+      user = *bias->getUsers().begin();
+    } else {
+      bias = {};
+    }
+    if (!isa<func::ReturnOp>(user))
+      return success();
+
+    int64_t padded = roundUp(size, devices);
+    rewriter.setInsertionPoint(head);
+    auto generic = dyn_cast<linalg::GenericOp>(head.getOperation());
+    if (!generic) {
+      FailureOr<linalg::GenericOp> g = linalg::generalizeNamedOp(rewriter, head);
+      if (failed(g))
+        return success();
+      generic = *g;
+    }
+    Value padWeightValue = padWeight(rewriter, weight, *weightDim, padded);
+    SmallVector<Value> inputs(generic.getDpsInputs());
+    inputs[weightIdx] = padWeightValue;
+    FailureOr<linalg::GenericOp> wide =
+        rebuildWider(rewriter, generic, inputs, *resultDim, padded);
+    if (failed(wide))
+      return generic.emitError("tp-pad-vocabulary: cannot widen this "
+                               "contraction's init");
+    Value result = wide->getResult(0);
+    Value last = generic->getResult(0);
+    if (bias) {
+      rewriter.setInsertionPoint(bias);
+      SmallVector<Value> biasInputs;
+      for (Value input : bias.getDpsInputs())
+        biasInputs.push_back(input == last ? result
+                             : input == biasArg
+                                 ? padWeight(rewriter, biasArg, 0, padded)
+                                 : input);
+      FailureOr<linalg::GenericOp> wideBias =
+          rebuildWider(rewriter, bias, biasInputs, *resultDim, padded);
+      if (failed(wideBias))
+        return bias.emitError("tp-pad-vocabulary: cannot widen this bias "
+                              "add's init");
+      result = wideBias->getResult(0);
+      last = bias->getResult(0);
+    }
+    // The padded logits are dropped before the result.
+    auto lastType = cast<RankedTensorType>(last.getType());
+    rewriter.setInsertionPointAfterValue(result);
+    SmallVector<int64_t> offsets(lastType.getRank(), 0),
+        strides(lastType.getRank(), 1);
+    auto unpad = tensor::ExtractSliceOp::create(
+        rewriter, last.getLoc(), lastType, result, ValueRange{}, ValueRange{},
+        ValueRange{}, offsets, lastType.getShape(), strides);
+    rewriter.replaceAllUsesWith(last, unpad.getResult());
+    SmallVector<Value> oldInits = {generic.getDpsInits()[0]};
+    if (bias) {
+      oldInits.push_back(bias.getDpsInits()[0]);
+      rewriter.eraseOp(bias);
+    }
+    rewriter.eraseOp(generic);
+    // Their inits (a fill of an empty tensor) are dead now; partition
+    // cannot place an unused value.
+    for (Value init : oldInits)
+      eraseIfDead(rewriter, init);
+    return success();
+  }
+
+  static void eraseIfDead(IRRewriter &rewriter, Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def || !v.use_empty() || !isa<linalg::FillOp, tensor::EmptyOp>(def))
+      return;
+    SmallVector<Value> operands(def->getOperands());
+    rewriter.eraseOp(def);
+    for (Value operand : operands)
+      if (isa<RankedTensorType>(operand.getType()))
+        eraseIfDead(rewriter, operand);
+  }
+};
+
+} // namespace

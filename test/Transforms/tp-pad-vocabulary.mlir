@@ -1,0 +1,93 @@
+// RUN: tp-opt %s -split-input-file --tp-pad-vocabulary=devices=4 | FileCheck %s
+// RUN: tp-opt %s -split-input-file --tp-parallelize=devices=4 | FileCheck %s --check-prefix=PART
+
+#ids = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+#table = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#out = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#lhs = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#rhs = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+
+// A vocabulary of 10 on 4 devices: the embedding table and the LM head are
+// padded with zeros to 12 rows / columns, and the padded logits are sliced
+// off before the result.
+// CHECK-LABEL: func.func @main(
+// CHECK: %[[TABLE:.*]] = tensor.pad %arg1 low[0, 0] high[2, 0]
+// CHECK: tensor<10x8xf32> to tensor<12x8xf32>
+// CHECK: linalg.generic {{.*}} ins(%arg0, %[[TABLE]] : tensor<2x3xi64>, tensor<12x8xf32>) {{.*}} attrs =  {tp.embedding = 12 : i64}
+// CHECK: %[[HEAD:.*]] = tensor.pad %arg2 low[0, 0] high[0, 2]
+// CHECK: %[[LOGITS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[HEAD]] : tensor<2x3x8xf32>, tensor<8x12xf32>) outs(%{{.*}} : tensor<2x3x12xf32>)
+// CHECK: %[[UNPAD:.*]] = tensor.extract_slice %[[LOGITS]][0, 0, 0] [2, 3, 10] [1, 1, 1] : tensor<2x3x12xf32> to tensor<2x3x10xf32>
+// CHECK: return %[[UNPAD]]
+// After partition each rank holds 3 rows of the padded table and 3 columns
+// of the padded head, marked with their original and padded sizes.
+// PART-LABEL: func.func @main(
+// PART-SAME: tensor<3x8xf32> {tp.block = 0 : i64, tp.padded = array<i64: 10, 12>, tp.parallel = "vocab", tp.weight = "wte"}
+// PART-SAME: tensor<8x3xf32> {tp.block = 1 : i64, tp.padded = array<i64: 10, 12>, tp.parallel = "column-gathered", tp.weight = "head"}
+// PART-NOT: tensor.pad
+// PART: shard.all_gather {{.*}} : tensor<2x3x3xf32> -> tensor<2x3x12xf32>
+// PART: tensor.extract_slice {{.*}} [2, 3, 10] [1, 1, 1] : tensor<2x3x12xf32> to tensor<2x3x10xf32>
+func.func @main(%ids: tensor<2x3xi64> {tp.input = "input_ids"},
+                %wte: tensor<10x8xf32> {tp.weight = "wte"},
+                %head: tensor<8x10xf32> {tp.weight = "head"})
+    -> (tensor<2x3x10xf32> {tp.output = "logits"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %h = linalg.generic {indexing_maps = [#ids, #table, #out], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%ids, %wte : tensor<2x3xi64>, tensor<10x8xf32>) outs(%init : tensor<2x3x8xf32>) attrs = {tp.embedding = 10 : i64} {
+  ^bb0(%id: i64, %row: f32, %acc: f32):
+    %i = arith.index_cast %id : i64 to index
+    %v = linalg.index 3 : index
+    %hit = arith.cmpi eq, %i, %v : index
+    %z = arith.constant 0.0 : f32
+    %t = arith.select %hit, %row, %z : f32
+    %s = arith.addf %acc, %t : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x8xf32>
+  %e2 = tensor.empty() : tensor<2x3x10xf32>
+  %init2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %logits = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%h, %head : tensor<2x3x8xf32>, tensor<8x10xf32>) outs(%init2 : tensor<2x3x10xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x10xf32>
+  return %logits : tensor<2x3x10xf32>
+}
+
+// -----
+
+#lhs = affine_map<(d0, d1, d2) -> (d0, d2)>
+#rhs = affine_map<(d0, d1, d2) -> (d2, d1)>
+#out = affine_map<(d0, d1, d2) -> (d0, d1)>
+
+// A contraction whose output does not reach a result is left alone: it is
+// not an LM head.
+// CHECK-LABEL: func.func @not_a_head(
+// CHECK-NOT: tensor.pad
+func.func @not_a_head(%x: tensor<2x8xf32> {tp.input = "x"},
+                      %w: tensor<8x10xf32> {tp.weight = "w"},
+                      %v: tensor<10x8xf32> {tp.weight = "v"})
+    -> (tensor<2x8xf32> {tp.output = "y"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x10xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %h = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<2x8xf32>, tensor<8x10xf32>) outs(%init : tensor<2x10xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x10xf32>
+  %e2 = tensor.empty() : tensor<2x8xf32>
+  %init2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%h, %v : tensor<2x10xf32>, tensor<10x8xf32>) outs(%init2 : tensor<2x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
