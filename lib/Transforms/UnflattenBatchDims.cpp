@@ -32,44 +32,97 @@ using namespace mlir::tp;
 
 namespace {
 
-/// A reshape that merges (or splits) leading dims only, two or more of them
-/// real (not size 1), and keeps the other dims: [[0, 1, ...], [k], ...].
-/// Reshapes that only add or drop unit dims (a bias broadcast) are left
-/// alone.
-bool mergesLeadingDims(ArrayRef<ReassociationIndices> groups,
-                       ArrayRef<int64_t> fineShape) {
-  if (groups.size() < 2 || groups.front().size() < 2)
-    return false;
-  if (llvm::count_if(groups.front(),
-                     [&](int64_t d) { return fineShape[d] != 1; }) < 2)
-    return false;
-  return llvm::all_of(groups.drop_front(), [](const ReassociationIndices &g) {
-    return g.size() == 1;
-  });
+/// The group of a reshape that merges (or splits) two or more real (not
+/// size 1) dims, if it is the only group of more than one dim: [B, S·H, D]
+/// from [B, S, H, D]. Reshapes that only add or drop unit dims (a bias
+/// broadcast) have none and are left alone.
+std::optional<int64_t> getMergedGroup(ArrayRef<ReassociationIndices> groups,
+                                      ArrayRef<int64_t> fineShape) {
+  if (groups.size() < 2)
+    return std::nullopt;
+  std::optional<int64_t> merged;
+  for (auto [g, dims] : llvm::enumerate(groups)) {
+    if (dims.size() == 1)
+      continue;
+    if (merged || llvm::count_if(dims, [&](int64_t d) {
+                    return fineShape[d] != 1;
+                  }) < 2)
+      return std::nullopt;
+    merged = g;
+  }
+  return merged;
 }
 
-bool isLeadingDimsReshape(Operation *op) {
+std::optional<int64_t> getMergedGroup(Operation *op) {
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
-    return mergesLeadingDims(collapse.getReassociationIndices(),
-                             collapse.getSrcType().getShape());
+    return getMergedGroup(collapse.getReassociationIndices(),
+                          collapse.getSrcType().getShape());
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
-    return mergesLeadingDims(expand.getReassociationIndices(),
-                             expand.getResultType().getShape());
-  return false;
+    return getMergedGroup(expand.getReassociationIndices(),
+                          expand.getResultType().getShape());
+  return std::nullopt;
 }
 
-/// Which (reshape, linalg op) pairs to fold: leading-dim reshapes only, and
-/// never into an embedding lookup, whose form later stages rely on.
+/// True if `v` is a broadcast: a generic whose one input has fewer dims
+/// than its loops.
+bool isBroadcast(Value v) {
+  auto generic = v.getDefiningOp<linalg::GenericOp>();
+  return generic && generic.getNumDpsInputs() == 1 &&
+         generic.getNumReductionLoops() == 0 &&
+         generic.getMatchingIndexingMap(generic.getDpsInputOperand(0))
+                 .getNumResults() < generic.getNumLoops();
+}
+
+/// Reshapes to unflatten: a merge of two or more real dims (GPT-NeoX's
+/// [B·H, S, D] baddbmm view, GPTBigCode's [B, S·H, D] multi-query view).
+/// A merge of a broadcast is a repeat (Llama's repeat_kv of the K/V heads):
+/// the merged heads already split, and unflattened they could split only
+/// as far as the K/V heads do, so it is left alone.
+bool isLeadingDimsReshape(Operation *op) {
+  std::optional<int64_t> group = getMergedGroup(op);
+  if (!group)
+    return false;
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+    return !isBroadcast(collapse.getSrc());
+  return true;
+}
+
+/// Which (reshape, linalg op) pairs to fold: reshapes with one merged group,
+/// never into an embedding lookup (whose form later stages rely on), and
+/// never so that a weight would be reshaped: the merged dims must not be
+/// read by the op's weight (a head merge before an output projection stays).
 bool shouldFold(OpOperand *fused) {
   Operation *owner = fused->getOwner();
   Operation *def = fused->get().getDefiningOp();
   // Producer reshape into a consumer op, or a producer op into the reshape
   // that consumes it.
   Operation *reshape = isLeadingDimsReshape(owner) ? owner : def;
-  Operation *linalgOp = reshape == owner ? def : owner;
-  if (!reshape || !linalgOp || !isLeadingDimsReshape(reshape))
+  auto linalgOp =
+      dyn_cast_or_null<linalg::LinalgOp>(reshape == owner ? def : owner);
+  if (!reshape || !linalgOp || !isLeadingDimsReshape(reshape) ||
+      linalgOp->hasAttr(TPDialect::kEmbeddingAttrName))
     return false;
-  return !linalgOp->hasAttr(TPDialect::kEmbeddingAttrName);
+  // The loop of the merged (coarse) dim, on the operand or result that
+  // meets the reshape.
+  AffineMap map = reshape == owner
+                      ? linalgOp.getIndexingMapMatchingResult(
+                            cast<OpResult>(fused->get()))
+                      : linalgOp.getMatchingIndexingMap(fused);
+  auto loop = dyn_cast<AffineDimExpr>(map.getResult(*getMergedGroup(reshape)));
+  if (!loop)
+    return false;
+  // Weights (a projection's matrix, a bias) keep their shapes: the plan
+  // and the artifact read them as they are in the model.
+  for (OpOperand *input : linalgOp.getDpsInputOperands()) {
+    auto arg = dyn_cast<BlockArgument>(input->get());
+    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                    : func::FuncOp();
+    if (func &&
+        func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName) &&
+        linalgOp.getMatchingIndexingMap(input).getResultPosition(loop))
+      return false;
+  }
+  return true;
 }
 
 /// Named ops that touch a leading-dim reshape become generics, which the

@@ -9,6 +9,8 @@
 
 #include "Importer.h"
 
+#include <set>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -148,6 +150,31 @@ Value mlir::tp::onnx_import::buildElementwise(OpBuilder &b, Location loc,
   return generic.getResult(0);
 }
 
+/// The shape whose dims both `a` and `b` are products of consecutive runs
+/// of: the sorted union of their prefix products, if each divides the next.
+/// Unit dims are dropped from it (they are re-added by the reshapes).
+static std::optional<SmallVector<int64_t>>
+getCommonRefinement(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (llvm::is_contained(a, 0) || llvm::is_contained(b, 0))
+    return std::nullopt;
+  std::set<int64_t> prefixes;
+  for (ArrayRef<int64_t> shape : {a, b}) {
+    int64_t p = 1;
+    for (int64_t d : shape)
+      prefixes.insert(p *= d);
+  }
+  SmallVector<int64_t> fine;
+  int64_t prev = 1;
+  for (int64_t p : prefixes) {
+    if (p % prev != 0)
+      return std::nullopt;
+    if (p != prev)
+      fine.push_back(p / prev);
+    prev = p;
+  }
+  return fine;
+}
+
 Value mlir::tp::onnx_import::buildReshape(OpBuilder &b, Location loc,
                                           Value input,
                                           ArrayRef<int64_t> shape) {
@@ -171,7 +198,14 @@ Value mlir::tp::onnx_import::buildReshape(OpBuilder &b, Location loc,
     if (auto re = getReassociationIndicesForReshape(dstType, srcType))
       return tensor::ExpandShapeOp::create(b, loc, dstType, input, *re);
   }
-  // Neither a pure split nor a pure merge of dims: go through 1-D.
+  // Neither a pure split nor a pure merge of dims: split to the finest
+  // shape both refine ([B, S, H] -> [B, S, h, d] -> [B, S·h, d], the
+  // multi-query query reshape), so the dims that survive stay visible;
+  // through 1-D only when there is none.
+  if (std::optional<SmallVector<int64_t>> fine =
+          getCommonRefinement(srcType.getShape(), shape);
+      fine && fine->size() > std::max<size_t>(srcType.getRank(), shape.size()))
+    return buildReshape(b, loc, buildReshape(b, loc, input, *fine), shape);
   int64_t n = srcType.getNumElements();
   Value flat = buildReshape(b, loc, input, {n});
   return buildReshape(b, loc, flat, shape);
