@@ -127,7 +127,7 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
   }
 
   /// LM heads: a weight contraction whose output dim reaches a function
-  /// result (through at most a bias add) and does not divide.
+  /// result (through a bias add and casts) and does not divide.
   LogicalResult padHeads(func::FuncOp func) {
     SmallVector<linalg::LinalgOp> heads;
     func.walk([&](linalg::LinalgOp op) {
@@ -184,6 +184,18 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
     } else {
       bias = {};
     }
+    // Then elementwise ops of one operand (a cast to float32, as GPT-J's
+    // `lm_logits.to(torch.float32)` exports), then the result.
+    SmallVector<linalg::GenericOp> tail;
+    while (auto op = dyn_cast<linalg::GenericOp>(user)) {
+      if (op.getNumDpsInputs() != 1 || !op->hasOneUse() ||
+          op.getNumReductionLoops() != 0 ||
+          !llvm::all_of(op.getIndexingMapsArray(),
+                        [](AffineMap m) { return m.isIdentity(); }))
+        return success();
+      tail.push_back(op);
+      user = *op->getUsers().begin();
+    }
     if (!isa<func::ReturnOp>(user))
       return success();
 
@@ -222,6 +234,14 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
       result = wideBias->getResult(0);
       last = bias->getResult(0);
     }
+    for (linalg::GenericOp op : tail) {
+      FailureOr<linalg::GenericOp> wideOp =
+          rebuildWider(rewriter, op, ValueRange{result}, *resultDim, padded);
+      if (failed(wideOp))
+        return op.emitError("tp-pad-vocabulary: cannot widen this op's init");
+      result = wideOp->getResult(0);
+      last = op->getResult(0);
+    }
     // The padded logits are dropped before the result.
     auto lastType = cast<RankedTensorType>(last.getType());
     rewriter.setInsertionPointAfterValue(result);
@@ -232,6 +252,10 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
         ValueRange{}, offsets, lastType.getShape(), strides);
     rewriter.replaceAllUsesWith(last, unpad.getResult());
     SmallVector<Value> oldInits = {generic.getDpsInits()[0]};
+    for (linalg::GenericOp op : llvm::reverse(tail)) {
+      oldInits.push_back(op.getDpsInits()[0]);
+      rewriter.eraseOp(op);
+    }
     if (bias) {
       oldInits.push_back(bias.getDpsInits()[0]);
       rewriter.eraseOp(bias);

@@ -153,7 +153,7 @@ def PadVocabulary : Pass<"tp-pad-vocabulary", "::mlir::func::FuncOp"> {
   let description = [{
     As Megatron-LM pads the vocabulary to a multiple of the tensor-parallel
     size: a word-embedding table whose rows, or an LM head whose output dim
-    (reaching a function result, through at most a bias add), `devices`
+    (reaching a function result, through a bias add and casts), `devices`
     does not divide is read through a zero `tensor.pad` to the next
     multiple, so that the plan splits it. Padded rows match no token id;
     padded logits are sliced off before the result. After partition,
