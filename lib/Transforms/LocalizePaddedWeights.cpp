@@ -69,9 +69,8 @@ struct LocalizePaddedWeights
       // What the plan said of the padded weight now describes the argument.
       for (NamedAttribute attr : pad->getDiscardableAttrs())
         func.setArgAttr(index, attr.getName(), attr.getValue());
-      func.setArgAttr(
-          index, TPDialect::kPaddedAttrName,
-          DenseI64ArrayAttr::get(ctx, {original, padded}));
+      func.setArgAttr(index, TPDialect::kPaddedAttrName,
+                      DenseI64ArrayAttr::get(ctx, {original, padded}));
       keep.erase();
       pad.erase();
     }

@@ -41,8 +41,7 @@ bool isBinaryAdd(linalg::GenericOp op) {
   return add && body->getOperations().size() == 2 &&
          llvm::is_contained(body->getArguments(), add.getLhs()) &&
          llvm::is_contained(body->getArguments(), add.getRhs()) &&
-         add.getLhs() != add.getRhs() &&
-         add.getLhs() != body->getArgument(2) &&
+         add.getLhs() != add.getRhs() && add.getLhs() != body->getArgument(2) &&
          add.getRhs() != body->getArgument(2);
 }
 
@@ -117,16 +116,18 @@ struct MergeSummedAllReduces : OpRewritePattern<linalg::GenericOp> {
     auto rankedType = cast<RankedTensorType>(type);
     Value init = tensor::EmptyOp::create(rewriter, loc, rankedType.getShape(),
                                          rankedType.getElementType());
-    Value partial = linalg::GenericOp::create(
-        rewriter, loc, type,
-        ValueRange{lhsReduce.getInput(), rhsReduce.getInput()}, init,
-        SmallVector<AffineMap>(3, sum.getIndexingMapMatchingResult(
-                                      sum->getResult(0))),
-        sum.getIteratorTypesArray(),
-        [](OpBuilder &b, Location l, ValueRange args) {
-          Value s = arith::AddFOp::create(b, l, args[0], args[1]);
-          linalg::YieldOp::create(b, l, s);
-        }).getResult(0);
+    Value partial =
+        linalg::GenericOp::create(
+            rewriter, loc, type,
+            ValueRange{lhsReduce.getInput(), rhsReduce.getInput()}, init,
+            SmallVector<AffineMap>(
+                3, sum.getIndexingMapMatchingResult(sum->getResult(0))),
+            sum.getIteratorTypesArray(),
+            [](OpBuilder &b, Location l, ValueRange args) {
+              Value s = arith::AddFOp::create(b, l, args[0], args[1]);
+              linalg::YieldOp::create(b, l, s);
+            })
+            .getResult(0);
     auto merged = shard::AllReduceOp::create(
         rewriter, loc, partial, lhsReduce.getGrid(), lhsReduce.getGridAxes(),
         lhsReduce.getReduction());

@@ -61,8 +61,8 @@ Value padWeight(OpBuilder &b, Value weight, int64_t dim, int64_t size) {
   }
   shape[dim] = size;
   Location loc = weight.getLoc();
-  Value zero = arith::ConstantOp::create(
-      b, loc, b.getZeroAttr(type.getElementType()));
+  Value zero =
+      arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
   return tensor::PadOp::create(b, loc, type.clone(shape), weight, low, high,
                                zero);
 }
@@ -78,8 +78,8 @@ FailureOr<linalg::GenericOp> rebuildWider(IRRewriter &rewriter,
   shape[dim] = size;
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
-  Value init = tensor::EmptyOp::create(rewriter, loc, shape,
-                                       type.getElementType());
+  Value init =
+      tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
   Value oldInit = op.getDpsInits()[0];
   if (auto fill = oldInit.getDefiningOp<linalg::FillOp>())
     init = linalg::FillOp::create(rewriter, loc, fill.getInputs()[0], init)
@@ -111,7 +111,8 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
   /// Word-embedding tables: rows up to a multiple of the devices.
   void padEmbeddings(func::FuncOp func) {
     func.walk([&](linalg::GenericOp op) {
-      auto vocab = op->getAttrOfType<IntegerAttr>(TPDialect::kEmbeddingAttrName);
+      auto vocab =
+          op->getAttrOfType<IntegerAttr>(TPDialect::kEmbeddingAttrName);
       if (!vocab || vocab.getInt() % devices == 0 ||
           !isModelInput(op.getDpsInputs()[0]))
         return;
@@ -147,7 +148,8 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
     if (!weight || head->getNumResults() != 1 || !head->hasOneUse())
       return success();
     // The output dim: a parallel loop of the weight that the result keeps.
-    AffineMap weightMap = head.getMatchingIndexingMap(&head->getOpOperand(weightIdx));
+    AffineMap weightMap =
+        head.getMatchingIndexingMap(&head->getOpOperand(weightIdx));
     AffineMap resultMap = head.getIndexingMapMatchingResult(head->getResult(0));
     std::optional<int64_t> weightDim, resultDim;
     for (auto [d, expr] : llvm::enumerate(weightMap.getResults())) {
@@ -203,7 +205,8 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
     rewriter.setInsertionPoint(head);
     auto generic = dyn_cast<linalg::GenericOp>(head.getOperation());
     if (!generic) {
-      FailureOr<linalg::GenericOp> g = linalg::generalizeNamedOp(rewriter, head);
+      FailureOr<linalg::GenericOp> g =
+          linalg::generalizeNamedOp(rewriter, head);
       if (failed(g))
         return success();
       generic = *g;

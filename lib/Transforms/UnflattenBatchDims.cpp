@@ -44,9 +44,8 @@ std::optional<int64_t> getMergedGroup(ArrayRef<ReassociationIndices> groups,
   for (auto [g, dims] : llvm::enumerate(groups)) {
     if (dims.size() == 1)
       continue;
-    if (merged || llvm::count_if(dims, [&](int64_t d) {
-                    return fineShape[d] != 1;
-                  }) < 2)
+    if (merged ||
+        llvm::count_if(dims, [&](int64_t d) { return fineShape[d] != 1; }) < 2)
       return std::nullopt;
     merged = g;
   }
@@ -104,10 +103,10 @@ bool shouldFold(OpOperand *fused) {
     return false;
   // The loop of the merged (coarse) dim, on the operand or result that
   // meets the reshape.
-  AffineMap map = reshape == owner
-                      ? linalgOp.getIndexingMapMatchingResult(
-                            cast<OpResult>(fused->get()))
-                      : linalgOp.getMatchingIndexingMap(fused);
+  AffineMap map =
+      reshape == owner
+          ? linalgOp.getIndexingMapMatchingResult(cast<OpResult>(fused->get()))
+          : linalgOp.getMatchingIndexingMap(fused);
   auto loop = dyn_cast<AffineDimExpr>(map.getResult(*getMergedGroup(reshape)));
   if (!loop)
     return false;
@@ -194,17 +193,18 @@ struct UnflattenBatchDims
       generalizeAroundReshapes(func);
       RewritePatternSet patterns(ctx);
       linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, shouldFold);
-      patterns.add<ReshapeOfEmpty<tensor::ExpandShapeOp>,
-                   ReshapeOfEmpty<tensor::CollapseShapeOp>,
-                   CancelReshapePair<tensor::ExpandShapeOp,
-                                     tensor::CollapseShapeOp>,
-                   CancelReshapePair<tensor::CollapseShapeOp,
-                                     tensor::ExpandShapeOp>>(ctx);
+      patterns.add<
+          ReshapeOfEmpty<tensor::ExpandShapeOp>,
+          ReshapeOfEmpty<tensor::CollapseShapeOp>,
+          CancelReshapePair<tensor::ExpandShapeOp, tensor::CollapseShapeOp>,
+          CancelReshapePair<tensor::CollapseShapeOp, tensor::ExpandShapeOp>>(
+          ctx);
       // No folding or constant CSE: the importer's form (constants inside
       // bodies, one init per op) is what partition needs.
       GreedyRewriteConfig config;
-      config.enableFolding(false).enableConstantCSE(false).setRegionSimplificationLevel(
-          GreedySimplifyRegionLevel::Disabled);
+      config.enableFolding(false)
+          .enableConstantCSE(false)
+          .setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
       bool changed = false;
       if (failed(applyPatternsGreedily(func, std::move(patterns), config,
                                        &changed))) {

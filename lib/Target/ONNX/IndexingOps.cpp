@@ -113,10 +113,9 @@ LogicalResult convertCumSum(NodeContext &ctx) {
   iterators.push_back(utils::IteratorType::reduction);
   Value init = createFilled(b, ctx.loc, x.shape, elementType, 0.0);
   arith::CmpIPredicate pred =
-      reverse ? (exclusive ? arith::CmpIPredicate::ugt
-                           : arith::CmpIPredicate::uge)
-              : (exclusive ? arith::CmpIPredicate::ult
-                           : arith::CmpIPredicate::ule);
+      reverse
+          ? (exclusive ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::uge)
+          : (exclusive ? arith::CmpIPredicate::ult : arith::CmpIPredicate::ule);
   auto generic = linalg::GenericOp::create(
       b, ctx.loc, init.getType(), ValueRange{input}, init, maps, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
@@ -145,8 +144,8 @@ LogicalResult convertTile(NodeContext &ctx) {
   SmallVector<int64_t> shape;
   for (auto [d, r] : llvm::enumerate(*repeats)) {
     if (r < 0)
-      return ctx.emitError() << "repeats " << formatShape(*repeats)
-                             << " has a negative value";
+      return ctx.emitError()
+             << "repeats " << formatShape(*repeats) << " has a negative value";
     shape.push_back(x.shape[d] * r);
   }
   if (x.constant && getNumElements(shape) <= kMaxFoldedElements) {
@@ -172,10 +171,9 @@ LogicalResult convertTile(NodeContext &ctx) {
   });
   Value result =
       broadcast
-          ? buildElementwise(ctx.b, ctx.loc, input, shape, elementType,
-                             [](OpBuilder &, Location, ValueRange s) {
-                               return s[0];
-                             })
+          ? buildElementwise(
+                ctx.b, ctx.loc, input, shape, elementType,
+                [](OpBuilder &, Location, ValueRange s) { return s[0]; })
           : buildIndexedRead(
                 ctx.b, ctx.loc, input, {}, {}, shape,
                 [&](OpBuilder &b, Location loc, ValueRange loops, ValueRange) {
@@ -208,9 +206,9 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
                            << formatShape(data.shape);
   for (int64_t d = 0; d < rank; ++d)
     if (d != *axis && indices.shape[d] > data.shape[d])
-      return ctx.emitError() << "indices " << formatShape(indices.shape)
-                             << " exceed data " << formatShape(data.shape)
-                             << " on dim " << d;
+      return ctx.emitError()
+             << "indices " << formatShape(indices.shape) << " exceed data "
+             << formatShape(data.shape) << " on dim " << d;
   int64_t dim = data.shape[*axis];
   std::optional<ConstTensor> constIndices = indices.constant;
   if (constIndices) {
@@ -327,9 +325,8 @@ LogicalResult convertScatterND(NodeContext &ctx) {
                            << formatShape(indices.shape);
   int64_t k = indices.shape.back();
   if (k < 1 || k > rank)
-    return ctx.emitError() << "indices' last dim " << k
-                           << " must be in [1, " << rank << "] for data "
-                           << formatShape(data.shape);
+    return ctx.emitError() << "indices' last dim " << k << " must be in [1, "
+                           << rank << "] for data " << formatShape(data.shape);
   ArrayRef<int64_t> tupleShape = ArrayRef<int64_t>(indices.shape).drop_back();
   SmallVector<int64_t> sliceShape(data.shape.begin() + k, data.shape.end());
   SmallVector<int64_t> expected(tupleShape);
@@ -402,8 +399,7 @@ LogicalResult convertScatterND(NodeContext &ctx) {
     if (tuples > kMaxScatterSlices)
       return ctx.emitError()
              << "indices address " << tuples
-             << " slices that do not form a box; at most "
-             << kMaxScatterSlices
+             << " slices that do not form a box; at most " << kMaxScatterSlices
              << " are supported when data or updates are computed at run "
                 "time";
     // Few scattered slices: one insert per index tuple, in order, so a
@@ -427,9 +423,8 @@ LogicalResult convertScatterND(NodeContext &ctx) {
           ctx.b, ctx.loc, pieceType, all, ValueRange{}, ValueRange{},
           ValueRange{}, pieceOffsets, pieceSizes,
           SmallVector<int64_t>(pieceSizes.size(), 1));
-      result = insertBox(ctx, result, buildReshape(ctx.b, ctx.loc, piece,
-                                                   unitShape),
-                         lo);
+      result = insertBox(ctx, result,
+                         buildReshape(ctx.b, ctx.loc, piece, unitShape), lo);
     }
   }
   ctx.setResult(0, result, data.dtype);
