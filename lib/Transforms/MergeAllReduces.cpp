@@ -6,7 +6,8 @@
 // The sum of two all-reduces is the all-reduce of the sum: each rank adds its
 // two partial results and one all-reduce sends half the bytes. Biases added
 // on the way (after each reduce, so that they count once) are added after
-// the merged reduce instead.
+// the merged reduce instead. Under sequence parallelism the same holds of
+// the two reduce-scatters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,22 +46,26 @@ bool isBinaryAdd(linalg::GenericOp op) {
          add.getRhs() != body->getArgument(2);
 }
 
-/// A summed all-reduce used only once.
-shard::AllReduceOp getSoleAllReduce(Value v) {
-  auto reduce = v.getDefiningOp<shard::AllReduceOp>();
+/// A summed all-reduce or reduce-scatter used only once.
+template <typename ReduceOp>
+ReduceOp getSoleReduce(Value v) {
+  auto reduce = v.template getDefiningOp<ReduceOp>();
   if (!reduce || !reduce->hasOneUse() ||
-      reduce.getReduction() != shard::ReductionKind::Sum ||
-      reduce.getInput().getType() != reduce.getResult().getType())
+      reduce.getReduction() != shard::ReductionKind::Sum)
     return {};
+  if constexpr (std::is_same_v<ReduceOp, shard::AllReduceOp>)
+    if (reduce.getInput().getType() != reduce.getResult().getType())
+      return {};
   return reduce;
 }
 
-/// `v` as all_reduce(p), or as all_reduce(p) + bias through one single-use
-/// add whose other operand is not reduced (the bias of a row-parallel
-/// layer). Sets `biasAdd` in the second case.
-shard::AllReduceOp matchReduced(Value v, linalg::GenericOp &biasAdd) {
+/// `v` as reduce(p), or as reduce(p) + bias through one single-use add
+/// whose other operand is not reduced (the bias of a row-parallel layer).
+/// Sets `biasAdd` in the second case.
+template <typename ReduceOp>
+ReduceOp matchReduced(Value v, linalg::GenericOp &biasAdd) {
   biasAdd = {};
-  if (shard::AllReduceOp reduce = getSoleAllReduce(v))
+  if (ReduceOp reduce = getSoleReduce<ReduceOp>(v))
     return reduce;
   auto add = v.getDefiningOp<linalg::GenericOp>();
   if (!add || !add->hasOneUse() || !isBinaryAdd(add))
@@ -69,7 +74,7 @@ shard::AllReduceOp matchReduced(Value v, linalg::GenericOp &biasAdd) {
     if (input->get().getType() != v.getType() ||
         !add.getMatchingIndexingMap(input).isIdentity())
       continue;
-    if (shard::AllReduceOp reduce = getSoleAllReduce(input->get())) {
+    if (ReduceOp reduce = getSoleReduce<ReduceOp>(input->get())) {
       biasAdd = add;
       return reduce;
     }
@@ -77,7 +82,31 @@ shard::AllReduceOp matchReduced(Value v, linalg::GenericOp &biasAdd) {
   return {};
 }
 
-struct MergeSummedAllReduces : OpRewritePattern<linalg::GenericOp> {
+/// True if `a` and `b` reduce over the same ranks into the same layout.
+bool sameCollective(shard::AllReduceOp a, shard::AllReduceOp b) {
+  return a.getGrid() == b.getGrid() && a.getGridAxes() == b.getGridAxes();
+}
+bool sameCollective(shard::ReduceScatterOp a, shard::ReduceScatterOp b) {
+  return a.getGrid() == b.getGrid() && a.getGridAxes() == b.getGridAxes() &&
+         a.getScatterAxis() == b.getScatterAxis() &&
+         a.getInput().getType() == b.getInput().getType();
+}
+
+shard::AllReduceOp createLike(OpBuilder &b, Location loc, Value partial,
+                              shard::AllReduceOp like) {
+  return shard::AllReduceOp::create(b, loc, partial, like.getGrid(),
+                                    like.getGridAxes(), like.getReduction());
+}
+shard::ReduceScatterOp createLike(OpBuilder &b, Location loc, Value partial,
+                                  shard::ReduceScatterOp like) {
+  return shard::ReduceScatterOp::create(
+      b, loc, TypeRange{like.getResult().getType()}, like.getGridAttr(),
+      like.getGridAxesAttr(), partial, like.getReductionAttr(),
+      like.getScatterAxisAttr());
+}
+
+template <typename ReduceOp>
+struct MergeSummedReduces : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(linalg::GenericOp sum,
@@ -92,13 +121,12 @@ struct MergeSummedAllReduces : OpRewritePattern<linalg::GenericOp> {
       return rewriter.notifyMatchFailure(sum, "operands are not the result's "
                                               "shape");
     linalg::GenericOp lhsBias, rhsBias;
-    shard::AllReduceOp lhsReduce = matchReduced(lhs, lhsBias);
-    shard::AllReduceOp rhsReduce = matchReduced(rhs, rhsBias);
+    ReduceOp lhsReduce = matchReduced<ReduceOp>(lhs, lhsBias);
+    ReduceOp rhsReduce = matchReduced<ReduceOp>(rhs, rhsBias);
     if (!lhsReduce || !rhsReduce || lhsReduce == rhsReduce)
-      return rewriter.notifyMatchFailure(sum, "not a sum of two all-reduces");
-    if (lhsReduce.getGrid() != rhsReduce.getGrid() ||
-        lhsReduce.getGridAxes() != rhsReduce.getGridAxes())
-      return rewriter.notifyMatchFailure(sum, "all-reduces on other axes");
+      return rewriter.notifyMatchFailure(sum, "not a sum of two reduces");
+    if (!sameCollective(lhsReduce, rhsReduce))
+      return rewriter.notifyMatchFailure(sum, "reduces on other axes");
     // Keep the side without a bias as the one whose bias (if any) stays in
     // place; the other side's bias moves after the merged reduce.
     if (!lhsBias && rhsBias) {
@@ -106,19 +134,22 @@ struct MergeSummedAllReduces : OpRewritePattern<linalg::GenericOp> {
       std::swap(lhsBias, rhsBias);
     }
     // The merged reduce sits where the later of the two was.
-    shard::AllReduceOp later =
+    ReduceOp later =
         lhsReduce->isBeforeInBlock(rhsReduce) ? rhsReduce : lhsReduce;
     if (lhsReduce->getBlock() != rhsReduce->getBlock() ||
         sum->getBlock() != later->getBlock())
       return rewriter.notifyMatchFailure(sum, "across blocks");
     Location loc = sum.getLoc();
     rewriter.setInsertionPoint(later);
-    auto rankedType = cast<RankedTensorType>(type);
+    // The partial sums are added in the reduce's input shape (the whole
+    // activation; a reduce-scatter's result is this rank's slice of it).
+    Type partialType = lhsReduce.getInput().getType();
+    auto rankedType = cast<RankedTensorType>(partialType);
     Value init = tensor::EmptyOp::create(rewriter, loc, rankedType.getShape(),
                                          rankedType.getElementType());
     Value partial =
         linalg::GenericOp::create(
-            rewriter, loc, type,
+            rewriter, loc, partialType,
             ValueRange{lhsReduce.getInput(), rhsReduce.getInput()}, init,
             SmallVector<AffineMap>(
                 3, sum.getIndexingMapMatchingResult(sum->getResult(0))),
@@ -128,15 +159,14 @@ struct MergeSummedAllReduces : OpRewritePattern<linalg::GenericOp> {
               linalg::YieldOp::create(b, l, s);
             })
             .getResult(0);
-    auto merged = shard::AllReduceOp::create(
-        rewriter, loc, partial, lhsReduce.getGrid(), lhsReduce.getGridAxes(),
-        lhsReduce.getReduction());
+    ReduceOp merged = createLike(rewriter, loc, partial, lhsReduce);
     // lhs: reduce(p0 + p1) (+ its bias, through the existing add, which must
     // now come after the merged reduce).
     rewriter.replaceOp(lhsReduce, merged.getResult());
     if (lhsBias && lhsBias->isBeforeInBlock(merged))
       rewriter.moveOpAfter(lhsBias, merged);
-    Value lhsValue = lhsBias ? lhsBias->getResult(0) : merged.getResult();
+    Value lhsValue =
+        lhsBias ? lhsBias->getResult(0) : Value(merged.getResult());
     if (!rhsBias) {
       rewriter.replaceOp(sum, lhsValue);
       rewriter.eraseOp(rhsReduce);
@@ -171,7 +201,8 @@ struct MergeSummedAllReduces : OpRewritePattern<linalg::GenericOp> {
 struct MergeAllReduces : tp::impl::MergeAllReducesBase<MergeAllReduces> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<MergeSummedAllReduces>(&getContext());
+    patterns.add<MergeSummedReduces<shard::AllReduceOp>,
+                 MergeSummedReduces<shard::ReduceScatterOp>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

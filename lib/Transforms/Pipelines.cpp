@@ -41,6 +41,12 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createPadVocabulary(pad));
   }
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
+  // Heads that do not divide: padded, so that attention splits.
+  if (options.devices > 1 && options.padding) {
+    PadAttentionHeadsOptions pad;
+    pad.devices = options.devices;
+    pm.addNestedPass<func::FuncOp>(createPadAttentionHeads(pad));
+  }
   pm.addPass(createPlanTensorParallel(plan));
   if (options.sequenceParallel)
     pm.addPass(createPlanSequenceParallel());
@@ -66,11 +72,12 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createSplitConvolutions());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // Parallel-residual blocks: one all-reduce for attention + MLP.
-  if (options.devices > 1)
-    pm.addNestedPass<func::FuncOp>(createMergeAllReduces());
   if (options.sequenceParallel)
     pm.addNestedPass<func::FuncOp>(createFormReduceScatter());
+  // Parallel-residual blocks: one all-reduce (or reduce-scatter) for
+  // attention + MLP.
+  if (options.devices > 1)
+    pm.addNestedPass<func::FuncOp>(createMergeAllReduces());
   // Pipeline stages are cut from the per-rank program, so each stage keeps
   // its tensor-parallel collectives: PP x TP.
   if (options.stages > 1) {

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_PLANSEQUENCEPARALLEL
@@ -30,13 +31,19 @@ bool isRowParallel(linalg::LinalgOp op) {
     return false;
   for (Value input : op.getDpsInputs()) {
     auto shardOp = input.getDefiningOp<shard::ShardOp>();
-    auto arg = shardOp ? dyn_cast<BlockArgument>(shardOp.getSrc()) : nullptr;
-    if (!arg)
+    if (!shardOp)
       continue;
-    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    auto role = func ? func.getArgAttrOfType<StringAttr>(
-                           arg.getArgNumber(), TPDialect::kParallelAttrName)
-                     : nullptr;
+    // The plan's role is on the weight argument, or on the op that reads it
+    // (a zero pad of a padded weight, a slice of a fused one).
+    StringAttr role;
+    if (auto arg = dyn_cast<BlockArgument>(shardOp.getSrc())) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      role = func ? func.getArgAttrOfType<StringAttr>(
+                        arg.getArgNumber(), TPDialect::kParallelAttrName)
+                  : nullptr;
+    } else if (Operation *def = shardOp.getSrc().getDefiningOp()) {
+      role = def->getAttrOfType<StringAttr>(TPDialect::kParallelAttrName);
+    }
     if (role && role.getValue() == "row")
       return true;
   }
@@ -47,6 +54,8 @@ bool isRowParallel(linalg::LinalgOp op) {
 bool isWeight(Value v) {
   if (auto shardOp = v.getDefiningOp<shard::ShardOp>())
     v = shardOp.getSrc();
+  if (auto pad = v.getDefiningOp<tensor::PadOp>())
+    v = pad.getSource();
   auto arg = dyn_cast<BlockArgument>(v);
   auto func =
       arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
@@ -61,12 +70,40 @@ bool isElementwise(Operation *op) {
          linalgOp.getIndexingMapMatchingResult(op->getOpResult(0)).isIdentity();
 }
 
+/// True if `v` is the output of a row-parallel block: a row-parallel
+/// contraction, through single-use elementwise ops (its bias add).
+bool isRowParallelOutput(Value v) {
+  for (int steps = 0; steps < 4; ++steps) {
+    Operation *def = v.getDefiningOp();
+    auto op = dyn_cast_or_null<linalg::LinalgOp>(def);
+    if (!op || !v.hasOneUse())
+      return false;
+    if (isRowParallel(op))
+      return true;
+    if (!isElementwise(def))
+      return false;
+    // The chain goes on through the input of the same shape that is not a
+    // weight (the other one is the bias).
+    Value next;
+    for (Value input : op.getDpsInputs())
+      if (input.getType() == v.getType() && !isWeight(input))
+        next = input;
+    if (!next)
+      return false;
+    v = next;
+  }
+  return false;
+}
+
 /// The residual add after a row-parallel contraction: following single-use
 /// elementwise ops (a bias add), the first one with a second activation
-/// input. Returns it and that other input.
+/// input. Returns it and that other input. In a parallel-residual block
+/// (GPT-NeoX, GPT-J: attention and MLP read the same input) the two block
+/// outputs are added first; that add is passed over, so that both blocks
+/// find the same residual add, after their sum.
 std::optional<std::pair<Operation *, Value>> findResidualAdd(Operation *row) {
   Value v = row->getResult(0);
-  for (int steps = 0; steps < 4 && v.hasOneUse(); ++steps) {
+  for (int steps = 0; steps < 6 && v.hasOneUse(); ++steps) {
     Operation *user = *v.getUsers().begin();
     if (!isElementwise(user))
       return std::nullopt;
@@ -75,13 +112,23 @@ std::optional<std::pair<Operation *, Value>> findResidualAdd(Operation *row) {
       if (input == v || input.getType() != v.getType())
         continue;
       // Another full activation, not a weight: the stream this block adds
-      // to (a model input counts).
-      if (!isWeight(input))
+      // to (a model input counts), unless it is another block's output.
+      if (!isWeight(input) && !isRowParallelOutput(input))
         return std::make_pair(user, input);
     }
     v = user->getResult(0);
   }
   return std::nullopt;
+}
+
+/// True if `v` is already split on the sequence by another block that ends
+/// in the same residual add (a producer annotation, not what its users read:
+/// the plan marks results for the function's return that way).
+bool isAnnotated(Value v) {
+  return llvm::any_of(v.getUsers(), [](Operation *user) {
+    auto shardOp = dyn_cast<shard::ShardOp>(user);
+    return shardOp && !shardOp.getAnnotateForUsers();
+  });
 }
 
 struct PlanSequenceParallel
@@ -123,6 +170,8 @@ struct PlanSequenceParallel
               << " devices; this block keeps its all-reduce";
           continue;
         }
+        if (isAnnotated(add->getResult(0)))
+          continue;
         splitOnSequence(add->getResult(0), grid, seqDim);
         // A vocabulary-parallel lookup already splits a loop on the grid
         // axis; its users, not the lookup, ask for the sequence split, so

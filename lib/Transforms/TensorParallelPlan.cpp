@@ -65,6 +65,14 @@ static Value getWeightArg(Value v) {
   return arg;
 }
 
+bool mlir::tp::isBroadcast(Value v) {
+  auto generic = v.getDefiningOp<linalg::GenericOp>();
+  return generic && generic.getNumDpsInputs() == 1 &&
+         generic.getNumReductionLoops() == 0 &&
+         generic.getMatchingIndexingMap(generic.getDpsInputOperand(0))
+                 .getNumResults() < generic.getNumLoops();
+}
+
 /// True if every use of `arg` is an input operand of a linalg op, so that
 /// an annotate_for_users shard op can stand in for it.
 static bool isReadAsOperandOnly(Value arg) {

@@ -15,6 +15,7 @@
 #include "tp/Transforms/Passes.h"
 
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/TensorParallelPlan.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -60,16 +61,6 @@ std::optional<int64_t> getMergedGroup(Operation *op) {
     return getMergedGroup(expand.getReassociationIndices(),
                           expand.getResultType().getShape());
   return std::nullopt;
-}
-
-/// True if `v` is a broadcast: a generic whose one input has fewer dims
-/// than its loops.
-bool isBroadcast(Value v) {
-  auto generic = v.getDefiningOp<linalg::GenericOp>();
-  return generic && generic.getNumDpsInputs() == 1 &&
-         generic.getNumReductionLoops() == 0 &&
-         generic.getMatchingIndexingMap(generic.getDpsInputOperand(0))
-                 .getNumResults() < generic.getNumLoops();
 }
 
 /// Reshapes to unflatten: a merge of two or more real dims (GPT-NeoX's
@@ -165,6 +156,28 @@ struct ReshapeOfEmpty : OpRewritePattern<ReshapeOp> {
   }
 };
 
+/// A reshape of a fill of an empty tensor (a reduction's init) is a fill of
+/// an empty tensor of the new shape.
+template <typename ReshapeOp>
+struct ReshapeOfFill : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern<ReshapeOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReshapeOp reshape,
+                                PatternRewriter &rewriter) const override {
+    auto fill = reshape.getSrc().template getDefiningOp<linalg::FillOp>();
+    RankedTensorType type = reshape.getResultType();
+    if (!fill || !type.hasStaticShape() ||
+        !fill.getOutputs()[0].template getDefiningOp<tensor::EmptyOp>())
+      return rewriter.notifyMatchFailure(reshape, "not a fill of an empty");
+    Value empty = tensor::EmptyOp::create(rewriter, reshape.getLoc(),
+                                          type.getShape(),
+                                          type.getElementType());
+    rewriter.replaceOpWithNewOp<linalg::FillOp>(reshape, fill.getInputs()[0],
+                                                empty);
+    return success();
+  }
+};
+
 /// expand(collapse(x)) (or collapse(expand(x))) with the same groups is x.
 /// Folding is off in this pass (see below), so the pair is cancelled here.
 template <typename OuterOp, typename InnerOp>
@@ -178,6 +191,109 @@ struct CancelReshapePair : OpRewritePattern<OuterOp> {
         inner.getReassociationIndices() != outer.getReassociationIndices())
       return rewriter.notifyMatchFailure(outer, "not the inverse reshape");
     rewriter.replaceOp(outer, inner.getSrc());
+    return success();
+  }
+};
+
+/// True if a group of `groups` holds two or more real (not size 1) dims.
+bool mergesRealDims(ArrayRef<ReassociationIndices> groups,
+                    ArrayRef<int64_t> fineShape) {
+  return llvm::any_of(groups, [&](const ReassociationIndices &dims) {
+    return llvm::count_if(dims, [&](int64_t d) { return fineShape[d] != 1; }) >
+           1;
+  });
+}
+
+/// expand(collapse(x)) where one of the two only adds or drops unit dims:
+/// the same reshape as collapse'(expand'(x)), with the unit dims moved to
+/// the other side, so that the merge of real dims meets the op it can fold
+/// into. LayerNorm on OPT's [B·S, H] view reduces to [B·S] and reshapes to
+/// [B·S, 1]; once the merge has moved up through the reduction that is
+/// expand([2, 12] -> [24]) into [24, 1], which is collapse'([2, 12, 1]).
+struct SwapUnitReshape : OpRewritePattern<tensor::ExpandShapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ExpandShapeOp expand,
+                                PatternRewriter &rewriter) const override {
+    auto collapse = expand.getSrc().getDefiningOp<tensor::CollapseShapeOp>();
+    if (!collapse || !collapse.getSrcType().hasStaticShape() ||
+        !expand.getResultType().hasStaticShape() ||
+        mergesRealDims(expand.getReassociationIndices(),
+                       expand.getResultType().getShape()) ==
+            mergesRealDims(collapse.getReassociationIndices(),
+                           collapse.getSrcType().getShape()))
+      return rewriter.notifyMatchFailure(expand, "not a merge and a unit "
+                                                 "reshape");
+    ArrayRef<int64_t> src = collapse.getSrcType().getShape();
+    ArrayRef<int64_t> dst = expand.getResultType().getShape();
+    auto srcGroups = collapse.getReassociationIndices();
+    auto dstGroups = expand.getReassociationIndices();
+    // Per middle dim: the intermediate dims, and which of them each source
+    // and each result dim covers.
+    SmallVector<int64_t> mid;
+    SmallVector<ReassociationIndices> expandGroups(src.size()),
+        collapseGroups(dst.size());
+    for (auto [c, r] : llvm::zip(srcGroups, dstGroups)) {
+      if (c.empty() || r.empty())
+        return failure();
+      auto realDims = [](ArrayRef<int64_t> shape, const ReassociationIndices &g) {
+        return llvm::count_if(g, [&](int64_t d) { return shape[d] != 1; });
+      };
+      // `outer` keeps its dims; `inner` (at most one real dim) contributes
+      // its unit dims around them.
+      bool unitResult = realDims(dst, r) <= 1;
+      if (!unitResult && realDims(src, c) > 1)
+        return failure();
+      const ReassociationIndices &outer = unitResult ? c : r;
+      const ReassociationIndices &inner = unitResult ? r : c;
+      ArrayRef<int64_t> outerShape = unitResult ? src : dst;
+      ArrayRef<int64_t> innerShape = unitResult ? dst : src;
+      auto &outerGroups = unitResult ? expandGroups : collapseGroups;
+      auto &innerGroups = unitResult ? collapseGroups : expandGroups;
+      auto main = llvm::find_if(inner, [&](int64_t d) { return innerShape[d] != 1; });
+      // Units before the main inner dim, the outer dims, units after it.
+      int64_t first = mid.size();
+      for (int64_t d : inner) {
+        if (d == (main == inner.end() ? inner.back() : *main))
+          break;
+        innerGroups[d].push_back(mid.size());
+        mid.push_back(1);
+      }
+      int64_t outerBegin = mid.size();
+      for (int64_t d : outer) {
+        outerGroups[d].push_back(mid.size());
+        mid.push_back(outerShape[d]);
+      }
+      int64_t outerEnd = mid.size();
+      bool afterMain = false;
+      for (int64_t d : inner) {
+        if (d == (main == inner.end() ? inner.back() : *main)) {
+          // The main inner dim covers all the outer dims.
+          for (int64_t i = outerBegin; i < outerEnd; ++i)
+            innerGroups[d].push_back(i);
+          afterMain = true;
+          continue;
+        }
+        if (!afterMain)
+          continue;
+        innerGroups[d].push_back(mid.size());
+        mid.push_back(1);
+      }
+      // Units of `inner` before and after belong to the first and last
+      // outer dim too, so that the outer groups stay contiguous.
+      for (int64_t i = outerEnd; i < int64_t(mid.size()); ++i)
+        outerGroups[outer.back()].push_back(i);
+      for (int64_t i = outerBegin - 1; i >= first; --i)
+        outerGroups[outer.front()].insert(outerGroups[outer.front()].begin(),
+                                          i);
+    }
+    Type element = expand.getResultType().getElementType();
+    auto midType = RankedTensorType::get(mid, element);
+    Location loc = expand.getLoc();
+    Value wide = tensor::ExpandShapeOp::create(rewriter, loc, midType,
+                                               collapse.getSrc(), expandGroups);
+    rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
+        expand, expand.getResultType(), wide, collapseGroups);
     return success();
   }
 };
@@ -196,9 +312,11 @@ struct UnflattenBatchDims
       patterns.add<
           ReshapeOfEmpty<tensor::ExpandShapeOp>,
           ReshapeOfEmpty<tensor::CollapseShapeOp>,
+          ReshapeOfFill<tensor::ExpandShapeOp>,
+          ReshapeOfFill<tensor::CollapseShapeOp>,
           CancelReshapePair<tensor::ExpandShapeOp, tensor::CollapseShapeOp>,
-          CancelReshapePair<tensor::CollapseShapeOp, tensor::ExpandShapeOp>>(
-          ctx);
+          CancelReshapePair<tensor::CollapseShapeOp, tensor::ExpandShapeOp>,
+          SwapUnitReshape>(ctx);
       // No folding or constant CSE: the importer's form (constants inside
       // bodies, one init per op) is what partition needs.
       GreedyRewriteConfig config;

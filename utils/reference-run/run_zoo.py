@@ -9,7 +9,7 @@ output is compared with torch's output stored by generate.py:
 
     run_zoo.py [name ...] [--opset native --opset 18 --opset 21]
                [--config tp=1 --config tp=2 --config tp=4 --config tp=2,sp]
-               [--converted-config tp=2] [--zoo DIR]
+               [--converted-config CONFIG ...] [--zoo DIR]
                [--reference stored|onnxruntime] [--tp-compile P] [--tp-run P]
 
 --zoo reads another folder laid out like test/models/hf (a zoo.json and one
@@ -19,7 +19,8 @@ file and inputs instead of the outputs stored beside it.
 
 Opset variants other than `native` are made with onnx.version_converter
 (ReduceMean, Split, Squeeze and friends take axes as inputs from 18 on) and
-run the --converted-config configs. One line per run:
+run the --converted-config configs (by default the same as --config).
+One line per run:
 
     gpt2 opset17 tp=2: logits max abs diff 1.9e-06 ok | all_reduce 5, \
 all_gather 1 | weights per device 51.2%
@@ -161,7 +162,7 @@ def main():
             sys.exit(f"'{name}' is not in the zoo ({', '.join(zoo)})")
     opsets = args.opset or ["native", "18", "21"]
     configs = args.config or ["tp=1", "tp=2", "tp=4", "tp=2,sp"]
-    converted_configs = args.converted_config or ["tp=2"]
+    converted_configs = args.converted_config or configs
     passed = failed = 0
     for name in names:
         entry = zoo[name]

@@ -168,6 +168,30 @@ def PadVocabulary : Pass<"tp-pad-vocabulary", "::mlir::func::FuncOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def PadAttentionHeads : Pass<"tp-pad-attention-heads", "::mlir::func::FuncOp"> {
+  let summary = "Pad attention heads that the device count does not divide";
+  let description = [{
+    A reshape that splits a dim into (heads, head_dim, ...) with a head
+    count that `devices` does not divide starts a closure: every value of
+    the block with that heads dim grows it to the next multiple of the
+    devices, through the ops that index it (elementwise ops, transposes,
+    batched matmuls, reshapes). Operands that cannot grow with it (the Q/K/V
+    projection weights and biases, constants, K/V heads repeated for
+    grouped-query attention) are read through a zero `tensor.pad`; the
+    output projection's weight gets zero rows. Padded heads are finite and
+    meet the rest of the program only through those zero rows, so the
+    result is unchanged. A block whose closure fails (a reduction over the
+    heads other than the output projection, a head index read in a body, a
+    heads dim reaching a function result) is left as it was.
+  }];
+  let options = [
+    Option<"devices", "devices", "int64_t", /*default=*/"2",
+           "Number of tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def LocalizePaddedWeights : Pass<"tp-localize-padded-weights",
                                  "::mlir::func::FuncOp"> {
   let summary = "Each rank's argument is its share of a padded weight";

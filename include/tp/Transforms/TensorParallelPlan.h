@@ -79,6 +79,10 @@ LogicalResult applyConfigRules(func::FuncOp func, StringRef path,
 /// token ids of a word embedding (not computed positions).
 bool isModelInput(Value ids);
 
+/// True if `v` is a broadcast: a generic whose one input has fewer dims
+/// than its loops (Llama's repeat_kv of the K/V heads, before its merge).
+bool isBroadcast(Value v);
+
 /// The weight a contraction reads, if exactly one of its two inputs is a
 /// `tp.weight` argument (or a static slice of one); returns its operand
 /// index.

@@ -1,0 +1,377 @@
+//===- PadAttentionHeads.cpp - tp-pad-attention-heads ---------------------===//
+//
+// A head count the devices do not divide (OPT's 5 heads on 2 ranks, GPT-2's
+// 6 on 4, GPT-2 XL's 25 on 2) would leave attention replicated. This pass
+// pads the heads, before planning: every value of the attention block that
+// has a heads dim grows it to the next multiple of the devices, the
+// projections that make them get zero output columns and the projection
+// that consumes them zero input rows. Whatever a padded head computes is
+// finite, and it meets only zero rows of the output projection, so it adds
+// exactly nothing: the result is that of the unpadded model.
+//
+// The block is found by closure from a reshape that splits a dim into
+// (heads, head_dim): a loop of a linalg op that reads a widened dim grows
+// with it, and so does every operand and result that it indexes. An operand
+// that cannot grow with it (a weight, a constant, K/V heads repeated for
+// grouped-query attention) is read through a zero `tensor.pad`. The block
+// is rewritten only if the closure holds everywhere and ends in a weight
+// contraction over the heads; anything else (a reduction over heads, a
+// head index in a body, a heads dim reaching a result) leaves it as it was,
+// and the planner explains why it stays replicated.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Transforms/Passes.h"
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/TensorParallelPlan.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_PADATTENTIONHEADS
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// Dim `dim` of a value grows to `size`; the new entries are at its end.
+struct Widening {
+  int64_t dim;
+  int64_t size;
+  bool operator==(const Widening &other) const {
+    return dim == other.dim && size == other.size;
+  }
+};
+
+int64_t roundUp(int64_t size, int64_t devices) {
+  return (size + devices - 1) / devices * devices;
+}
+
+/// The first result dim of `group` whose size is not 1, if any.
+std::optional<int64_t> firstNonUnit(ArrayRef<int64_t> shape,
+                                    const ReassociationIndices &group) {
+  for (int64_t d : group)
+    if (shape[d] != 1)
+      return d;
+  return std::nullopt;
+}
+
+/// The group of `reassociation` that holds `dim`.
+unsigned groupOf(ArrayRef<ReassociationIndices> reassociation, int64_t dim) {
+  for (auto [i, group] : llvm::enumerate(reassociation))
+    if (llvm::is_contained(group, dim))
+      return i;
+  llvm_unreachable("dim in no reassociation group");
+}
+
+/// The closure of one attention block: which values widen, which operands
+/// are read through a pad, and whether it ends where padding is exact.
+class HeadBlock {
+public:
+  /// Grows dim `w.dim` of `v`, and everything that must grow with it.
+  /// Fails if the block cannot be padded.
+  LogicalResult widen(Value v, Widening w) {
+    auto [it, inserted] = values.try_emplace(v, w);
+    if (!inserted)
+      return success(it->second == w);
+    if (failed(widenProducer(v, w)))
+      return failure();
+    for (OpOperand &use : llvm::make_early_inc_range(v.getUses()))
+      if (failed(widenUse(use, w)))
+        return failure();
+    return success();
+  }
+
+  /// True if padding lets the plan split the block: it starts in a weight
+  /// contraction whose output grows (a Q/K/V projection) and ends in one
+  /// over the padded heads (the output projection). (Exactness holds for
+  /// any closure that succeeds: padded entries meet the rest of the program
+  /// only through zero rows.)
+  bool isWorthPadding() const { return columns > 0 && rows > 0; }
+
+  /// Rewrites the IR: new types, and pads where operands do not grow.
+  void apply() {
+    for (auto [v, w] : values) {
+      auto type = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[w.dim] = w.size;
+      v.setType(type.clone(shape));
+      if (auto expand = v.getDefiningOp<tensor::ExpandShapeOp>())
+        expand.setStaticOutputShape(shape);
+      if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>()) {
+        SmallVector<int64_t> sizes(slice.getStaticSizes());
+        sizes[w.dim] = w.size;
+        slice.setStaticSizes(sizes);
+      }
+    }
+    for (auto [use, w] : pads) {
+      OpBuilder b(use->getOwner());
+      use->set(padTail(b, use->get(), w));
+    }
+  }
+
+  bool contains(Operation *op) const {
+    return llvm::any_of(op->getResults(),
+                        [&](Value v) { return values.contains(v); });
+  }
+
+private:
+  /// `v` padded with zeros at the end of `w.dim` to `w.size`.
+  static Value padTail(OpBuilder &b, Value v, Widening w) {
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    SmallVector<OpFoldResult> low, high;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      low.push_back(b.getIndexAttr(0));
+      high.push_back(b.getIndexAttr(d == w.dim ? w.size - shape[d] : 0));
+    }
+    shape[w.dim] = w.size;
+    Location loc = v.getLoc();
+    Value zero =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
+    return tensor::PadOp::create(b, loc, type.clone(shape), v, low, high,
+                                 zero);
+  }
+
+  /// True if `slice` (static, unit strides, not rank-reducing) takes all of
+  /// `dim`.
+  static bool keepsWhole(tensor::ExtractSliceOp slice, int64_t dim) {
+    return slice.hasUnitStride() &&
+           slice.getType().getRank() == slice.getSourceType().getRank() &&
+           slice.getStaticOffsets()[dim] == 0 &&
+           slice.getStaticSizes()[dim] == slice.getSourceType().getDimSize(dim);
+  }
+
+  /// True if the producer of `v` can be rewritten to make it wider on
+  /// `w.dim`; otherwise the use reads `v` through a pad.
+  static bool canWidenProducer(Value v, Widening w) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return false;
+    if (isa<tensor::EmptyOp>(def))
+      return true;
+    if (auto op = dyn_cast<linalg::LinalgOp>(def))
+      return isa<AffineDimExpr>(op.getIndexingMapMatchingResult(
+                                      cast<OpResult>(v))
+                                    .getResult(w.dim));
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      auto shape = expand.getResultType().getShape();
+      auto reassociation = expand.getReassociationIndices();
+      return firstNonUnit(shape, reassociation[groupOf(reassociation, w.dim)]) ==
+             w.dim;
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def))
+      return keepsWhole(slice, w.dim);
+    if (auto concat = dyn_cast<tensor::ConcatOp>(def))
+      return concat.getDim() != uint64_t(w.dim);
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+      auto shape = collapse.getSrcType().getShape();
+      return llvm::count_if(collapse.getReassociationIndices()[w.dim],
+                            [&](int64_t d) { return shape[d] != 1; }) == 1;
+    }
+    return false;
+  }
+
+  /// `operand` must be wider on `w.dim`: its value grows, or it is padded.
+  LogicalResult require(OpOperand &operand, Widening w) {
+    Value v = operand.get();
+    if (auto it = values.find(v); it != values.end())
+      return success(it->second == w);
+    if (canWidenProducer(v, w))
+      return widen(v, w);
+    auto [it, inserted] = pads.try_emplace(&operand, w);
+    return success(inserted || it->second == w);
+  }
+
+  LogicalResult widenProducer(Value v, Widening w) {
+    Operation *def = v.getDefiningOp();
+    if (!def || isa<tensor::EmptyOp>(def))
+      return success(def != nullptr);
+    if (auto op = dyn_cast<linalg::LinalgOp>(def)) {
+      AffineMap map = op.getIndexingMapMatchingResult(cast<OpResult>(v));
+      return widenLoop(op, cast<AffineDimExpr>(map.getResult(w.dim)).getPosition(),
+                       w.size);
+    }
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      auto shape = expand.getResultType().getShape();
+      auto reassociation = expand.getReassociationIndices();
+      unsigned group = groupOf(reassociation, w.dim);
+      int64_t size = w.size;
+      for (int64_t d : reassociation[group])
+        if (d != w.dim)
+          size *= shape[d];
+      return require(expand.getSrcMutable(), {group, size});
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def))
+      return require(slice.getSourceMutable(), w);
+    if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
+      for (OpOperand &operand : concat->getOpOperands())
+        if (failed(require(operand, w)))
+          return failure();
+      return success();
+    }
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+      // The padding is at the end of the merged dim, so in its first
+      // non-unit source dim.
+      auto shape = collapse.getSrcType().getShape();
+      std::optional<int64_t> first =
+          firstNonUnit(shape, collapse.getReassociationIndices()[w.dim]);
+      int64_t rest = first ? collapse.getResultType().getDimSize(w.dim) /
+                                 shape[*first]
+                           : 0;
+      if (!first || w.size % rest != 0)
+        return failure();
+      return require(collapse.getSrcMutable(), {*first, w.size / rest});
+    }
+    return failure();
+  }
+
+  LogicalResult widenUse(OpOperand &use, Widening w) {
+    Operation *user = use.getOwner();
+    if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
+      auto dim = dyn_cast<AffineDimExpr>(
+          op.getMatchingIndexingMap(&use).getResult(w.dim));
+      if (!dim)
+        return failure();
+      return widenLoop(op, dim.getPosition(), w.size);
+    }
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
+      auto shape = expand.getResultType().getShape();
+      auto srcShape = expand.getSrcType().getShape();
+      const ReassociationIndices &group =
+          expand.getReassociationIndices()[w.dim];
+      std::optional<int64_t> outer = firstNonUnit(shape, group);
+      int64_t rest = srcShape[w.dim] / (outer ? shape[*outer] : 1);
+      if (!outer || w.size % rest != 0)
+        return failure();
+      return widen(expand.getResult(), {*outer, w.size / rest});
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
+      return success(keepsWhole(slice, w.dim) &&
+                     succeeded(widen(slice.getResult(), w)));
+    if (auto concat = dyn_cast<tensor::ConcatOp>(user))
+      return success(concat.getDim() != uint64_t(w.dim) &&
+                     succeeded(widen(concat.getResult(), w)));
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+      // K/V heads repeated for grouped-query attention: padding them would
+      // pair query heads with the wrong K/V heads. They stay as they are
+      // (replicated where they do not divide); a padded query reads the
+      // repeat through a zero pad instead.
+      if (isBroadcast(collapse.getSrc()))
+        return failure();
+      auto srcShape = collapse.getSrcType().getShape();
+      unsigned group = groupOf(collapse.getReassociationIndices(), w.dim);
+      const ReassociationIndices &dims =
+          collapse.getReassociationIndices()[group];
+      // The padding must stay at the end of the merged dim.
+      if (firstNonUnit(srcShape, dims) != w.dim)
+        return failure();
+      int64_t size = w.size;
+      for (int64_t d : dims)
+        if (d != w.dim)
+          size *= srcShape[d];
+      return widen(collapse.getResult(), {group, size});
+    }
+    return failure();
+  }
+
+  /// Loop `loop` of `op` grows to `size`: every operand and result that it
+  /// indexes grows with it.
+  LogicalResult widenLoop(linalg::LinalgOp op, unsigned loop, int64_t size) {
+    auto [it, inserted] = loops.try_emplace({op, loop}, size);
+    if (!inserted)
+      return success(it->second == size);
+    // A body that reads the head index computes per head (an ALiBi slope,
+    // say): what it would compute for a padded head is unknown.
+    bool readsIndex = false;
+    op->walk([&](linalg::IndexOp index) {
+      readsIndex |= index.getDim() == loop;
+    });
+    if (readsIndex)
+      return failure();
+    if (op.getIteratorTypesArray()[loop] == utils::IteratorType::reduction) {
+      // Only a contraction with a weight, whose padded rows are zeros, may
+      // sum over the padded heads.
+      std::optional<unsigned> weight = getWeightOperand(op);
+      if (!weight || !op.getMatchingIndexingMap(&op->getOpOperand(*weight))
+                          .isFunctionOfDim(loop))
+        return failure();
+      ++rows;
+    } else if (std::optional<unsigned> weight = getWeightOperand(op)) {
+      if (op.getMatchingIndexingMap(&op->getOpOperand(*weight))
+              .isFunctionOfDim(loop))
+        ++columns;
+    }
+    for (OpOperand &operand : op->getOpOperands()) {
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+        if (!expr.isFunctionOfDim(loop))
+          continue;
+        if (!isa<AffineDimExpr>(expr))
+          return failure();
+        if (failed(require(operand, {int64_t(d), size})))
+          return failure();
+      }
+    }
+    for (OpResult result : op->getResults()) {
+      AffineMap map = op.getIndexingMapMatchingResult(result);
+      for (auto [d, expr] : llvm::enumerate(map.getResults()))
+        if (expr.isFunctionOfDim(loop) &&
+            failed(widen(result, {int64_t(d), size})))
+          return failure();
+    }
+    return success();
+  }
+
+  llvm::MapVector<Value, Widening> values;
+  llvm::MapVector<OpOperand *, Widening> pads;
+  DenseMap<std::pair<Operation *, unsigned>, int64_t> loops;
+  int64_t columns = 0, rows = 0;
+};
+
+struct PadAttentionHeads
+    : tp::impl::PadAttentionHeadsBase<PadAttentionHeads> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (devices < 2)
+      return;
+    SmallVector<tensor::ExpandShapeOp> seeds;
+    getOperation().walk([&](tensor::ExpandShapeOp op) { seeds.push_back(op); });
+    SmallVector<HeadBlock> done;
+    for (tensor::ExpandShapeOp expand : seeds) {
+      if (llvm::any_of(done, [&](const HeadBlock &block) {
+            return block.contains(expand);
+          }))
+        continue;
+      // A split of one dim into (heads, head_dim, ...) with heads that the
+      // devices do not divide.
+      auto shape = expand.getResultType().getShape();
+      for (const ReassociationIndices &group :
+           expand.getReassociationIndices()) {
+        std::optional<int64_t> heads = firstNonUnit(shape, group);
+        if (!heads || shape[*heads] % devices == 0 ||
+            llvm::count_if(group, [&](int64_t d) { return shape[d] != 1; }) <
+                2)
+          continue;
+        HeadBlock block;
+        if (failed(block.widen(expand.getResult(),
+                               {*heads, roundUp(shape[*heads], devices)})) ||
+            !block.isWorthPadding())
+          continue;
+        block.apply();
+        done.push_back(std::move(block));
+        break;
+      }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,172 @@
+// RUN: tp-opt %s -split-input-file --tp-pad-attention-heads=devices=2 | FileCheck %s
+// RUN: tp-opt %s -split-input-file --tp-parallelize=devices=2 | FileCheck %s --check-prefix=PART
+
+#x = affine_map<(b, s, n, k) -> (b, s, k)>
+#w = affine_map<(b, s, n, k) -> (k, n)>
+#y = affine_map<(b, s, n, k) -> (b, s, n)>
+#bias = affine_map<(b, s, n) -> (n)>
+#id3 = affine_map<(b, s, n) -> (b, s, n)>
+#q = affine_map<(b, h, i, j, d) -> (b, h, i, d)>
+#kt = affine_map<(b, h, i, j, d) -> (b, h, j, d)>
+#sc = affine_map<(b, h, i, j, d) -> (b, h, i, j)>
+#p = affine_map<(b, h, i, d, j) -> (b, h, i, j)>
+#v = affine_map<(b, h, i, d, j) -> (b, h, j, d)>
+#o = affine_map<(b, h, i, d, j) -> (b, h, i, d)>
+#id4 = affine_map<(b, h, i, j) -> (b, h, i, j)>
+
+// Three heads of 2 on 2 devices: padded to 4. Q, K and V get zero output
+// columns (and Q's bias zeros), every value of the block with a heads dim
+// grows from 3 to 4 heads, the output projection gets zero input rows.
+// CHECK-LABEL: func.func @main(
+// CHECK: %[[WQ:.*]] = tensor.pad %arg1 low[0, 0] high[0, 2]
+// CHECK: linalg.generic {{.*}} ins(%arg0, %[[WQ]] : tensor<1x3x6xf32>, tensor<6x8xf32>)
+// CHECK: %[[BQ:.*]] = tensor.pad %arg2 low[0] high[2]
+// CHECK: linalg.generic {{.*}} ins(%[[BQ]], %{{.*}} : tensor<8xf32>, tensor<1x3x8xf32>)
+// CHECK: tensor.pad %arg3 low[0, 0] high[0, 2]
+// CHECK: tensor.pad %arg4 low[0, 0] high[0, 2]
+// CHECK: tensor.expand_shape {{.*}} output_shape [1, 3, 4, 2] : tensor<1x3x8xf32> into tensor<1x3x4x2xf32>
+// CHECK: linalg.transpose {{.*}} outs(%{{.*}} : tensor<1x4x3x2xf32>)
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<1x4x3x3xf32>)
+// CHECK: tensor.collapse_shape {{.*}} : tensor<1x3x4x2xf32> into tensor<1x3x8xf32>
+// CHECK: %[[WO:.*]] = tensor.pad %arg5 low[0, 0] high[2, 0]
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[WO]] : tensor<1x3x8xf32>, tensor<8x6xf32>) outs(%{{.*}} : tensor<1x3x6xf32>)
+// After planning, each rank holds 2 of the 4 heads: 4 columns of Q/K/V, 4
+// rows of the output projection, and attention ends in one all-reduce.
+// PART-LABEL: func.func @main(
+// PART-SAME: tensor<6x4xf32>
+// PART-SAME: tensor<4xf32>
+// PART-SAME: tensor<6x4xf32>
+// PART-SAME: tensor<6x4xf32>
+// PART-SAME: tensor<4x6xf32>
+// PART-NOT: tensor.pad
+// PART: outs(%{{.*}} : tensor<1x2x3x3xf32>)
+// PART-COUNT-1: shard.all_reduce
+// PART-NOT: shard.all_
+func.func @main(%x: tensor<1x3x6xf32> {tp.input = "x"},
+                %wq: tensor<6x6xf32> {tp.weight = "wq"},
+                %bq: tensor<6xf32> {tp.weight = "bq"},
+                %wk: tensor<6x6xf32> {tp.weight = "wk"},
+                %wv: tensor<6x6xf32> {tp.weight = "wv"},
+                %wo: tensor<6x6xf32> {tp.weight = "wo"})
+    -> (tensor<1x3x6xf32> {tp.output = "y"}) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<1x3x6xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %q0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wq : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i0 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %eb = tensor.empty() : tensor<1x3x6xf32>
+  %q1 = linalg.generic {indexing_maps = [#bias, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%bq, %q0 : tensor<6xf32>, tensor<1x3x6xf32>) outs(%eb : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %e1 = tensor.empty() : tensor<1x3x6xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %k0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wk : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i1 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %e2 = tensor.empty() : tensor<1x3x6xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %v0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wv : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i2 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %q2 = tensor.expand_shape %q1 [[0], [1], [2, 3]] output_shape [1, 3, 3, 2] : tensor<1x3x6xf32> into tensor<1x3x3x2xf32>
+  %k2 = tensor.expand_shape %k0 [[0], [1], [2, 3]] output_shape [1, 3, 3, 2] : tensor<1x3x6xf32> into tensor<1x3x3x2xf32>
+  %v2 = tensor.expand_shape %v0 [[0], [1], [2, 3]] output_shape [1, 3, 3, 2] : tensor<1x3x6xf32> into tensor<1x3x3x2xf32>
+  %tq = tensor.empty() : tensor<1x3x3x2xf32>
+  %q3 = linalg.transpose ins(%q2 : tensor<1x3x3x2xf32>) outs(%tq : tensor<1x3x3x2xf32>) permutation = [0, 2, 1, 3]
+  %tk = tensor.empty() : tensor<1x3x3x2xf32>
+  %k3 = linalg.transpose ins(%k2 : tensor<1x3x3x2xf32>) outs(%tk : tensor<1x3x3x2xf32>) permutation = [0, 2, 1, 3]
+  %tv = tensor.empty() : tensor<1x3x3x2xf32>
+  %v3 = linalg.transpose ins(%v2 : tensor<1x3x3x2xf32>) outs(%tv : tensor<1x3x3x2xf32>) permutation = [0, 2, 1, 3]
+  %es = tensor.empty() : tensor<1x3x3x3xf32>
+  %is = linalg.fill ins(%zero : f32) outs(%es : tensor<1x3x3x3xf32>) -> tensor<1x3x3x3xf32>
+  %scores = linalg.generic {indexing_maps = [#q, #kt, #sc], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q3, %k3 : tensor<1x3x3x2xf32>, tensor<1x3x3x2xf32>) outs(%is : tensor<1x3x3x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x3x3xf32>
+  %ee = tensor.empty() : tensor<1x3x3x3xf32>
+  %probs = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%scores : tensor<1x3x3x3xf32>) outs(%ee : tensor<1x3x3x3xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    %s = math.exp %a : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x3x3xf32>
+  %eo = tensor.empty() : tensor<1x3x3x2xf32>
+  %io = linalg.fill ins(%zero : f32) outs(%eo : tensor<1x3x3x2xf32>) -> tensor<1x3x3x2xf32>
+  %att = linalg.generic {indexing_maps = [#p, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%probs, %v3 : tensor<1x3x3x3xf32>, tensor<1x3x3x2xf32>) outs(%io : tensor<1x3x3x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x3x2xf32>
+  %ta = tensor.empty() : tensor<1x3x3x2xf32>
+  %att1 = linalg.transpose ins(%att : tensor<1x3x3x2xf32>) outs(%ta : tensor<1x3x3x2xf32>) permutation = [0, 2, 1, 3]
+  %att2 = tensor.collapse_shape %att1 [[0], [1], [2, 3]] : tensor<1x3x3x2xf32> into tensor<1x3x6xf32>
+  %e3 = tensor.empty() : tensor<1x3x6xf32>
+  %i3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %y = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%att2, %wo : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i3 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  return %y : tensor<1x3x6xf32>
+}
+
+// -----
+
+#x = affine_map<(b, s, n, k) -> (b, s, k)>
+#w = affine_map<(b, s, n, k) -> (k, n)>
+#y = affine_map<(b, s, n, k) -> (b, s, n)>
+#heads = affine_map<(b, s, h, d) -> (b, s, h, d)>
+#sum = affine_map<(b, s, h, d) -> (b, s, d)>
+
+// A sum over the heads other than a weight contraction: what padded heads
+// hold would reach it, so nothing is padded (the plan keeps it whole).
+// CHECK-LABEL: func.func @sum_over_heads(
+// CHECK-NOT: tensor.pad
+// CHECK: return
+func.func @sum_over_heads(%x: tensor<1x3x6xf32> {tp.input = "x"},
+                          %wq: tensor<6x6xf32> {tp.weight = "wq"})
+    -> (tensor<1x3x2xf32> {tp.output = "y"}) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<1x3x6xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %q0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wq : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i0 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %q2 = tensor.expand_shape %q0 [[0], [1], [2, 3]] output_shape [1, 3, 3, 2] : tensor<1x3x6xf32> into tensor<1x3x3x2xf32>
+  %e1 = tensor.empty() : tensor<1x3x2xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x3x2xf32>) -> tensor<1x3x2xf32>
+  %y = linalg.generic {indexing_maps = [#heads, #sum], iterator_types = ["parallel", "parallel", "reduction", "parallel"]}
+      ins(%q2 : tensor<1x3x3x2xf32>) outs(%i1 : tensor<1x3x2xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    %s = arith.addf %c, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x2xf32>
+  return %y : tensor<1x3x2xf32>
+}
