@@ -31,12 +31,22 @@ struct ChainLink {
   unsigned chainOperand;
 };
 
-/// Slices `v` along `dim` to [offset, offset + size).
+/// Slices `v` along `dim` to [offset, offset + size). A slice of a static
+/// slice (a piece of a piece: multi-query K and V cut from one K/V
+/// projection) is one slice of the source.
 Value sliceAlong(OpBuilder &b, Location loc, Value v, int64_t dim,
                  int64_t offset, int64_t size) {
   auto type = cast<RankedTensorType>(v.getType());
   SmallVector<int64_t> offsets(type.getRank(), 0), sizes(type.getShape()),
       strides(type.getRank(), 1);
+  if (auto inner = v.getDefiningOp<tensor::ExtractSliceOp>();
+      inner && inner.hasUnitStride() && inner.getOffsets().empty() &&
+      inner.getSourceType().getRank() == type.getRank()) {
+    offsets.assign(inner.getStaticOffsets().begin(),
+                   inner.getStaticOffsets().end());
+    offset += offsets[dim];
+    v = inner.getSource();
+  }
   offsets[dim] = offset;
   sizes[dim] = size;
   auto resultType = RankedTensorType::get(sizes, type.getElementType());
@@ -69,16 +79,22 @@ std::optional<int64_t> operandDimOfLoop(linalg::LinalgOp op, OpOperand &operand,
 struct SplitFusedProjections
     : tp::impl::SplitFusedProjectionsBase<SplitFusedProjections> {
   void runOnOperation() override {
-    SmallVector<linalg::LinalgOp> candidates;
-    getOperation().walk([&](linalg::LinalgOp op) {
-      if (getWeightOperand(op))
-        candidates.push_back(op);
-    });
-    for (linalg::LinalgOp op : candidates)
-      trySplit(op);
+    // A piece may be fused again (K and V in one multi-query projection,
+    // next to Q): split until no contraction changes.
+    for (bool changed = true; changed;) {
+      changed = false;
+      SmallVector<linalg::LinalgOp> candidates;
+      getOperation().walk([&](linalg::LinalgOp op) {
+        if (getWeightOperand(op))
+          candidates.push_back(op);
+      });
+      for (linalg::LinalgOp op : candidates)
+        changed |= trySplit(op);
+    }
   }
 
-  void trySplit(linalg::LinalgOp contraction) {
+  /// Splits `contraction` if it is fused; returns true if it did.
+  bool trySplit(linalg::LinalgOp contraction) {
     unsigned weightIdx = *getWeightOperand(contraction);
     AffineMap resultMap = contraction.getIndexingMapMatchingResult(
         cast<OpResult>(contraction->getResult(0)));
@@ -95,7 +111,7 @@ struct SplitFusedProjections
         loop = d.getPosition();
     }
     if (!loop)
-      return;
+      return false;
     int64_t dim = *resultMap.getResultPosition(
         getAffineDimExpr(*loop, contraction->getContext()));
 
@@ -123,21 +139,21 @@ struct SplitFusedProjections
       auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
       if (!slice || !slice.getOffsets().empty() || !slice.getSizes().empty() ||
           slice.getResultType().getRank() != slice.getSourceType().getRank())
-        return;
+        return false;
       for (int64_t d = 0, e = slice.getSourceType().getRank(); d < e; ++d) {
         bool whole =
             slice.getStaticOffsets()[d] == 0 &&
             slice.getStaticStrides()[d] == 1 &&
             slice.getStaticSizes()[d] == slice.getSourceType().getDimSize(d);
         if (d != dim && !whole)
-          return;
+          return false;
         if (d == dim && slice.getStaticStrides()[d] != 1)
-          return;
+          return false;
       }
       slices.push_back(slice);
     }
     if (slices.size() < 2)
-      return;
+      return false;
 
     for (tensor::ExtractSliceOp slice : slices) {
       int64_t offset = slice.getStaticOffsets()[dim];
@@ -180,22 +196,25 @@ struct SplitFusedProjections
     }
     SmallVector<Operation *> inits;
     for (ChainLink &link : llvm::reverse(chain)) {
-      for (Value init : link.op.getDpsInits())
-        if (Operation *def = init.getDefiningOp())
+      for (Value operand : link.op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
           inits.push_back(def);
       link.op->erase();
     }
-    // The old inits (a fill of an empty) are dead now; partition cannot
-    // leave dead tensors unannotated, so remove them.
+    // The old inits (a fill of an empty) and the slices of a piece split
+    // again are dead now; partition cannot leave dead tensors unannotated,
+    // so remove them.
     while (!inits.empty()) {
       Operation *def = inits.pop_back_val();
-      if (!def->use_empty() || !isa<tensor::EmptyOp, linalg::FillOp>(def))
+      if (!def->use_empty() ||
+          !isa<tensor::EmptyOp, linalg::FillOp, tensor::ExtractSliceOp>(def))
         continue;
       for (Value operand : def->getOperands())
         if (Operation *producer = operand.getDefiningOp())
           inits.push_back(producer);
       def->erase();
     }
+    return true;
   }
 };
 

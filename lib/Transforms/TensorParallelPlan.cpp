@@ -216,9 +216,18 @@ bool SplitTracker::follow(Value value, int64_t dim) {
       auto it = llvm::find_if(groups, [&](const ReassociationIndices &g) {
         return llvm::is_contained(g, dim);
       });
-      if (it->front() != dim)
-        return fail(user,
-                    "merges split dim " + Twine(dim) + " under an outer dim");
+      if (it->front() != dim) {
+        int64_t outer = 1;
+        for (int64_t d : *it) {
+          if (d == dim)
+            break;
+          outer *= collapse.getSrcType().getDimSize(d);
+        }
+        return fail(user, "merges split dim " + Twine(dim) +
+                              " under an outer dim of " + Twine(outer) +
+                              " (it lies inside each of them, as a K/V "
+                              "head shared by all query heads does)");
+      }
       ok = follow(collapse.getResult(), it - groups.begin());
     } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
                slice && isUnpadBeforeResult(slice)) {
@@ -257,6 +266,10 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
   unsigned loop = expr.getPosition();
   if (op.getIteratorTypesArray()[loop] == utils::IteratorType::reduction) {
     std::optional<unsigned> weightIdx = getWeightOperand(user);
+    if (!weightIdx && op.getNumDpsInputs() == 2)
+      return fail(user, "contracts the split dim with another activation "
+                        "(one head's features, which every query head "
+                        "reads, as a multi-query K/V head is)");
     if (!weightIdx || *weightIdx == use.getOperandNumber())
       return fail(user, "reduces over the split dim");
     // A row-parallel contraction: its weight splits on the same loop.
