@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/Endian.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <cstring>
@@ -69,6 +70,15 @@ int64_t mlir::tp::onnx_import::getNumElements(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
+  return n;
+}
+
+std::optional<int64_t>
+mlir::tp::onnx_import::getCheckedNumElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || llvm::MulOverflow(n, d, n))
+      return std::nullopt;
   return n;
 }
 
@@ -169,11 +179,19 @@ mlir::tp::onnx_import::readTensorProto(const TensorProto &tensor,
     error = "unsupported element type " + dtypeName(c.dtype).str();
     return failure();
   }
-  int64_t n = c.numel();
-  c.allocate();
+  std::optional<int64_t> count = getCheckedNumElements(c.shape);
+  if (!count) {
+    error = "has shape " + formatShape(c.shape) +
+            ", whose element count is negative or overflows";
+    return failure();
+  }
+  int64_t n = *count;
+  // The buffer is sized only once the data is known to fill it.
   auto check = [&](int64_t have) {
-    if (have == n)
+    if (have == n) {
+      c.allocate();
       return true;
+    }
     error = "holds " + std::to_string(have) + " values but its shape " +
             formatShape(c.shape) + " needs " + std::to_string(n);
     return false;

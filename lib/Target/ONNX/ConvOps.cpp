@@ -270,7 +270,26 @@ LogicalResult convertPool(NodeContext &ctx, bool isMax) {
       divisor = createScalar(b, loc, elementType, getNumElements(w->kernel));
       divisor = tensor::FromElementsOp::create(
           b, loc, RankedTensorType::get({}, elementType), divisor);
+    } else if (llvm::all_of(llvm::seq<size_t>(0, spatial.size()),
+                            [&](size_t d) {
+                              return w->padBegin[d] == 0 &&
+                                     (w->out[d] - 1) * w->strides[d] +
+                                             (w->kernel[d] - 1) *
+                                                 w->dilations[d] <
+                                         spatial[d];
+                            })) {
+      // Every window lies inside the input: each counts all its taps.
+      divisor = createScalar(b, loc, elementType, getNumElements(w->kernel));
+      divisor = tensor::FromElementsOp::create(
+          b, loc, RankedTensorType::get({}, elementType), divisor);
     } else {
+      std::optional<int64_t> positions = getCheckedNumElements(w->out);
+      if (!positions || *positions > kMaxConstantElements)
+        return ctx.emitError()
+               << "AveragePool over " << formatShape(spatial)
+               << " with padding needs a divisor per output position; "
+               << formatShape(w->out) << " is more than "
+               << kMaxConstantElements << " positions";
       divisor = materializeConstant(b, loc, countTaps(spatial, *w, x.dtype));
     }
     result = buildElementwise(

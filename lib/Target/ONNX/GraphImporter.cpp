@@ -23,6 +23,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
 #include "onnx/defs/schema.h"
@@ -51,6 +52,11 @@ LogicalResult GraphImporter::checkOpset() {
   if (opset == 0)
     return emitError(fileLoc)
            << "'" << path << "' does not import the default ONNX opset";
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return emitError(fileLoc)
+           << "'" << path << "' imports ONNX opset " << opset
+           << "; this importer reads opsets " << kMinOpset << " to "
+           << kMaxOpset;
   return success();
 }
 
@@ -193,11 +199,33 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
 static bool shouldInline(const onnx::TensorProto &t) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return false;
-  int64_t n =
-      getNumElements(SmallVector<int64_t>(t.dims().begin(), t.dims().end()));
+  std::optional<int64_t> count = getCheckedNumElements(
+      SmallVector<int64_t>(t.dims().begin(), t.dims().end()));
+  if (!count)
+    return false;
+  int64_t n = *count;
   if (isFloatDType(t.data_type()))
     return n <= 1;
   return n <= kMaxFoldedElements;
+}
+
+/// How many values the typed field that holds `t`'s data (float_data,
+/// int32_data, ...) has, for data not in raw_data.
+static uint64_t getTypedFieldCount(const onnx::TensorProto &t) {
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    return t.float_data_size();
+  case onnx::TensorProto::DOUBLE:
+    return t.double_data_size();
+  case onnx::TensorProto::INT64:
+    return t.int64_data_size();
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64:
+    return t.uint64_data_size();
+  default:
+    // INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16.
+    return t.int32_data_size();
+  }
 }
 
 static uint64_t elementBytes(DType t) {
@@ -235,6 +263,18 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
       ok = false;
       continue;
     }
+    std::optional<int64_t> count = getCheckedNumElements(shape);
+    int64_t signedBytes = 0;
+    if (!count ||
+        llvm::MulOverflow(*count, int64_t(elementBytes(init.data_type())),
+                          signedBytes)) {
+      emitError(loc) << "initializer '" << init.name() << "' has shape "
+                     << formatShape(shape)
+                     << ", whose size in bytes does not fit in 64 bits";
+      ok = false;
+      continue;
+    }
+    uint64_t bytes = signedBytes;
     Type elementType = getElementType(ctx, init.data_type());
     if (!elementType) {
       emitError(loc) << "initializer '" << init.name()
@@ -256,7 +296,6 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
       }
       v.constant = std::move(*c);
     } else {
-      uint64_t bytes = getNumElements(shape) * elementBytes(init.data_type());
       if (init.data_location() == onnx::TensorProto::EXTERNAL) {
         FailureOr<ExternalLocation> ext =
             checkExternalData(init, modelDir, bytes, loc);
@@ -269,6 +308,16 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
         emitError(loc) << "initializer '" << init.name() << "' holds "
                        << init.raw_data().size() << " bytes but its shape "
                        << formatShape(shape) << " needs " << bytes;
+        ok = false;
+        continue;
+      } else if (!init.has_raw_data() &&
+                 getTypedFieldCount(init) != uint64_t(*count)) {
+        // The weight is streamed from this field into the rank files: a
+        // short one would be read past its end.
+        emitError(loc) << "initializer '" << init.name() << "' holds "
+                       << getTypedFieldCount(init)
+                       << " values but its shape " << formatShape(shape)
+                       << " needs " << *count;
         ok = false;
         continue;
       }
@@ -317,7 +366,25 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
   const auto &versions =
       onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   auto known = versions.find(onnx::ONNX_DOMAIN);
-  if (known == versions.end() || opset > known->second.second)
+  if (known == versions.end())
+    return success();
+  // Only optional inputs may be left out (an empty name); a variadic one
+  // (Concat's, Sum's) may not. The newest schema this ONNX knows stands in
+  // for a newer opset's here: which inputs are optional rarely changes.
+  if (const onnx::OpSchema *latest = onnx::OpSchemaRegistry::Schema(
+          node.op_type(), std::min<int64_t>(opset, known->second.second), "")) {
+    const auto &formal = latest->inputs();
+    for (int i = 0; i < node.input_size() && !formal.empty(); ++i) {
+      const auto &param = formal[std::min<size_t>(i, formal.size() - 1)];
+      if (node.input(i).empty() &&
+          param.GetOption() == onnx::OpSchema::Variadic)
+        return emitError(loc) << "node '" << getNodeName(node) << "' ("
+                              << node.op_type() << "): input " << i
+                              << " has an empty name; only optional inputs "
+                                 "may be left out";
+    }
+  }
+  if (opset > known->second.second)
     return success();
   const onnx::OpSchema *schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
@@ -360,6 +427,13 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
                           << ") has no outputs";
   if (failed(checkArity(node, loc)))
     return failure();
+  for (const auto &output : node.output())
+    if (!output.empty() && lookup(output))
+      return emitError(loc) << "node '" << name << "' (" << node.op_type()
+                            << ") writes '" << output
+                            << "', which an earlier node, input or "
+                               "initializer already defines (ONNX values are "
+                               "assigned once)";
   for (const auto &input : node.input()) {
     if (input.empty() || lookup(input))
       continue;

@@ -75,6 +75,15 @@ struct ImportedValue {
 /// Row-major strides of `shape`.
 SmallVector<int64_t> getStrides(ArrayRef<int64_t> shape);
 int64_t getNumElements(ArrayRef<int64_t> shape);
+/// The element count of `shape`, or nullopt if a dim is negative or the
+/// count does not fit in int64_t (a malformed or hostile model).
+std::optional<int64_t> getCheckedNumElements(ArrayRef<int64_t> shape);
+/// The ONNX opsets the converters implement (ReduceMean and friends take
+/// axes as inputs from 18; 21 is the newest the zoo is tested at).
+constexpr int64_t kMinOpset = 1;
+constexpr int64_t kMaxOpset = 21;
+/// The largest element count a constant folded at import may have.
+constexpr int64_t kMaxConstantElements = int64_t(1) << 26;
 /// Formats a shape as `[2, 3]` for diagnostics.
 std::string formatShape(ArrayRef<int64_t> shape);
 

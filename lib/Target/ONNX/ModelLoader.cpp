@@ -107,10 +107,26 @@ mlir::tp::onnx_import::checkExternalData(const onnx::TensorProto &tensor,
   if (llvm::sys::fs::file_size(full, size))
     return emitError(loc) << "external data file '" << full << "' of tensor '"
                           << tensor.name() << "' does not exist";
-  if (ext.offset + ext.length > size)
+  // A symlink (or a link in a folder on the way) must not lead out of the
+  // model's folder either: the data would be copied into the artifact.
+  SmallString<256> realFile, realDir;
+  if (llvm::sys::fs::real_path(full, realFile) ||
+      llvm::sys::fs::real_path(modelDir.empty() ? "." : modelDir, realDir))
+    return emitError(loc) << "cannot resolve external data file '" << full
+                          << "' of tensor '" << tensor.name() << "'";
+  llvm::sys::path::append(realDir, "");
+  if (!StringRef(realFile).starts_with(realDir))
+    return emitError(loc) << "external data location '" << file
+                          << "' of tensor '" << tensor.name()
+                          << "' resolves to '" << realFile
+                          << "', outside the model's folder";
+  if (!llvm::sys::fs::is_regular_file(realFile))
+    return emitError(loc) << "external data file '" << full << "' of tensor '"
+                          << tensor.name() << "' is not a regular file";
+  if (ext.offset > size || ext.length > size - ext.offset)
     return emitError(loc) << "external data file '" << full << "' holds "
                           << size << " bytes, but tensor '" << tensor.name()
-                          << "' needs bytes [" << ext.offset << ", "
-                          << ext.offset + ext.length << ")";
+                          << "' needs " << ext.length << " bytes from offset "
+                          << ext.offset;
   return ext;
 }
