@@ -271,6 +271,18 @@ NpyArray tp::rt::readNpy(const std::string &path) {
   if (static_cast<size_t>(in.gcount()) != lengthSize)
     fail(path, "truncated header");
   uint32_t headerLength = readLittleEndian(prefix + 8, lengthSize);
+  // Sizes come from the file: check them against its length before
+  // allocating anything they ask for.
+  std::streamoff headerStart = in.tellg();
+  in.seekg(0, std::ios::end);
+  std::streamoff fileSize = in.tellg();
+  in.seekg(headerStart);
+  uint64_t remaining = static_cast<uint64_t>(fileSize - headerStart);
+  if (headerLength > remaining)
+    fail(path, "truncated header: it claims " + std::to_string(headerLength) +
+                   " bytes but the file has " + std::to_string(remaining) +
+                   " after the prefix");
+  remaining -= headerLength;
   std::string header(headerLength, '\0');
   in.read(header.data(), headerLength);
   if (static_cast<uint32_t>(in.gcount()) != headerLength)
@@ -279,6 +291,9 @@ NpyArray tp::rt::readNpy(const std::string &path) {
   NpyArray array;
   HeaderParser(header, path).parse(array);
   int64_t bytes = expectedBytes(array, path);
+  if (static_cast<uint64_t>(bytes) > remaining)
+    fail(path, "truncated data: the shape needs " + std::to_string(bytes) +
+                   " bytes but the file has " + std::to_string(remaining));
   array.data.resize(static_cast<size_t>(bytes));
   in.read(array.data.data(), bytes);
   if (in.gcount() != bytes)

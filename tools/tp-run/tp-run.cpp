@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <malloc.h>
 #include <iostream>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -70,12 +71,30 @@ Options parseOptions(int argc, char **argv) {
   auto matches = [](const std::string &arg, const std::string &flag) {
     return arg == flag || arg.rfind(flag + "=", 0) == 0;
   };
+  // The whole text must be the number ("12abc" is not 12).
   auto integer = [&](const std::string &text, const std::string &flag) {
+    size_t used = 0;
+    long long v = 0;
     try {
-      return std::stoll(text);
+      v = std::stoll(text, &used);
     } catch (...) {
-      usage(flag + " needs an integer, got '" + text + "'");
+      used = 0;
     }
+    if (used == 0 || used != text.size())
+      usage(flag + " needs an integer, got '" + text + "'");
+    return v;
+  };
+  auto seconds = [&](const std::string &text, const std::string &flag) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || !std::isfinite(v) || v <= 0)
+      usage(flag + " needs a positive number of seconds, got '" + text + "'");
+    return v;
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -94,7 +113,7 @@ Options parseOptions(int argc, char **argv) {
     } else if (matches(arg, "--ranks")) {
       options.ranks = integer(value(i, "--ranks"), "--ranks");
     } else if (matches(arg, "--timeout")) {
-      options.timeoutSeconds = std::stod(value(i, "--timeout"));
+      options.timeoutSeconds = seconds(value(i, "--timeout"), "--timeout");
     } else if (matches(arg, "--repeat")) {
       options.repeat = std::max<int64_t>(1, integer(value(i, "--repeat"), "--repeat"));
     } else if (matches(arg, "--warmup")) {
