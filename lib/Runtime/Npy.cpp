@@ -14,7 +14,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <atomic>
+#include <fcntl.h>
 #include <fstream>
+#include <unistd.h>
 #include <limits>
 
 using namespace tp::rt;
@@ -342,14 +345,44 @@ void tp::rt::writeNpy(const std::string &path, const NpyArray &array) {
   for (size_t i = 0; i < prefixSize - magicSize - 2; ++i)
     prefix += static_cast<char>((length >> (8 * i)) & 0xff);
 
+  // Written to a fresh file beside `path` and renamed over it: a failed
+  // write never leaves a truncated file in place of a good one, and a
+  // symlink at `path` is replaced, not followed.
+  static std::atomic<unsigned> counter{0};
+  std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(counter++);
   errno = 0;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out)
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+                                    O_CLOEXEC,
+                  0644);
+  if (fd < 0)
     fail(path, "cannot create: " + systemError());
-  out.write(prefix.data(), prefix.size());
-  out.write(header.data(), header.size());
-  out.write(array.data.data(), array.data.size());
-  out.close();
-  if (!out)
-    fail(path, "cannot write: " + systemError());
+  auto writeAll = [&](const char *p, size_t n) {
+    while (n) {
+      ssize_t done = ::write(fd, p, n);
+      if (done < 0 && errno == EINTR)
+        continue;
+      if (done <= 0)
+        return false;
+      p += done;
+      n -= static_cast<size_t>(done);
+    }
+    return true;
+  };
+  bool ok = writeAll(prefix.data(), prefix.size()) &&
+            writeAll(header.data(), header.size()) &&
+            writeAll(array.data.data(), array.data.size());
+  std::string error = ok ? "" : systemError();
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    error = systemError();
+  }
+  if (ok && ::rename(temp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    error = systemError();
+  }
+  if (!ok) {
+    ::unlink(temp.c_str());
+    fail(path, "cannot write: " + error);
+  }
 }

@@ -25,6 +25,7 @@
 #include <iostream>
 #include <cmath>
 #include <map>
+#include <set>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -274,14 +275,20 @@ void writeOutputs(const Manifest &manifest, const Options &options,
   if (ec)
     throw Error("cannot create --output-dir " + options.outputDir + ": " +
                 ec.message());
+  // Distinct outputs get distinct files, even where their names map to the
+  // same file name ('a/b' and 'a_b' both to 'a_b'): later ones get a suffix.
+  std::set<std::string> taken;
   for (size_t i = 0; i < manifest.outputs.size(); ++i) {
     const TensorSpec &spec = manifest.outputs[i];
+    std::string file = fileNameFor(spec.name);
+    for (int k = 2; !taken.insert(file).second; ++k)
+      file = fileNameFor(spec.name) + "-" + std::to_string(k);
     NpyArray array;
     array.descr = descrOf(spec.dtype);
     array.shape = spec.shape;
     const char *bytes = static_cast<const char *>(data[i]);
     array.data.assign(bytes, bytes + spec.bytes());
-    std::string path = options.outputDir + "/" + fileNameFor(spec.name) + ".npy";
+    std::string path = options.outputDir + "/" + file + ".npy";
     writeNpy(path, array);
     if (!options.quiet)
       std::cout << "output " << spec.name << " " << spec.dtype << " "
