@@ -22,10 +22,14 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -139,6 +143,47 @@ static LogicalResult printDiagnostic(Diagnostic &diag) {
   for (Diagnostic &note : diag.getNotes())
     printDiagnosticLine(note.getLocation(), note.getSeverity(), note.str(),
                         /*note=*/true);
+  return success();
+}
+
+/// Builds the artifact in a fresh folder beside `path` and renames it into
+/// place only when it is complete: a failed compile leaves an existing
+/// artifact at `path` as it was. Refuses to replace anything at `path` that
+/// is not an artifact.
+static LogicalResult writeArtifactAtomically(ModuleOp module, StringRef path,
+                                             const tp::ArtifactOptions &options) {
+  namespace fs = llvm::sys::fs;
+  Location loc = module.getLoc();
+  SmallString<256> manifest(path);
+  llvm::sys::path::append(manifest, "manifest.json");
+  if (fs::exists(path) && (!fs::is_directory(path) || !fs::exists(manifest)))
+    return emitError(loc) << "'" << path
+                          << "' exists and is not a tp-mlir artifact (a folder "
+                             "with a manifest.json); refusing to replace it";
+  std::string suffix = "." + std::to_string(::getpid());
+  std::string building = (path + ".building" + suffix).str();
+  std::string old = (path + ".old" + suffix).str();
+  (void)fs::remove_directories(building);
+  if (failed(tp::writeArtifact(module, building, options))) {
+    (void)fs::remove_directories(building);
+    return failure();
+  }
+  bool replacing = fs::exists(path);
+  if (replacing)
+    if (std::error_code ec = fs::rename(path, old)) {
+      (void)fs::remove_directories(building);
+      return emitError(loc) << "cannot move the old '" << path
+                            << "' aside: " << ec.message();
+    }
+  if (std::error_code ec = fs::rename(building, path)) {
+    if (replacing)
+      (void)fs::rename(old, path);
+    (void)fs::remove_directories(building);
+    return emitError(loc) << "cannot move the new artifact to '" << path
+                          << "': " << ec.message();
+  }
+  if (replacing)
+    (void)fs::remove_directories(old);
   return success();
 }
 
@@ -263,7 +308,7 @@ int main(int argc, char **argv) {
       return tp::buildCpuLibrary(partitioned, dir, build, source, library);
     };
   }
-  if (failed(tp::writeArtifact(*module, outputPath, artifactOptions)))
+  if (failed(writeArtifactAtomically(*module, outputPath, artifactOptions)))
     return 1;
   llvm::errs() << "tp-compile: wrote " << outputPath << " (" << devices << " x "
                << stages << " ranks)\n";
