@@ -91,3 +91,11 @@ if not os.path.lexists(link):
 with open(os.path.join(out, "w.bin"), "wb") as f:
     f.write(b"\0" * 64)
 save(external("w.bin", offset=2**64 - 1), "wrapping-offset.onnx")
+
+# AveragePool over a huge input: it folded a divisor constant per output
+# position (3·10^13 of them) and ran out of memory.
+save(h.make_graph([h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2],
+                               name="pool")], "g",
+                  [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 2**40, 32])],
+                  [h.make_tensor_value_info("y", T.FLOAT, None)]),
+     "avgpool-huge.onnx")
