@@ -41,6 +41,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createPadVocabulary(pad));
   }
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
+  pm.addNestedPass<func::FuncOp>(createSplitFusedWeights());
   pm.addPass(createPlanTensorParallel(plan));
   if (options.sequenceParallel)
     pm.addPass(createPlanSequenceParallel());
@@ -54,7 +55,6 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     func.addPass(shard::createPartition());
     func.addPass(createOffsetVocabLookups());
     func.addPass(createOffsetSplitIndices());
-    func.addPass(createLocalizeFusedWeights());
     func.addPass(createLocalizePaddedWeights());
   }
   // Put back what tp-outline-unpartitionable moved out of the way.
@@ -87,4 +87,10 @@ void mlir::tp::registerTPPipelines() {
       "Split @main across devices: tensor-parallel plan, sharding "
       "propagation, partition, cleanup",
       buildParallelizePipeline);
+  // The pass's name before it ran ahead of planning.
+  PassPipelineRegistration<>(
+      "tp-localize-fused-weights", "Alias of tp-split-fused-weights",
+      [](OpPassManager &pm) {
+        pm.addNestedPass<func::FuncOp>(createSplitFusedWeights());
+      });
 }

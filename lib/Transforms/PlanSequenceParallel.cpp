@@ -33,11 +33,8 @@ bool isRowParallel(linalg::LinalgOp op) {
     auto arg = shardOp ? dyn_cast<BlockArgument>(shardOp.getSrc()) : nullptr;
     if (!arg)
       continue;
-    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    auto role = func ? func.getArgAttrOfType<StringAttr>(
-                           arg.getArgNumber(), TPDialect::kParallelAttrName)
-                     : nullptr;
-    if (role && role.getValue() == "row")
+    if (LayoutAttr layout = getLayout(arg);
+        layout && layout.getRole() == SplitRole::Row)
       return true;
   }
   return false;
