@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/FileSystem.h"
@@ -170,6 +171,71 @@ TEST_F(ArtifactWriterTest, PiecesPaddingAndReplicas) {
   EXPECT_EQ(full["w"], wAll);
   EXPECT_EQ(full["b"], bAll);
   EXPECT_EQ(full["r"], rAll);
+}
+
+/// Writes a 4 x 10 initializer `w`, then an artifact for a module whose
+/// one weight argument is `arg`; returns the diagnostic, empty on success.
+std::string writeWith(ArtifactWriterTest &test, StringRef arg) {
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream file(test.path("model.onnxtxt"), ec);
+    file << "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+         << "m (float[2, 4] x) => (float[2, 4] y)\n<float[4, 10] w = {";
+    for (int i = 0; i < 40; ++i)
+      file << (i ? ", " : "") << i;
+    file << "}>\n{\n  y = Identity(x)\n}\n";
+  }
+  std::string text = "module attributes {tp.model = \"" +
+                     test.path("model.onnxtxt") +
+                     "\"} {\n  shard.grid @grid(shape = 2)\n"
+                     "  func.func @main(%x: tensor<2x4xf32> {tp.input = "
+                     "\"x\"}, " +
+                     arg.str() + ") {\n    return\n  }\n}\n";
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(text, &test.context);
+  if (!module)
+    return "parse error";
+  std::string message;
+  ScopedDiagnosticHandler handler(&test.context, [&](Diagnostic &diag) {
+    message = diag.str();
+    return success();
+  });
+  tp::ArtifactOptions options;
+  options.progress = false;
+  if (succeeded(tp::writeArtifact(*module, test.path("a.tpa"), options)))
+    return "";
+  return message;
+}
+
+TEST_F(ArtifactWriterTest, PieceBeyondItsInitializer) {
+  EXPECT_EQ(writeWith(*this, "%w: tensor<4x3xf32> {tp.weight = \"w\", "
+                             "tp.layout = #tp.layout<role = column, dim = 1, "
+                             "slice = [6, 6]>}"),
+            "weight 'w[:, 6:12]' reaches past the 10 rows of dim 1 of its "
+            "initializer");
+}
+
+TEST_F(ArtifactWriterTest, PaddingOfAnotherSize) {
+  EXPECT_EQ(writeWith(*this, "%w: tensor<4x6xf32> {tp.weight = \"w\", "
+                             "tp.layout = #tp.layout<role = column, dim = 1, "
+                             "padded = [11, 12]>}"),
+            "weight 'w' pads 11 rows but holds 10");
+}
+
+TEST_F(ArtifactWriterTest, ShapeTheLayoutDoesNotExplain) {
+  // Split over 2 ranks, a piece of 6 columns is 3 per rank, not 2.
+  EXPECT_EQ(writeWith(*this, "%w: tensor<4x2xf32> {tp.weight = \"w\", "
+                             "tp.layout = #tp.layout<role = column, dim = 1, "
+                             "slice = [0, 4]>}"),
+            "");
+  EXPECT_EQ(writeWith(*this, "%w: tensor<4x3xf32> {tp.weight = \"w\", "
+                             "tp.layout = #tp.layout<role = column, dim = 1, "
+                             "slice = [0, 3]>}"),
+            "weight 'w[:, 0:3]' dim 1 is 3 per rank, but its initializer and "
+            "tp.layout make it a 1/2 share of 3");
+  EXPECT_EQ(writeWith(*this, "%w: tensor<4x5xf32> {tp.weight = \"w\"}"),
+            "weight 'w' dim 1 is 5 per rank, but its initializer and "
+            "tp.layout make it 10");
 }
 
 } // namespace
