@@ -114,6 +114,12 @@ Manifest tp::rt::loadManifest(const std::string &dir) {
   const llvm::json::Object &root = reader.object(&*parsed, "manifest");
   if (reader.string(root, "format") != "tp-artifact")
     reader.fail("not a tp-artifact manifest");
+  if (int64_t version = reader.integer(root, "format_version");
+      version != kArtifactFormatVersion)
+    reader.fail("format_version " + std::to_string(version) +
+                ", but this runtime reads version " +
+                std::to_string(kArtifactFormatVersion) +
+                ": compile the model again with this tp-compile");
   manifest.target = reader.string(root, "target", false);
   manifest.library = reader.string(root, "library", false);
   manifest.source = reader.string(root, "source", false);

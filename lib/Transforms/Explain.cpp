@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -59,12 +60,23 @@ std::string nodeName(Location loc) {
 }
 
 struct WeightInfo {
-  std::string name, role, localType;
+  /// The initializer, and how this argument is named: the initializer's
+  /// name, or its range for a piece of a fused weight.
+  std::string initializer, name, localType;
+  SplitRole role = SplitRole::Replicated;
   int64_t block = -1, localBytes = 0;
-  /// tp.padded: the split dim's original and padded sizes, and the bytes of
-  /// zeros that padding adds across all ranks.
+  /// A piece: its range of the initializer along `sliceDim`.
+  int64_t sliceDim = -1, sliceOffset = 0, sliceSize = 0;
+  /// `padded = [V, P]`: the split dim's original and padded sizes, and the
+  /// bytes of zeros that padding adds across all ranks.
   int64_t original = 0, padded = 0, paddingBytes = 0;
 };
+
+/// The plan's block of `v`'s layout; -1 if none.
+int64_t getBlock(Value v) {
+  LayoutAttr layout = getLayout(v);
+  return layout ? layout.getBlock() : -1;
+}
 
 struct CollectiveInfo {
   std::string kind, type, node;
@@ -74,18 +86,13 @@ struct CollectiveInfo {
 /// The block of the nearest weight an op reads, walking producers back a
 /// few steps (a collective follows the contraction it completes).
 int64_t findBlock(Value v, func::FuncOp func, unsigned depth = 6) {
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    if (arg.getOwner()->getParentOp() != func)
-      return -1;
-    auto block = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                    TPDialect::kBlockAttrName);
-    return block ? block.getInt() : -1;
-  }
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner()->getParentOp() == func ? getBlock(arg) : -1;
   Operation *def = v.getDefiningOp();
   if (!def || depth == 0)
     return -1;
-  if (auto block = def->getAttrOfType<IntegerAttr>(TPDialect::kBlockAttrName))
-    return block.getInt();
+  if (int64_t block = getBlock(v); block >= 0)
+    return block;
   for (Value operand : def->getOperands())
     if (int64_t b = findBlock(operand, func, depth - 1); b >= 0)
       return b;
@@ -100,9 +107,8 @@ int64_t findBlockForward(Value v, func::FuncOp func, unsigned depth = 4) {
       auto arg = dyn_cast<BlockArgument>(operand);
       if (!arg || arg.getOwner()->getParentOp() != func)
         continue;
-      if (auto block = func.getArgAttrOfType<IntegerAttr>(
-              arg.getArgNumber(), TPDialect::kBlockAttrName))
-        return block.getInt();
+      if (int64_t block = getBlock(arg); block >= 0)
+        return block;
     }
     if (depth > 0)
       for (Value result : user->getResults())
@@ -142,22 +148,27 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       if (!name)
         continue;
       WeightInfo w;
-      w.name = name.str();
-      auto role = func.getArgAttrOfType<StringAttr>(
-          arg.getArgNumber(), TPDialect::kParallelAttrName);
-      w.role = role ? role.str() : "replicated";
-      if (auto block = func.getArgAttrOfType<IntegerAttr>(
-              arg.getArgNumber(), TPDialect::kBlockAttrName))
-        w.block = block.getInt();
+      w.initializer = name.str();
+      LayoutAttr layout = getLayout(func, arg.getArgNumber());
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      w.name = getPieceName(w.initializer, layout, type ? type.getRank() : 0);
+      if (layout) {
+        w.role = layout.getRole();
+        w.block = layout.getBlock();
+        if (layout.isPiece()) {
+          w.sliceDim = layout.getDim();
+          w.sliceOffset = layout.getSliceOffset();
+          w.sliceSize = layout.getSliceSize();
+        }
+      }
       w.localType = typeString(arg.getType());
       w.localBytes = bytesOf(arg.getType());
       weightBytes += w.localBytes;
-      modelBytes += role ? w.localBytes * devices : w.localBytes;
-      if (auto padded = func.getArgAttrOfType<DenseI64ArrayAttr>(
-              arg.getArgNumber(), TPDialect::kPaddedAttrName);
-          padded && padded.size() == 2 && padded[1] > 0) {
-        w.original = padded[0];
-        w.padded = padded[1];
+      bool split = layout && layout.isSplit();
+      modelBytes += split ? w.localBytes * devices : w.localBytes;
+      if (layout && layout.isPadded()) {
+        w.original = layout.getUnpaddedSize();
+        w.padded = layout.getPaddedSize();
         // The model holds the original rows; the rest are zeros.
         int64_t whole = w.localBytes * devices;
         w.paddingBytes = whole / w.padded * (w.padded - w.original);
@@ -165,18 +176,20 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       }
       weights.push_back(std::move(w));
     }
-    // Slices of fused weights carry their role on the slice op.
+    // A weight the plan split through a slice or a pad that is still there
+    // carries its layout on that op.
     func.walk([&](Operation *op) {
-      auto role = op->getAttrOfType<StringAttr>(TPDialect::kParallelAttrName);
-      if (!role || isa<func::FuncOp>(op))
+      auto layout = op->getAttrOfType<LayoutAttr>(TPDialect::kLayoutAttrName);
+      if (!layout || isa<func::FuncOp>(op))
         return;
       WeightInfo w;
-      w.name = nodeName(op->getLoc()) + " (slice of a fused weight)";
-      w.role = role.str();
-      if (auto block =
-              op->getAttrOfType<IntegerAttr>(TPDialect::kBlockAttrName))
-        w.block = block.getInt();
-      // Each rank cuts its part of the slice locally (shard.all_slice).
+      w.name = nodeName(op->getLoc()) + (isa<tensor::PadOp>(op)
+                                             ? " (padded weight)"
+                                             : " (slice of a weight)");
+      w.initializer = w.name;
+      w.role = layout.getRole();
+      w.block = layout.getBlock();
+      // Each rank cuts its part locally (shard.all_slice).
       Type local = op->getResult(0).getType();
       for (Operation *user : op->getResult(0).getUsers())
         if (isa<shard::AllSliceOp>(user))
@@ -236,12 +249,13 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       collectives.push_back(std::move(c));
     });
 
-    bool tensorParallel = llvm::any_of(
-        weights, [](const WeightInfo &w) { return w.role != "replicated"; });
+    bool tensorParallel = llvm::any_of(weights, [](const WeightInfo &w) {
+      return w.role != SplitRole::Replicated;
+    });
     // Sequence parallelism applies wherever a row-parallel block ends;
     // pipeline parallelism needs block boundaries to cut at (or was done).
     bool sequenceParallel = llvm::any_of(
-        weights, [](const WeightInfo &w) { return w.role == "row"; });
+        weights, [](const WeightInfo &w) { return w.role == SplitRole::Row; });
     bool pipelineParallel =
         func->hasAttr(TPDialect::kStageAttrName) ||
         llvm::any_of(func.getBody().front(),
@@ -272,7 +286,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                                 std::vector<const CollectiveInfo *>>>
         blocks;
     for (const WeightInfo &w : weights)
-      if (w.role != "replicated")
+      if (w.role != SplitRole::Replicated)
         blocks[w.block].first.push_back(&w);
     for (const CollectiveInfo &c : collectives)
       blocks[c.block].second.push_back(&c);
@@ -282,8 +296,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       else
         os << "outside blocks:\n";
       for (const WeightInfo *w : entry.first) {
-        os << llvm::formatv("  {0,-16} {1} -> {2} per device\n", w->role,
-                            w->name, w->localType);
+        os << llvm::formatv("  {0,-16} {1} -> {2} per device\n",
+                            stringifySplitRole(w->role), w->name, w->localType);
         if (w->padded)
           os << llvm::formatv("  {0,-16} {1}: {2} -> {3} on its split dim "
                               "(Megatron-style), {4} B of zeros in all, "
@@ -335,10 +349,15 @@ struct Explain : tp::impl::ExplainBase<Explain> {
     llvm::json::Array w, c, r;
     for (const WeightInfo &x : weights) {
       llvm::json::Object weight{{"name", x.name},
-                                {"role", x.role},
+                                {"initializer", x.initializer},
+                                {"role", stringifySplitRole(x.role)},
                                 {"block", x.block},
                                 {"local_type", x.localType},
                                 {"local_bytes", x.localBytes}};
+      if (x.sliceDim >= 0)
+        weight["slice"] = llvm::json::Object{{"dim", x.sliceDim},
+                                             {"offset", x.sliceOffset},
+                                             {"size", x.sliceSize}};
       if (x.padded)
         weight["padding"] = llvm::json::Object{{"original", x.original},
                                                {"padded", x.padded},

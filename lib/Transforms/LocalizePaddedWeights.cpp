@@ -4,7 +4,8 @@
 // splits evenly; after partition every rank still reads the whole weight,
 // pads it and keeps its slice (shard.all_slice). This pass makes the
 // argument that slice, so each rank stores only its rows of the padded
-// weight (the artifact writer writes the padding as zeros).
+// weight, and records the padding in its #tp.layout (the artifact writer
+// writes the padding as zeros).
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,17 +61,26 @@ struct LocalizePaddedWeights
       if (!keep || keep.getGridAxes().size() != 1 ||
           keep.getSliceAxis().getSExtValue() != *dim)
         continue;
+      // A piece of a fused weight can only be padded along the dim it was
+      // cut on: its layout has one dim.
+      LayoutAttr layout = getLayout(func, index);
+      if (layout && layout.isPiece() && layout.getDim() != *dim)
+        continue;
       int64_t original = pad.getSourceType().getDimSize(*dim);
       int64_t padded = pad.getResultType().getDimSize(*dim);
       auto local = cast<RankedTensorType>(keep.getType());
       arg.setType(local);
       inputs[index] = local;
       keep.getResult().replaceAllUsesWith(arg);
-      // What the plan said of the padded weight now describes the argument.
-      for (NamedAttribute attr : pad->getDiscardableAttrs())
-        func.setArgAttr(index, attr.getName(), attr.getValue());
-      func.setArgAttr(index, TPDialect::kPaddedAttrName,
-                      DenseI64ArrayAttr::get(ctx, {original, padded}));
+      // What the plan said of the padded weight now describes the argument
+      // (a piece keeps its range); a pad the plan did not split was split by
+      // sharding propagation.
+      auto planned = pad->getAttrOfType<LayoutAttr>(TPDialect::kLayoutAttrName);
+      SplitRole role = planned ? planned.getRole() : SplitRole::Propagated;
+      int64_t block = planned ? planned.getBlock() : -1;
+      layout = layout ? layout.withSplit(role, *dim, block)
+                      : LayoutAttr::get(ctx, role, *dim, block);
+      setLayout(func, index, layout.withPadding(original, padded));
       keep.erase();
       pad.erase();
     }

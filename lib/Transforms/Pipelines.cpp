@@ -41,7 +41,9 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createPadVocabulary(pad));
   }
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
-  // Heads that do not divide: padded, so that attention splits.
+  pm.addNestedPass<func::FuncOp>(createSplitFusedWeights());
+  // Heads that do not divide: padded, so that attention splits (after the
+  // fused weights are pieces, so that each piece is padded on its own).
   if (options.devices > 1 && options.padding) {
     PadAttentionHeadsOptions pad;
     pad.devices = options.devices;
@@ -60,7 +62,6 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     func.addPass(shard::createPartition());
     func.addPass(createOffsetVocabLookups());
     func.addPass(createOffsetSplitIndices());
-    func.addPass(createLocalizeFusedWeights());
     func.addPass(createLocalizePaddedWeights());
   }
   // Put back what tp-outline-unpartitionable moved out of the way.
@@ -94,4 +95,10 @@ void mlir::tp::registerTPPipelines() {
       "Split @main across devices: tensor-parallel plan, sharding "
       "propagation, partition, cleanup",
       buildParallelizePipeline);
+  // The pass's name before it ran ahead of planning.
+  PassPipelineRegistration<>(
+      "tp-localize-fused-weights", "Alias of tp-split-fused-weights",
+      [](OpPassManager &pm) {
+        pm.addNestedPass<func::FuncOp>(createSplitFusedWeights());
+      });
 }

@@ -33,18 +33,10 @@ bool isRowParallel(linalg::LinalgOp op) {
     auto shardOp = input.getDefiningOp<shard::ShardOp>();
     if (!shardOp)
       continue;
-    // The plan's role is on the weight argument, or on the op that reads it
-    // (a zero pad of a padded weight, a slice of a fused one).
-    StringAttr role;
-    if (auto arg = dyn_cast<BlockArgument>(shardOp.getSrc())) {
-      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      role = func ? func.getArgAttrOfType<StringAttr>(
-                        arg.getArgNumber(), TPDialect::kParallelAttrName)
-                  : nullptr;
-    } else if (Operation *def = shardOp.getSrc().getDefiningOp()) {
-      role = def->getAttrOfType<StringAttr>(TPDialect::kParallelAttrName);
-    }
-    if (role && role.getValue() == "row")
+    // The plan's layout is on the weight argument, or on the op that reads
+    // it (a zero pad of a padded weight).
+    if (LayoutAttr layout = getLayout(shardOp.getSrc());
+        layout && layout.getRole() == SplitRole::Row)
       return true;
   }
   return false;

@@ -79,25 +79,37 @@ struct PlanTensorParallel
       if (strategy == "config" &&
           failed(applyConfigRules(func, config, devices, plan)))
         return signalPassFailure();
-      annotate(func, plan);
+      if (failed(annotate(func, plan)))
+        return signalPassFailure();
     }
   }
 
-  void annotate(func::FuncOp func, const TensorParallelPlan &plan) {
+  LogicalResult annotate(func::FuncOp func, const TensorParallelPlan &plan) {
     OpBuilder b(func.getBody());
     MLIRContext *ctx = &getContext();
     for (auto [weight, split] : plan.splits) {
       OpBuilder::InsertionGuard guard(b);
-      auto role = StringAttr::get(ctx, stringifySplitRole(split.role));
-      auto block = b.getI64IntegerAttr(split.block);
       if (auto arg = dyn_cast<BlockArgument>(weight)) {
-        func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName, role);
-        if (split.block >= 0)
-          func.setArgAttr(arg.getArgNumber(), TPDialect::kBlockAttrName, block);
+        // A piece of a fused weight keeps the range it holds; it can only
+        // split along the dim it was cut on.
+        LayoutAttr layout = getLayout(func, arg.getArgNumber());
+        if (layout && layout.isPiece() && layout.getDim() != split.dim)
+          return emitError(arg.getLoc())
+                 << "tp-plan-tensor-parallel: weight '"
+                 << func.getArgAttrOfType<StringAttr>(
+                            arg.getArgNumber(), TPDialect::kWeightAttrName)
+                        .getValue()
+                 << "' is a piece cut on dim " << layout.getDim()
+                 << " and cannot split on dim " << split.dim;
+        setLayout(
+            func, arg.getArgNumber(),
+            layout ? layout.withSplit(split.role, split.dim, split.block)
+                   : LayoutAttr::get(ctx, split.role, split.dim, split.block));
       } else {
         b.setInsertionPointAfterValue(weight);
-        weight.getDefiningOp()->setAttr(TPDialect::kParallelAttrName, role);
-        weight.getDefiningOp()->setAttr(TPDialect::kBlockAttrName, block);
+        weight.getDefiningOp()->setAttr(
+            TPDialect::kLayoutAttrName,
+            LayoutAttr::get(ctx, split.role, split.dim, split.block));
       }
       Value sharding = createSplitSharding(b, weight.getLoc(), split.dim);
       auto shardOp =
@@ -177,6 +189,7 @@ struct PlanTensorParallel
         emitWarning(entry.op->getLoc())
             << "tp-plan-tensor-parallel: replicated, " << entry.reason;
     }
+    return success();
   }
 };
 

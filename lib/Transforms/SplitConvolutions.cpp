@@ -41,6 +41,14 @@ struct ConvSplit {
   int64_t weightDim = 0, filterDim = 0, resultDim = 0;
 };
 
+/// A `tp.weight` argument that every rank holds whole (not split, not a
+/// piece of a fused weight): this pass may give each rank its channels.
+bool isWholeWeight(func::FuncOp func, unsigned index) {
+  LayoutAttr layout = getLayout(func, index);
+  return func.getArgAttr(index, TPDialect::kWeightAttrName) &&
+         (!layout || (!layout.isSplit() && !layout.isPiece()));
+}
+
 /// Position of loop `loop` among `map`'s results as a bare dim, or -1.
 int64_t positionOf(AffineMap map, unsigned loop) {
   for (auto [i, expr] : llvm::enumerate(map.getResults()))
@@ -72,8 +80,7 @@ std::optional<ConvSplit> matchConvolution(linalg::GenericOp op) {
   if (!split.weight || !isa<func::FuncOp>(split.weight.getOwner()->getParentOp()))
     return std::nullopt;
   auto func = cast<func::FuncOp>(split.weight.getOwner()->getParentOp());
-  if (!func.getArgAttr(split.weight.getArgNumber(), TPDialect::kWeightAttrName) ||
-      func.getArgAttr(split.weight.getArgNumber(), TPDialect::kParallelAttrName))
+  if (!isWholeWeight(func, split.weight.getArgNumber()))
     return std::nullopt;
   // The filter must feed this convolution alone, or a split would change
   // what other users see.
@@ -174,8 +181,9 @@ struct SplitConvolutions
     inputs[argIndex] = localArgType;
     func.setType(FunctionType::get(func.getContext(), inputs,
                                    func.getResultTypes()));
-    func.setArgAttr(argIndex, TPDialect::kParallelAttrName,
-                    StringAttr::get(func.getContext(), "conv-output"));
+    setLayout(func, argIndex,
+              LayoutAttr::get(func.getContext(), SplitRole::ConvOutput,
+                              split.weightDim));
 
     OpBuilder b(conv);
     // Inlined from tp-outline-unpartitionable's call: name the node itself.
@@ -316,8 +324,7 @@ struct SplitConvolutions
       auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
                       : nullptr;
       if (!func || dim < 0 || !arg.hasOneUse() ||
-          !func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName) ||
-          func.getArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName))
+          !isWholeWeight(func, arg.getArgNumber()))
         return nullptr;
       weightsToSlice.emplace_back(arg, dim);
     }
@@ -333,8 +340,8 @@ struct SplitConvolutions
       inputs[arg.getArgNumber()] = arg.getType();
       func.setType(FunctionType::get(func.getContext(), inputs,
                                      func.getResultTypes()));
-      func.setArgAttr(arg.getArgNumber(), TPDialect::kParallelAttrName,
-                      StringAttr::get(func.getContext(), "conv-output"));
+      setLayout(func, arg.getArgNumber(),
+                LayoutAttr::get(func.getContext(), SplitRole::ConvOutput, dim));
     }
     auto resultType = localType(generic.getResult(0), outDim);
     Value localInit = tensor::EmptyOp::create(

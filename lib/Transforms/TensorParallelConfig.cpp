@@ -101,6 +101,13 @@ LogicalResult mlir::tp::applyConfigRules(func::FuncOp func, StringRef path,
                        ? "it does not have"
                        : "does not divide by " + std::to_string(devices) +
                              " devices");
+      LayoutAttr layout = getLayout(func, arg.getArgNumber());
+      if (layout && layout.isPiece() && layout.getDim() != *rule.dim)
+        return emitError(arg.getLoc())
+               << "config rule " << i << " ('" << rule.pattern
+               << "') splits weight '" << name.getValue() << "' on dim "
+               << *rule.dim << ", but this piece of it is cut on dim "
+               << layout.getDim() << " and can only split there";
       plan.splits[arg] = {*rule.dim, SplitRole::Config, -1};
       break;
     }

@@ -23,24 +23,6 @@
 using namespace mlir;
 using namespace mlir::tp;
 
-StringRef mlir::tp::stringifySplitRole(SplitRole role) {
-  switch (role) {
-  case SplitRole::Column:
-    return "column";
-  case SplitRole::Row:
-    return "row";
-  case SplitRole::ColumnGathered:
-    return "column-gathered";
-  case SplitRole::Bias:
-    return "bias";
-  case SplitRole::Config:
-    return "config";
-  case SplitRole::Vocab:
-    return "vocab";
-  }
-  llvm_unreachable("unknown split role");
-}
-
 /// A `tp.weight` argument of the enclosing function, or a static slice of
 /// one (a fused projection split by tp-split-fused-projections).
 static Value getWeightArg(Value v) {

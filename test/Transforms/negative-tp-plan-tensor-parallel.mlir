@@ -7,6 +7,7 @@
 // RUN: tp-opt %t/negative_strategy.mlir --tp-plan-tensor-parallel=strategy=bogus -verify-diagnostics
 // RUN: tp-opt %t/negative_grid_exists.mlir --tp-plan-tensor-parallel -verify-diagnostics
 // RUN: tp-opt %t/negative_heads_not_divisible.mlir --tp-plan-tensor-parallel=devices=2 -verify-diagnostics
+// RUN: tp-opt %t/negative_piece_dim.mlir --tp-plan-tensor-parallel=devices=2 -verify-diagnostics
 
 //--- negative_devices.mlir
 // expected-error @below {{tp-plan-tensor-parallel: devices must be >= 1, got 0}}
@@ -51,4 +52,27 @@ func.func @negative_heads_not_divisible(%arg0: tensor<2x16x48xf32> {tp.input = "
   } -> tensor<2x16x48xf32>
   %3 = tensor.expand_shape %2 [[0], [1], [2, 3]] output_shape [2, 16, 3, 16] : tensor<2x16x48xf32> into tensor<2x16x3x16xf32>
   return %3 : tensor<2x16x3x16xf32>
+}
+
+//--- negative_piece_dim.mlir
+// The row-parallel weight is a piece of its initializer cut on dim 1 (its
+// layout has one dim), so it cannot split on its contracting dim 0.
+#map = affine_map<(d0, d1, d2) -> (d0, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d2, d1)>
+#map2 = affine_map<(d0, d1, d2) -> (d0, d1)>
+module {
+  func.func @main(%x: tensor<8x16xf32> {tp.input = "x"},
+                  %w1: tensor<16x64xf32> {tp.weight = "fc1"},
+                  // expected-error @below {{tp-plan-tensor-parallel: weight 'fc2' is a piece cut on dim 1 and cannot split on dim 0}}
+                  %w2: tensor<64x16xf32> {tp.layout = #tp.layout<role = replicated, dim = 1, slice = [0, 16]>, tp.weight = "fc2"})
+      -> (tensor<8x16xf32> {tp.output = "y"}) {
+    %cst = arith.constant 0.000000e+00 : f32
+    %0 = tensor.empty() : tensor<8x64xf32>
+    %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<8x64xf32>) -> tensor<8x64xf32>
+    %2 = linalg.matmul ins(%x, %w1 : tensor<8x16xf32>, tensor<16x64xf32>) outs(%1 : tensor<8x64xf32>) -> tensor<8x64xf32>
+    %3 = tensor.empty() : tensor<8x16xf32>
+    %4 = linalg.fill ins(%cst : f32) outs(%3 : tensor<8x16xf32>) -> tensor<8x16xf32>
+    %5 = linalg.matmul ins(%2, %w2 : tensor<8x64xf32>, tensor<64x16xf32>) outs(%4 : tensor<8x16xf32>) -> tensor<8x16xf32>
+    return %5 : tensor<8x16xf32>
+  }
 }

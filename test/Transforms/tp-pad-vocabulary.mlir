@@ -21,8 +21,8 @@
 // After partition each rank holds 3 rows of the padded table and 3 columns
 // of the padded head, marked with their original and padded sizes.
 // PART-LABEL: func.func @main(
-// PART-SAME: tensor<3x8xf32> {tp.block = 0 : i64, tp.padded = array<i64: 10, 12>, tp.parallel = "vocab", tp.weight = "wte"}
-// PART-SAME: tensor<8x3xf32> {tp.block = 1 : i64, tp.padded = array<i64: 10, 12>, tp.parallel = "column-gathered", tp.weight = "head"}
+// PART-SAME: tensor<3x8xf32> {tp.layout = #tp.layout<role = vocab, dim = 0, block = 0, padded = [10, 12]>, tp.weight = "wte"}
+// PART-SAME: tensor<8x3xf32> {tp.layout = #tp.layout<role = column_gathered, dim = 1, block = 1, padded = [10, 12]>, tp.weight = "head"}
 // PART-NOT: tensor.pad
 // PART: shard.all_gather {{.*}} : tensor<2x3x3xf32> -> tensor<2x3x12xf32>
 // PART: tensor.extract_slice {{.*}} [2, 3, 10] [1, 1, 1] : tensor<2x3x12xf32> to tensor<2x3x10xf32>

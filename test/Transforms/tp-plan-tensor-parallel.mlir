@@ -16,9 +16,9 @@
 // CHECK: shard.grid @grid(shape = 2)
 // CHECK-LABEL: func.func @mlp(
 // CHECK-SAME: %arg0: tensor<2x16x64xf32> {tp.input = "x"}
-// CHECK-SAME: tp.parallel = "column", tp.weight = "w1"}
-// CHECK-SAME: tp.parallel = "bias", tp.weight = "b1"}
-// CHECK-SAME: tp.parallel = "row", tp.weight = "w2"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "w1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = bias, dim = 0, block = 0>, tp.weight = "b1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "w2"}
 // CHECK-SAME: %arg4: tensor<64xf32> {tp.weight = "b2"})
 // CHECK: %[[S1:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
 // CHECK-NEXT: %[[W1:.*]] = shard.shard %arg1 to %[[S1]] annotate_for_users : tensor<64x256xf32>
@@ -96,11 +96,11 @@ func.func @mlp(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256
 // CHECK: shard.grid @grid(shape = 2)
 // CHECK-LABEL: func.func @attention(
 // CHECK-SAME: %arg0: tensor<2x16x64xf32> {tp.input = "x"}
-// CHECK-SAME: tp.parallel = "column", tp.weight = "wq"}
-// CHECK-SAME: tp.parallel = "bias", tp.weight = "bq"}
-// CHECK-SAME: tp.parallel = "column", tp.weight = "wk"}
-// CHECK-SAME: tp.parallel = "column", tp.weight = "wv"}
-// CHECK-SAME: tp.parallel = "row", tp.weight = "wo"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "wq"}
+// CHECK-SAME: tp.layout = #tp.layout<role = bias, dim = 0, block = 0>, tp.weight = "bq"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "wk"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "wv"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "wo"}
 // CHECK-SAME: %arg6: tensor<64xf32> {tp.weight = "bo"})
 // CHECK-DAG: shard.shard %arg1 to %[[SQ:[^ ]*]] annotate_for_users
 // CHECK-DAG: %[[SQ]] = shard.sharding @grid split_axes = {{\[\[}}], [0]]
@@ -191,7 +191,7 @@ func.func @attention(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<
 #ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
 #bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 // CHECK-LABEL: func.func @lm_head(
-// CHECK-SAME: tp.parallel = "column-gathered", tp.weight = "wlm"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column_gathered, dim = 1, block = 0>, tp.weight = "wlm"}
 // CHECK: %[[S:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
 // CHECK-NEXT: shard.shard %arg1 to %[[S]] annotate_for_users : tensor<64x128xf32>
 // CHECK: %[[Y:.*]] = linalg.generic
@@ -259,8 +259,8 @@ func.func @reduce_over_output_dim(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %
 #oh = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
 // CHECK-LABEL: func.func @embedding(
 // CHECK-SAME: %arg1: tensor<100x64xf32> {tp.weight = "emb"}
-// CHECK-SAME: tp.parallel = "column", tp.weight = "w1"}
-// CHECK-SAME: tp.parallel = "row", tp.weight = "w2"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "w1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "w2"}
 // CHECK-DAG: %[[E:.*]] = shard.shard %arg1 to %[[S:[^ ]*]] annotate_for_users : tensor<100x64xf32>
 // CHECK-DAG: %[[S]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
 // CHECK: tensor.extract %[[E]]
@@ -346,7 +346,7 @@ func.func @heads_not_divisible(%arg0: tensor<2x16x48xf32> {tp.input = "x"}, %arg
 #bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 // CHECK-LABEL: func.func @row_and_result(
 // CHECK-SAME: %arg1: tensor<64x256xf32> {tp.weight = "w1"}
-// CHECK-SAME: tp.parallel = "column-gathered", tp.weight = "w2"})
+// CHECK-SAME: tp.layout = #tp.layout<role = column_gathered, dim = 1, block = 0>, tp.weight = "w2"})
 // CHECK: linalg.generic
 // CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<2x16x64xf32>, tensor<64x256xf32>)
 // CHECK-SAME: tp.replicated = "its output reaches both a row-parallel contraction and a function result"

@@ -7,7 +7,7 @@
 #y = affine_map<(n, f, ow, c, k) -> (n, f, ow)>
 shard.grid @grid(shape = 2)
 // CHECK-LABEL: func.func @conv(
-// CHECK-SAME: %[[X:.*]]: tensor<1x3x10xf32>, %[[W:.*]]: tensor<2x3x3xf32> {tp.parallel = "conv-output", tp.weight = "w"})
+// CHECK-SAME: %[[X:.*]]: tensor<1x3x10xf32>, %[[W:.*]]: tensor<2x3x3xf32> {tp.layout = #tp.layout<role = conv_output, dim = 0>, tp.weight = "w"})
 func.func @conv(%x: tensor<1x3x10xf32>, %w: tensor<4x3x3xf32> {tp.weight = "w"}) -> tensor<1x4x8xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<1x4x8xf32>
@@ -83,7 +83,7 @@ func.func @negative_shared_weight(%x: tensor<1x3x10xf32>, %w: tensor<4x3x3xf32> 
 #ch = affine_map<(n, f, ow) -> (f)>
 shard.grid @grid(shape = 2)
 // CHECK-LABEL: func.func @sink_through_bias(
-// CHECK-SAME: tensor<2x3x3xf32> {tp.parallel = "conv-output", tp.weight = "w"}, %[[B:.*]]: tensor<2xf32> {tp.parallel = "conv-output", tp.weight = "b"})
+// CHECK-SAME: tensor<2x3x3xf32> {tp.layout = #tp.layout<role = conv_output, dim = 0>, tp.weight = "w"}, %[[B:.*]]: tensor<2xf32> {tp.layout = #tp.layout<role = conv_output, dim = 0>, tp.weight = "b"})
 // CHECK: %[[CONV:.*]] = linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<1x3x10xf32>, tensor<2x3x3xf32>) outs(%{{.*}} : tensor<1x2x8xf32>)
 // CHECK: %[[ADD:.*]] = linalg.generic {{.*}} ins(%[[CONV]], %[[B]] : tensor<1x2x8xf32>, tensor<2xf32>)
 // CHECK: %[[Y:.*]] = shard.all_gather %[[ADD]] on @grid grid_axes = [0] gather_axis = 1 : tensor<1x2x8xf32> -> tensor<1x4x8xf32>

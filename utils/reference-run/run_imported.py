@@ -130,8 +130,8 @@ def _parse_type(dims, elt):
     return shape, elt
 
 
-def parse_main(mlir):
-    """Returns (args, results): args = [(kind, name, shape, elt)], results = [(name, shape, elt)]."""
+def main_signature(mlir):
+    """(argument list, rest of the line) of @main's signature."""
     m = re.search(r"func\.func @main\(", mlir)
     if not m:
         raise ToolError("import", "no func.func @main in tp-translate output")
@@ -147,9 +147,17 @@ def parse_main(mlir):
         elif sig[i] == ")":
             depth -= 1
         i += 1
-    arg_str, res_str = sig[:i - 1], sig[i:]
+    return sig[:i - 1], sig[i:]
+
+
+ARG_RE = r"%arg\d+: " + TENSOR_RE + r'(?: \{([^}]*)\})?'
+
+
+def parse_main(mlir):
+    """Returns (args, results): args = [(kind, name, shape, elt)], results = [(name, shape, elt)]."""
+    arg_str, res_str = main_signature(mlir)
     args = []
-    for am in re.finditer(r"%arg\d+: " + TENSOR_RE + r'(?: \{([^}]*)\})?', arg_str):
+    for am in re.finditer(ARG_RE, arg_str):
         shape, elt = _parse_type(am.group(1), am.group(2))
         attrs = am.group(3) or ""
         km = re.search(r'tp\.(input|weight) = "((?:[^"\\]|\\.)*)"', attrs)

@@ -14,8 +14,9 @@ Steps
      the ABI from it) and a wrapper @tp_ref_entry that calls mpi.init, reads
      the rank with shard.process_multi_index, materialises every argument
      (inputs replicated; each weight as its FULL ONNX initializer constant and
-     a tensor.extract_slice at offset rank*local along the dim whose local
-     size differs from the initializer's), calls @main, prints every result
+     a tensor.extract_slice at offset rank*local along the dim its
+     #tp.layout splits, of the range it holds, zero-padded if padded), calls
+     @main, prints every result
      bit-exactly (as run_imported.py does) and calls mpi.finalize.
   3. Lower with upstream mlir-opt: convert-shard-to-mpi (its comm_split is
      replaced by the world communicator, see drop_comm_split), then
@@ -101,17 +102,62 @@ def grid_devices(mlir):
     return m.group(1), int(m.group(2))
 
 
-def split_dim(name, local, glob_shape, devices):
-    """The dim along which rank r holds the r-th contiguous chunk, or None."""
-    local, glob_shape = tuple(local), tuple(glob_shape)
-    if local == glob_shape:
-        return None
-    diff = [d for d in range(len(local)) if len(local) == len(glob_shape)
-            and local[d] != glob_shape[d]]
-    if len(diff) != 1 or local[diff[0]] * devices != glob_shape[diff[0]]:
-        raise ToolError("error", f"weight '{name}': local shape {list(local)} is not "
-                                 f"an even 1-D split of {list(glob_shape)} over {devices}")
-    return diff[0]
+def arg_layouts(mlir):
+    """The #tp.layout of each @main argument, as a dict (role, dim, slice,
+    padded), or None: how the argument holds its initializer."""
+    arg_str, _ = ri.main_signature(mlir)
+    layouts = []
+    for am in re.finditer(ri.ARG_RE, arg_str):
+        lm = re.search(r"tp\.layout = #tp\.layout<([^>]*)>", am.group(3) or "")
+        if not lm:
+            layouts.append(None)
+            continue
+        body = lm.group(1)
+        layout = {"role": re.search(r"role = (\w+)", body).group(1),
+                  "dim": int(re.search(r"dim = (\d+)", body).group(1))}
+        for key in ("slice", "padded"):
+            km = re.search(key + r" = \[(\d+), (\d+)\]", body)
+            layout[key] = (int(km.group(1)), int(km.group(2))) if km else None
+        layouts.append(layout)
+    return layouts
+
+
+def strip_layouts(mlir):
+    """Drops every tp.layout: upstream mlir-opt does not know the tp dialect
+    (its other attributes are plain strings and integers, which parse)."""
+    layout = r"tp\.layout = #tp\.layout<[^>]*>"
+    mlir = re.sub(r" \{" + layout + r"\}", "", mlir)
+    mlir = re.sub(r"\{" + layout + ", ", "{", mlir)
+    return re.sub(", " + layout, "", mlir)
+
+
+def local_value(name, local, value, layout, devices):
+    """(what the ranks share, dim rank r takes its r-th chunk of or None):
+    the range of the initializer `value` that the argument's layout holds,
+    zero-padded as it says."""
+    value = np.asarray(value)
+    if layout is None:
+        if tuple(local) != value.shape:
+            raise ToolError("error", f"weight '{name}': local shape {list(local)} differs "
+                                     f"from its initializer's {list(value.shape)} and it "
+                                     "has no tp.layout")
+        return value, None
+    dim = layout["dim"]
+    if layout["slice"]:
+        offset, size = layout["slice"]
+        index = [slice(None)] * value.ndim
+        index[dim] = slice(offset, offset + size)
+        value = value[tuple(index)]
+    if layout["padded"]:
+        pad = [(0, 0)] * value.ndim
+        pad[dim] = (0, layout["padded"][1] - value.shape[dim])
+        value = np.pad(value, pad)
+    split = layout["role"] != "replicated"
+    expected = [s // devices if d == dim and split else s for d, s in enumerate(value.shape)]
+    if list(local) != expected or (split and value.shape[dim] % devices):
+        raise ToolError("error", f"weight '{name}': local shape {list(local)} is not what "
+                                 f"its tp.layout makes of {list(value.shape)} over {devices}")
+    return value, dim if split else None
 
 
 def _print_result(lines, needed, j, rv, shape, elt):
@@ -136,18 +182,10 @@ def _print_result(lines, needed, j, rv, shape, elt):
     lines.append(f"    func.call @{fn}(%u{j}) : (memref<*x{pelt}>) -> ()")
 
 
-def fused_pieces(mlir):
-    """{weight name: piece lengths} for tp-localize-fused-weights' weights."""
-    return {ri._unescape(m.group(2)): [int(x) for x in m.group(1).split(",")]
-            for m in re.finditer(r'tp\.pieces = array<i64: ([0-9, ]+)>, '
-                                 r'tp\.weight = "((?:[^"\\]|\\.)*)"', mlir)}
-
-
-def make_wrapper(grid, devices, args, results, values, wrong_rank=False, pieces=None):
+def make_wrapper(grid, devices, args, results, values, wrong_rank=False, layouts=None):
     """args: [(kind, name, local shape, elt)]; values: full numpy arrays;
-    pieces: {name: lengths} of fused weights (each rank holds its share of
-    every piece, concatenated)."""
-    pieces = pieces or {}
+    layouts: the #tp.layout of each argument (arg_layouts), None for inputs."""
+    layouts = layouts or [None] * len(args)
     lines = ["  func.func @tp_ref_entry() {",
              "    mpi.init",
              f"    %rank = shard.process_multi_index on @{grid} axes = [0] : index"]
@@ -158,36 +196,17 @@ def make_wrapper(grid, devices, args, results, values, wrong_rank=False, pieces=
                   "    %rank_p1 = arith.addi %rank, %one : index",
                   "    %wrong = arith.remui %rank_p1, %ndev : index"]
         rank = "%wrong"
-    for i, ((kind, name, shape, elt), val) in enumerate(zip(args, values)):
+    for i, ((kind, name, shape, elt), val, layout) in enumerate(zip(args, values, layouts)):
         ty = ri._tensor_type(shape, elt)
-        gshape = tuple(np.asarray(val).shape)
-        dim = split_dim(name, shape, gshape, devices) if kind == "weight" else None
+        dim = None
+        if kind == "weight":
+            val, dim = local_value(name, shape, val, layout, devices)
         if dim is None:
             lines.append(f"    %a{i} = arith.constant {ri.dense_literal(val, shape, elt)} : {ty}")
             continue
+        gshape = tuple(val.shape)
         gty = ri._tensor_type(gshape, elt)
         lines.append(f"    %g{i} = arith.constant {ri.dense_literal(val, gshape, elt)} : {gty}")
-        if name in pieces:
-            parts, start = [], 0
-            for k, length in enumerate(pieces[name]):
-                chunk = length // devices
-                pshape = [chunk if d == dim else s for d, s in enumerate(shape)]
-                pty = ri._tensor_type(pshape, elt)
-                lines.append(f"    %l{i}_{k} = arith.constant {chunk} : index")
-                lines.append(f"    %s{i}_{k} = arith.constant {start} : index")
-                lines.append(f"    %m{i}_{k} = arith.muli {rank}, %l{i}_{k} : index")
-                lines.append(f"    %o{i}_{k} = arith.addi %s{i}_{k}, %m{i}_{k} : index")
-                offs = ", ".join(f"%o{i}_{k}" if d == dim else "0" for d in range(len(shape)))
-                sizes = ", ".join(str(x) for x in pshape)
-                ones = ", ".join("1" for _ in shape)
-                lines.append(f"    %p{i}_{k} = tensor.extract_slice %g{i}[{offs}] [{sizes}] [{ones}]"
-                             f" : {gty} to {pty}")
-                parts.append((f"%p{i}_{k}", pty))
-                start += length
-            lines.append(f"    %a{i} = tensor.concat dim({dim}) "
-                         + ", ".join(p for p, _ in parts) + " : ("
-                         + ", ".join(t for _, t in parts) + f") -> {ty}")
-            continue
         lines.append(f"    %l{i} = arith.constant {shape[dim]} : index")
         lines.append(f"    %o{i} = arith.muli {rank}, %l{i} : index")
         offs = ", ".join(f"%o{i}" if d == dim else "0" for d in range(len(shape)))
@@ -294,8 +313,8 @@ def check(model, inputs, refs, parallelize="devices=2", input_shapes=(), tp_tran
                 raise ToolError("error", f"no value for {kind} '{name}'")
             values.append(src[name])
         wrapper = make_wrapper(grid, devices, args, results, values, wrong_rank,
-                               fused_pieces(mlir))
-        mlir = add_mpi_dlti(mlir, impl)
+                               arg_layouts(mlir))
+        mlir = add_mpi_dlti(strip_layouts(mlir), impl)
         close = mlir.rstrip().rfind("}")
         src = os.path.join(tmp, "wrapped.mlir")
         with open(src, "w") as f:

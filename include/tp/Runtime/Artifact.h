@@ -9,6 +9,7 @@
 #ifndef TP_RUNTIME_ARTIFACT_H
 #define TP_RUNTIME_ARTIFACT_H
 
+#include "tp/Runtime/ArtifactFormat.h"
 #include "tp/Runtime/RankContext.h"
 
 #include <cstdint>
@@ -18,6 +19,9 @@
 #include <vector>
 
 namespace tp::rt {
+
+/// The manifest's `format_version` this runtime reads.
+constexpr int64_t kArtifactFormatVersion = TP_ARTIFACT_FORMAT_VERSION;
 
 /// An argument or result of a stage function, or a model input/output.
 struct TensorSpec {

@@ -198,9 +198,13 @@ def LocalizePaddedWeights : Pass<"tp-localize-padded-weights",
   let description = [{
     After partition a weight padded by `tp-pad-vocabulary` is read whole,
     padded and sliced per rank (`tensor.pad` then `shard.all_slice`). This
-    pass makes the argument the rank's slice of the padded weight, marked
-    `tp.padded = array<i64: original, padded>`: the artifact writer stores each rank's rows
-    with the padding as zeros, and `tp-export-weights` drops it again.
+    pass makes the argument the rank's slice of the padded weight and
+    records the padding in its `#tp.layout` (`padded = [V, P]`, with the
+    role, dim and block the plan wrote on the `tensor.pad`; a piece of a
+    fused weight keeps its `slice`, V being its size): the artifact writer
+    stores each rank's rows with the padding as zeros, and
+    `tp-export-weights` drops it again. A pad that no plan rule split (one
+    sharding propagation split) gets the role `propagated`.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
@@ -273,20 +277,23 @@ def PlanPipeline : Pass<"tp-plan-pipeline", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
-def LocalizeFusedWeights : Pass<"tp-localize-fused-weights",
-                                 "::mlir::func::FuncOp"> {
-  let summary = "Give each rank only its slices of a fused weight";
+def SplitFusedWeights : Pass<"tp-split-fused-weights", "::mlir::func::FuncOp"> {
+  let summary = "Give each piece of a fused weight its own argument";
   let description = [{
-    After partition, a fused projection weight (QKV in one matrix, and its
-    bias) is still whole on every rank: each projection is an
-    `extract_slice` of it followed by an `all_slice` that keeps this rank's
-    chunk. When every use of a weight argument is such a pair, the slices
-    cut one dim into pieces that cover it, and every piece divides by the
-    grid size, the argument becomes the concatenation of this rank's chunks
-    (`tp.pieces` records the piece lengths, so the artifact writes each rank
-    exactly that) and each pair becomes one `extract_slice` of it.
+    After `tp-split-fused-projections` a fused weight (QKV in one matrix,
+    and its bias) is read only through static `tensor.extract_slice`s, one
+    per projection. When every use of a `tp.weight` argument is such a
+    slice, all of them cut the same one dim, and their ranges tile it, each
+    range becomes an argument of its own: the same `tp.weight` name, the
+    slice's type, and `tp.layout = #tp.layout<role = replicated, dim = D,
+    slice = [offset, size]>` saying which rows of the initializer it holds.
+    The slices are gone, so the plan sees plain weights (each piece splits
+    column-parallel like any projection), no rank holds another piece's
+    bytes, and generated code copies no weight slice per forward pass.
+    `tp-parallelize` runs it right after `tp-split-fused-projections`;
+    `tp-localize-fused-weights` is an alias (it used to run after
+    partition).
   }];
-  let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
 def SplitConvolutions : Pass<"tp-split-convolutions", "::mlir::func::FuncOp"> {
@@ -300,7 +307,8 @@ def SplitConvolutions : Pass<"tp-split-convolutions", "::mlir::func::FuncOp"> {
     channel count divides by the grid size computes only this rank's
     channels, and one `shard.all_gather` on the channel dim rebuilds the
     full output. The weight argument's type becomes the local slice, tagged
-    `tp.parallel = "conv-output"`, so the artifact stores one slice per rank.
+    `#tp.layout<role = conv_output, ...>`, so the artifact stores one slice
+    per rank.
     The gather then moves down past what works on each channel alone
     (reshapes keeping the channel dim, bias and normalisation with their
     per-channel weights sliced the same way, activations, pooling, padding
@@ -364,7 +372,9 @@ def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
     contraction whose result reaches a function result instead (an LM head)
     is split on its output dim and gathered there. Everything else is
     replicated; each replicated contraction records why in a `tp.replicated`
-    attribute, which `tp-explain` prints.
+    attribute, which `tp-explain` prints. Each split weight argument gets a
+    `tp.layout` (`#tp.layout<role = column, dim = 1, block = 0>`; a piece of
+    a fused weight keeps its `slice`).
 
     `strategy=config` reads `config=FILE`, a JSON object with a `rules`
     array; each rule has a `pattern` (regex on weight names) and a `split`

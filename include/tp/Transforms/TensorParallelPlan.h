@@ -9,32 +9,14 @@
 #ifndef TP_TRANSFORMS_TENSORPARALLELPLAN_H
 #define TP_TRANSFORMS_TENSORPARALLELPLAN_H
 
+#include "tp/Dialect/TP/TPDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <string>
 
 namespace mlir::tp {
-
-/// Why a weight is split.
-enum class SplitRole {
-  /// Output dim of a column-parallel contraction.
-  Column,
-  /// Contracting dim of a row-parallel contraction (ends in an all-reduce).
-  Row,
-  /// Output dim of a contraction whose result is gathered at a function
-  /// result (an LM head).
-  ColumnGathered,
-  /// A bias or scale applied elementwise to a column-parallel result.
-  Bias,
-  /// Split as a config rule says.
-  Config,
-  /// Vocabulary dim of an embedding table (the lookup ends in an
-  /// all-reduce).
-  Vocab,
-};
-
-StringRef stringifySplitRole(SplitRole role);
 
 struct WeightSplit {
   int64_t dim;

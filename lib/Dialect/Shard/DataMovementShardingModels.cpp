@@ -24,7 +24,7 @@ using namespace mlir::shard;
 namespace {
 
 /// Records `local` as the partition of `op`, keeping the discardable
-/// attributes (tp.parallel, tp.block) that later stages read.
+/// attributes (a planned weight's tp.layout) that later stages read.
 LogicalResult mapLocal(Operation *op, Operation *local, IRMapping &map) {
   for (NamedAttribute attr : op->getDiscardableAttrs())
     local->setAttr(attr.getName(), attr.getValue());

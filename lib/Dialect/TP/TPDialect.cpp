@@ -11,13 +11,14 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::tp;
 
 #include "tp/Dialect/TP/TPDialect.cpp.inc"
 
-void TPDialect::initialize() {}
+void TPDialect::initialize() { registerAttributes(); }
 
 /// Every tp name tag is a non-empty string.
 static LogicalResult verifyNameTag(Operation *op, NamedAttribute attr) {
@@ -28,7 +29,7 @@ static LogicalResult verifyNameTag(Operation *op, NamedAttribute attr) {
   return success();
 }
 
-static LogicalResult verifyBlock(Operation *op, NamedAttribute attr) {
+static LogicalResult verifyNonNegative(Operation *op, NamedAttribute attr) {
   auto block = dyn_cast<IntegerAttr>(attr.getValue());
   if (!block || block.getInt() < 0)
     return op->emitOpError() << "'" << attr.getName().getValue()
@@ -36,32 +37,51 @@ static LogicalResult verifyBlock(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// A `tp.layout` on argument `index` of `op`: on a weight, `dim` within
+/// its rank, and its size on `dim` consistent with the range it holds.
+static LogicalResult verifyArgLayout(Operation *op, unsigned index,
+                                     NamedAttribute attr) {
+  auto layout = dyn_cast<LayoutAttr>(attr.getValue());
+  if (!layout)
+    return op->emitOpError()
+           << "'" << attr.getName().getValue() << "' must be a #tp.layout";
+  // Only functions have argument attributes.
+  auto func = cast<FunctionOpInterface>(op);
+  if (!func.getArgAttr(index, TPDialect::kWeightAttrName))
+    return op->emitOpError()
+           << "argument " << index << " has a #tp.layout but no 'tp.weight'";
+  auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[index]);
+  if (!type || !type.hasStaticShape())
+    return op->emitOpError() << "argument " << index
+                             << " has a #tp.layout but no static tensor type";
+  int64_t dim = layout.getDim();
+  if (dim >= type.getRank())
+    return op->emitOpError() << "argument " << index << " has a #tp.layout on "
+                             << "dim " << dim << " but rank " << type.getRank();
+  int64_t size = type.getDimSize(dim);
+  // The argument holds the whole range, or (split) an even share of it,
+  // after padding if padded.
+  int64_t range = layout.isPadded()  ? layout.getPaddedSize()
+                  : layout.isPiece() ? layout.getSliceSize()
+                                     : 0;
+  if (range == 0)
+    return success();
+  if (!layout.isSplit() ? size != range : size == 0 || range % size != 0)
+    return op->emitOpError()
+           << "argument " << index << " has " << size << " rows on dim " << dim
+           << ", which is not " << (layout.isSplit() ? "a share" : "all")
+           << " of the " << range << " rows its #tp.layout holds";
+  return success();
+}
+
 LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
-                                                  unsigned,
+                                                  unsigned index,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kWeightAttrName || name == kInputAttrName ||
-      name == kParallelAttrName)
+  if (name == kWeightAttrName || name == kInputAttrName)
     return verifyNameTag(op, attr);
-  if (name == kBlockAttrName)
-    return verifyBlock(op, attr);
-  if (name == kPaddedAttrName) {
-    auto sizes = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    if (!sizes || sizes.size() != 2 || sizes[0] <= 0 || sizes[1] < sizes[0])
-      return op->emitOpError() << "'" << name
-                               << "' must be [original size, padded size] "
-                                  "with 0 < original <= padded";
-    return success();
-  }
-  if (name == kPiecesAttrName) {
-    auto pieces = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
-    if (!pieces || pieces.empty() ||
-        llvm::any_of(pieces.asArrayRef(), [](int64_t n) { return n <= 0; }))
-      return op->emitOpError() << "'" << name
-                               << "' must be a non-empty array of positive "
-                                  "lengths";
-    return success();
-  }
+  if (name == kLayoutAttrName)
+    return verifyArgLayout(op, index, attr);
   return op->emitOpError() << "unknown argument attribute '" << name << "'";
 }
 
@@ -77,13 +97,24 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op, unsigned,
 LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kModelAttrName || name == kReplicatedAttrName ||
-      name == kParallelAttrName)
+  if (name == kModelAttrName || name == kReplicatedAttrName)
     return verifyNameTag(op, attr);
-  if (name == kBlockAttrName)
-    return verifyBlock(op, attr);
+  if (name == kLayoutAttrName) {
+    // The plan's layout of a pad or slice of a weight, before partition.
+    auto layout = dyn_cast<LayoutAttr>(attr.getValue());
+    auto type = op->getNumResults() == 1
+                    ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                    : nullptr;
+    if (!layout || !type || layout.getDim() >= type.getRank() ||
+        layout.isPiece() || layout.isPadded())
+      return op->emitOpError() << "'" << name
+                               << "' on an op must be a #tp.layout without "
+                                  "slice or padding, on a dim of its one "
+                                  "tensor result";
+    return success();
+  }
   if (name == kStageAttrName || name == kEmbeddingAttrName)
-    return verifyBlock(op, attr);
+    return verifyNonNegative(op, attr);
   if (name == kPipelineAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!dict || !dict.getAs<IntegerAttr>("stages") ||

@@ -1,8 +1,8 @@
 //===- ArtifactPlan.cpp - what goes into each rank file -------------------===//
 //
-// The split dim is recovered from shapes alone (the one dim whose local size
-// differs from the initializer's), so the plan needs no knowledge of how
-// tp-parallelize chose it; TP rank t holds the t-th contiguous chunk.
+// Each weight argument's `tp.layout` says which range of its initializer it
+// holds and along which dim it splits; TP rank t holds the t-th contiguous
+// chunk of that range (zero-padded first if the layout pads it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
+using namespace mlir::tp;
 using namespace mlir::tp::artifact;
 
 std::string mlir::tp::artifact::getDTypeName(Type type) {
@@ -104,63 +105,52 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
   WeightUse use;
   use.stage = stage;
   use.localShape = getShape(type);
-  auto parallel = func.getArgAttrOfType<StringAttr>(arg, "tp.parallel");
-  use.parallel = parallel ? parallel.getValue().str() : "replicated";
-  if (auto pieces = func.getArgAttrOfType<DenseI64ArrayAttr>(arg, "tp.pieces"))
-    use.pieces.assign(pieces.asArrayRef().begin(), pieces.asArrayRef().end());
-  if (auto padded =
-          func.getArgAttrOfType<DenseI64ArrayAttr>(arg, "tp.padded")) {
-    if (padded.size() != 2)
-      return func.emitError("weight '") << name << "' has a malformed tp.padded";
-    use.padded = padded[1];
-  }
+  LayoutAttr layout = getLayout(func, arg);
+  use.key = getPieceName(name, layout, type.getRank());
   for (const WeightUse &other : weight.uses)
-    if (other.stage == stage) {
+    if (other.stage == stage && other.key == use.key) {
       if (other.localShape != use.localShape)
         return func.emitError("weight '")
-               << name << "' appears twice with different local shapes";
+               << use.key << "' appears twice with different local shapes";
       return success();
     }
-
   if (use.localShape.size() != weight.globalShape.size())
     return func.emitError("weight '")
-           << name << "' has rank " << use.localShape.size()
+           << use.key << "' has rank " << use.localShape.size()
            << " but its initializer has rank " << weight.globalShape.size();
-  for (size_t d = 0; d < use.localShape.size(); ++d) {
-    if (use.localShape[d] == weight.globalShape[d])
-      continue;
-    if (use.splitDim != -1)
+  if (layout) {
+    use.role = layout.getRole();
+    use.dim = layout.getDim();
+    use.split = layout.isSplit();
+    use.piece = layout.isPiece();
+    int64_t global = weight.globalShape[use.dim];
+    use.offset = use.piece ? layout.getSliceOffset() : 0;
+    use.size = use.piece ? layout.getSliceSize() : global;
+    use.padded = layout.isPadded() ? layout.getPaddedSize() : 0;
+    if (use.offset + use.size > global)
       return func.emitError("weight '")
-             << name << "' differs from its initializer in more than one dim";
-    use.splitDim = d;
+             << use.key << "' reaches past the " << global << " rows of dim "
+             << use.dim << " of its initializer";
+    if (layout.isPadded() && layout.getUnpaddedSize() != use.size)
+      return func.emitError("weight '")
+             << use.key << "' pads " << layout.getUnpaddedSize()
+             << " rows but holds " << use.size;
   }
-  if (use.padded) {
-    if (use.splitDim == -1 || !use.pieces.empty() ||
-        use.padded < weight.globalShape[use.splitDim] ||
-        use.localShape[use.splitDim] * plan.tpDevices != use.padded)
+  // Only the layout's dim may differ from the initializer, by what the
+  // layout says.
+  for (size_t d = 0; d < use.localShape.size(); ++d) {
+    int64_t expected = weight.globalShape[d];
+    if (int64_t(d) == use.dim)
+      expected = use.split ? use.getRows() / plan.tpDevices : use.size;
+    bool even = int64_t(d) != use.dim || !use.split ||
+                use.getRows() % plan.tpDevices == 0;
+    if (use.localShape[d] != expected || !even)
       return func.emitError("weight '")
-             << name << "' is padded to " << use.padded
-             << " but its local shape is not 1/" << plan.tpDevices
-             << " of that on one dim";
-  } else if (use.splitDim != -1) {
-    int64_t local = use.localShape[use.splitDim];
-    if (local * plan.tpDevices != weight.globalShape[use.splitDim])
-      return func.emitError("weight '")
-             << name << "' dim " << use.splitDim << " is " << local
-             << " per rank, which is not 1/" << plan.tpDevices << " of "
-             << weight.globalShape[use.splitDim];
-    int64_t sum = 0;
-    for (int64_t piece : use.pieces) {
-      if (piece % plan.tpDevices != 0)
-        return func.emitError("weight '")
-               << name << "' has a piece of " << piece
-               << " that does not divide by " << plan.tpDevices;
-      sum += piece;
-    }
-    if (!use.pieces.empty() && sum != weight.globalShape[use.splitDim])
-      return func.emitError("weight '") << name << "': tp.pieces do not add "
-                                           "up to dim "
-                                        << use.splitDim;
+             << use.key << "' dim " << d << " is " << use.localShape[d]
+             << " per rank, but its initializer and tp.layout make it "
+             << (even ? std::to_string(expected)
+                      : "a 1/" + std::to_string(plan.tpDevices) + " share of " +
+                            std::to_string(use.getRows()));
   }
   weight.uses.push_back(std::move(use));
   return success();
@@ -224,6 +214,14 @@ FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
         return failure();
   }
 
+  // The writer reads the whole initializer once for the uses that hold all
+  // of it, then each piece's range: in that order in every rank file too,
+  // so that each file is written front to back.
+  for (WeightPlan &weight : plan.weights)
+    llvm::stable_sort(weight.uses, [](const WeightUse &a, const WeightUse &b) {
+      return std::make_tuple(!a.readsWhole(), a.dim, a.offset, a.size) <
+             std::make_tuple(!b.readsWhole(), b.dim, b.offset, b.size);
+    });
   // Every rank file lists its shards in the global weight order, so one
   // pass over the weights writes every file front to back.
   for (int64_t stage = 0; stage < plan.stages; ++stage)

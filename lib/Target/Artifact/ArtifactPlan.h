@@ -10,6 +10,7 @@
 #define TP_LIB_TARGET_ARTIFACT_ARTIFACTPLAN_H
 
 #include "InitializerSource.h"
+#include "tp/Dialect/TP/TPDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -19,19 +20,32 @@
 
 namespace mlir::tp::artifact {
 
-/// One stage function's view of a weight.
+/// One weight argument of a stage function: the initializer's range it
+/// holds (all of it, or a piece of a fused weight), split over the stage's
+/// ranks or whole on each.
 struct WeightUse {
   unsigned stage = 0;
-  /// The dim whose local size differs from the global one; -1: replicated.
-  int64_t splitDim = -1;
-  std::vector<int64_t> localShape;
-  std::string parallel; // tp.parallel, or "replicated"
-  /// A fused weight (tp.pieces): lengths of its pieces along the split dim;
-  /// each rank holds its 1/t of every piece, concatenated. Empty: one piece.
-  std::vector<int64_t> pieces;
-  /// tp.padded: the split dim is padded with zeros to this size before it
-  /// is split (rows past the initializer's are zeros); 0: not padded.
+  /// How the rank file and the runtime name this argument: the
+  /// initializer's name, or its range for a piece (`w[:, 0:64]`).
+  std::string key;
+  SplitRole role = SplitRole::Replicated;
+  /// The dim the layout splits, slices or pads; -1: no layout (the whole
+  /// initializer on every rank).
+  int64_t dim = -1;
+  bool split = false;
+  /// The range [offset, offset + size) of `dim` this argument holds.
+  int64_t offset = 0, size = 0;
+  bool piece = false;
+  /// `padded = [size, padded]`: the range is padded with zeros to this
+  /// many rows before it is split; 0: not padded.
   int64_t padded = 0;
+  std::vector<int64_t> localShape;
+
+  int64_t getSplitDim() const { return split ? dim : -1; }
+  /// The rows of `dim` the ranks share: the range, padded if padded.
+  int64_t getRows() const { return padded ? padded : size; }
+  /// True if the use reads the whole initializer (no piece of it).
+  bool readsWhole() const { return !piece; }
 };
 
 struct WeightPlan {
@@ -39,6 +53,9 @@ struct WeightPlan {
   const onnx::TensorProto *initializer = nullptr;
   std::vector<int64_t> globalShape;
   ElementKind kind;
+  /// In the order the writer reads them, which is also their order in
+  /// each rank file: uses of the whole initializer first, then pieces by
+  /// offset.
   std::vector<WeightUse> uses;
 };
 
@@ -72,7 +89,7 @@ struct ArtifactPlan {
 
 /// Builds the plan; `initializers` maps names to the model's initializers.
 /// Emits a diagnostic and fails on a module that is not partitioned or a
-/// weight whose local shape is not an even split of its initializer.
+/// weight whose local shape is not what its `tp.layout` says.
 FailureOr<ArtifactPlan> buildArtifactPlan(
     ModuleOp module,
     const llvm::StringMap<const onnx::TensorProto *> &initializers);

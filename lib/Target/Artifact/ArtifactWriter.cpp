@@ -71,80 +71,102 @@ private:
 
 } // namespace
 
-/// dealChunk for a weight whose split dim is padded with zeros (tp.padded):
-/// rank t holds rows [t·L, (t+1)·L) of the padded dim, L = padded / ranks.
-/// Source rows go to their rank; when a source row ends, each rank whose
-/// rows reach past it gets that many rows of zeros.
-static void dealPaddedChunk(const WeightPlan &weight, const WeightUse &use,
-                            uint64_t inner, const char *chunk, uint64_t offset,
-                            uint64_t size, RankOutput *stageOutputs,
-                            int64_t tpDevices) {
-  uint64_t row = inner * weight.globalShape[use.splitDim];
-  uint64_t run = inner * static_cast<uint64_t>(use.padded / tpDevices);
+/// Sends bytes [offset, offset + size) of `weight`'s source, held in `chunk`,
+/// to the rank files of `use`'s stage. Along `use.dim` every source row (the
+/// dims before it fixed) holds the use's range [lo, hi); rank t holds the
+/// t-th run of `rows / ranks` indices of the range, zero-padded to `rows`
+/// when the layout pads it. Bytes of the range go to their rank; where a
+/// row's range ends, each rank whose run reaches past it gets that many
+/// indices of zeros. A use that is not split gets its whole range on every
+/// rank.
+static void dealChunk(const WeightPlan &weight, const WeightUse &use,
+                      const char *chunk, uint64_t offset, uint64_t size,
+                      RankOutput *stageOutputs, int64_t tpDevices) {
+  if (use.dim < 0) {
+    for (int64_t t = 0; t < tpDevices; ++t)
+      stageOutputs[t].write(chunk, size);
+    return;
+  }
+  uint64_t inner = weight.kind.bytes;
+  for (size_t d = use.dim + 1; d < weight.globalShape.size(); ++d)
+    inner *= weight.globalShape[d];
+  uint64_t row = inner * weight.globalShape[use.dim];
+  uint64_t lo = inner * use.offset, range = inner * use.size;
+  uint64_t run = use.split ? inner * (use.getRows() / tpDevices) : range;
   static const std::vector<char> zeros(1 << 16, 0);
   auto writeZeros = [&](RankOutput &out, uint64_t bytes) {
     for (; bytes; bytes -= std::min<uint64_t>(bytes, zeros.size()))
       out.write(zeros.data(), std::min<uint64_t>(bytes, zeros.size()));
   };
   for (uint64_t pos = offset, end = offset + size; pos < end;) {
-    uint64_t inRow = pos % row;
-    uint64_t t = inRow / run;
-    uint64_t segmentEnd = std::min(row, (t + 1) * run);
-    uint64_t runEnd = std::min(end, pos - inRow + segmentEnd);
-    stageOutputs[t].write(chunk + (pos - offset), runEnd - pos);
-    pos = runEnd;
-    if (pos % row != 0)
+    uint64_t rowStart = pos - pos % row, inRange = pos - rowStart;
+    if (inRange < lo) {
+      pos = std::min(end, rowStart + lo);
       continue;
-    // A source row ended: the padding of every rank that reaches past it.
+    }
+    inRange -= lo;
+    if (inRange >= range) {
+      pos = std::min(end, rowStart + row);
+      continue;
+    }
+    uint64_t t = inRange / run;
+    uint64_t stop =
+        std::min(end, rowStart + lo + std::min((t + 1) * run, range));
+    const char *data = chunk + (pos - offset);
+    if (!use.split) {
+      for (int64_t r = 0; r < tpDevices; ++r)
+        stageOutputs[r].write(data, stop - pos);
+    } else {
+      stageOutputs[t].write(data, stop - pos);
+    }
+    pos = stop;
+    if (!use.padded || pos != rowStart + lo + range)
+      continue;
+    // The row's range ended: the padding of every rank that reaches past it.
     for (int64_t r = t; r < tpDevices; ++r) {
-      uint64_t begin = std::max<uint64_t>(row, r * run);
-      uint64_t stop = (r + 1) * run;
-      if (stop > begin)
-        writeZeros(stageOutputs[r], stop - begin);
+      uint64_t begin = std::max<uint64_t>(range, r * run);
+      uint64_t zerosEnd = (r + 1) * run;
+      if (zerosEnd > begin)
+        writeZeros(stageOutputs[r], zerosEnd - begin);
     }
   }
 }
 
-/// Sends bytes [offset, offset + size) of `weight`'s source, held in `chunk`,
-/// to the rank files of `use`'s stage. Along the split dim a row holds, for
-/// each piece in turn, rank 0's part, rank 1's part, ...: each rank's local
-/// row is its part of every piece, in order.
-static void dealChunk(const WeightPlan &weight, const WeightUse &use,
-                      const char *chunk, uint64_t offset, uint64_t size,
-                      RankOutput *stageOutputs, int64_t tpDevices) {
-  if (use.splitDim < 0) {
-    for (int64_t t = 0; t < tpDevices; ++t)
-      stageOutputs[t].write(chunk, size);
-    return;
-  }
-  uint64_t inner = weight.kind.bytes;
-  for (size_t d = use.splitDim + 1; d < use.localShape.size(); ++d)
-    inner *= use.localShape[d];
-  if (use.padded) {
-    dealPaddedChunk(weight, use, inner, chunk, offset, size, stageOutputs,
-                    tpDevices);
-    return;
-  }
-  std::vector<int64_t> pieces = use.pieces;
-  if (pieces.empty())
-    pieces.push_back(weight.globalShape[use.splitDim]);
-  uint64_t row = inner * weight.globalShape[use.splitDim];
-  for (uint64_t pos = offset, end = offset + size; pos < end;) {
-    // Find the (piece, rank) segment of the row that `pos` falls in.
-    uint64_t inRow = pos % row, segmentStart = 0, segmentEnd = 0, t = 0;
-    for (int64_t piece : pieces) {
-      uint64_t run = inner * static_cast<uint64_t>(piece / tpDevices);
-      if (inRow < segmentStart + run * tpDevices) {
-        t = (inRow - segmentStart) / run;
-        segmentEnd = segmentStart + (t + 1) * run;
-        break;
-      }
-      segmentStart += run * tpDevices;
+/// Reads the bytes of `weight` that `uses` (one read range, at most one use
+/// per stage) hold and deals them out: the whole source in order, or, for a
+/// piece, its range of every row.
+static LogicalResult
+readAndDeal(const WeightPlan &weight, ArrayRef<const WeightUse *> uses,
+            InitializerSource &source, std::vector<char> &chunk,
+            std::vector<RankOutput> &outputs, int64_t tpDevices, Location loc,
+            const std::function<void()> &progress) {
+  std::string error;
+  auto deal = [&](uint64_t begin, uint64_t length) -> LogicalResult {
+    for (uint64_t offset = begin, end = begin + length; offset < end;
+         offset += chunk.size()) {
+      uint64_t n = std::min<uint64_t>(chunk.size(), end - offset);
+      if (!source.read(offset, n, chunk.data(), error))
+        return emitError(loc) << error;
+      for (const WeightUse *use : uses)
+        dealChunk(weight, *use, chunk.data(), offset, n,
+                  &outputs[use->stage * tpDevices], tpDevices);
+      progress();
     }
-    uint64_t runEnd = std::min(end, pos - inRow + segmentEnd);
-    stageOutputs[t].write(chunk + (pos - offset), runEnd - pos);
-    pos = runEnd;
-  }
+    return success();
+  };
+  const WeightUse &first = *uses.front();
+  if (first.readsWhole())
+    return deal(0, source.size());
+  uint64_t outer = 1, inner = weight.kind.bytes;
+  for (int64_t d = 0; d < first.dim; ++d)
+    outer *= weight.globalShape[d];
+  for (size_t d = first.dim + 1; d < weight.globalShape.size(); ++d)
+    inner *= weight.globalShape[d];
+  uint64_t row = inner * weight.globalShape[first.dim];
+  for (uint64_t o = 0; o < outer; ++o)
+    if (failed(deal(o * row + inner * first.offset, inner * first.size)))
+      return failure();
+  return success();
 }
 
 static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
@@ -152,7 +174,7 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
                                  const ArtifactOptions &options,
                                  std::vector<RankOutput> &outputs) {
   Location loc = module.getLoc();
-  uint64_t total = 0;
+  uint64_t total = 0, headerBytes = 0;
   outputs.resize(plan.ranks.size());
   for (const RankPlan &rank : plan.ranks) {
     SmallString<256> path(outDir);
@@ -166,9 +188,9 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
     std::vector<SafeTensorsEntry> entries;
     for (const ShardPlacement &shard : rank.shards) {
       const WeightPlan &weight = plan.weights[shard.weight];
-      entries.push_back({weight.name, weight.kind.safetensorsName.str(),
-                         weight.uses[shard.use].localShape, shard.begin,
-                         shard.end});
+      const WeightUse &use = weight.uses[shard.use];
+      entries.push_back({use.key, weight.kind.safetensorsName.str(),
+                         use.localShape, shard.begin, shard.end});
     }
     std::string header = buildSafeTensorsHeader(
         entries, {{"format", "tp-artifact"},
@@ -176,37 +198,50 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
                   {"stage", std::to_string(rank.stage)},
                   {"tp_index", std::to_string(rank.tpIndex)}});
     out.write(header.data(), header.size());
+    headerBytes += header.size();
     total += rank.dataBytes;
   }
 
   Progress progress(total, options.progress);
+  uint64_t reported = 0;
+  auto advance = [&] {
+    uint64_t written = 0;
+    for (const RankOutput &out : outputs)
+      written += out.bytes;
+    written -= headerBytes;
+    progress.advance(written - reported);
+    reported = written;
+  };
   uint64_t chunkBytes = std::max<uint64_t>(options.chunkBytes & ~7ull, 8);
   std::vector<char> chunk(chunkBytes);
-  std::string error;
   for (const WeightPlan &weight : plan.weights) {
     FailureOr<std::unique_ptr<InitializerSource>> source =
         InitializerSource::open(*weight.initializer, modelDir, loc);
     if (failed(source))
       return failure();
-    uint64_t size = (*source)->size();
-    for (uint64_t offset = 0; offset < size; offset += chunkBytes) {
-      uint64_t n = std::min(chunkBytes, size - offset);
-      if (!(*source)->read(offset, n, chunk.data(), error))
-        return emitError(loc) << error;
-      for (const WeightUse &use : weight.uses) {
-        dealChunk(weight, use, chunk.data(), offset, n,
-                  &outputs[use.stage * plan.tpDevices], plan.tpDevices);
-        progress.advance(use.splitDim < 0 ? n * plan.tpDevices : n);
+    // One read per range: the uses that hold all of the initializer, then
+    // each piece, as the plan orders them (and the rank files hold them).
+    // A stage's second use of a range waits for the next read, so that each
+    // rank file is still written in order.
+    for (size_t u = 0, e = weight.uses.size(); u < e;) {
+      SmallVector<const WeightUse *> uses;
+      llvm::SmallDenseSet<unsigned> stages;
+      const WeightUse &first = weight.uses[u];
+      for (; u < e; ++u) {
+        const WeightUse &use = weight.uses[u];
+        bool sameRange = first.readsWhole()
+                             ? use.readsWhole()
+                             : !use.readsWhole() && use.dim == first.dim &&
+                                   use.offset == first.offset &&
+                                   use.size == first.size;
+        if (!sameRange || !stages.insert(use.stage).second)
+          break;
+        uses.push_back(&use);
       }
+      if (failed(readAndDeal(weight, uses, **source, chunk, outputs,
+                             plan.tpDevices, loc, advance)))
+        return failure();
     }
-    // Padding rows are written as zeros on top of the source's bytes.
-    for (const WeightUse &use : weight.uses)
-      if (use.padded) {
-        uint64_t bytes = weight.kind.bytes * plan.tpDevices;
-        for (int64_t dim : use.localShape)
-          bytes *= dim;
-        progress.advance(bytes - size);
-      }
   }
   for (RankOutput &out : outputs) {
     out.os->close();
@@ -250,18 +285,23 @@ static void writeBindings(llvm::json::OStream &json, StringRef key,
           results ? func.getResultAttrDict(i) : func.getArgAttrDict(i);
       json.object([&] {
         std::string kind = results ? "send" : "argument";
-        StringRef name;
+        std::string name;
         for (auto [attrName, attrKind] :
              {std::pair("tp.weight", "weight"), std::pair("tp.input", "input"),
               std::pair("tp.output", "output")})
           if (auto attr = attrs ? attrs.getAs<StringAttr>(attrName) : nullptr) {
             kind = attrKind;
-            name = attr.getValue();
+            name = attr.getValue().str();
           }
+        auto shaped = dyn_cast<ShapedType>(type);
+        // A weight is bound by its key in the rank file: a piece of a fused
+        // weight by its range of the initializer.
+        if (kind == "weight" && !results)
+          name = getPieceName(name, getLayout(func, i),
+                              shaped ? shaped.getRank() : 0);
         json.attribute("kind", kind);
         if (!name.empty())
           json.attribute("name", name);
-        auto shaped = dyn_cast<ShapedType>(type);
         json.attribute("dtype",
                        getDTypeName(shaped ? shaped.getElementType() : type));
         writeShape(json, "shape",
@@ -328,19 +368,21 @@ static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
               json.object([&] {
                 const WeightPlan &weight = plan.weights[shard.weight];
                 const WeightUse &use = weight.uses[shard.use];
-                json.attribute("name", weight.name);
+                json.attribute("name", use.key);
+                json.attribute("initializer", weight.name);
                 json.attribute("dtype", weight.kind.safetensorsName);
                 writeShape(json, "global_shape", weight.globalShape);
                 writeShape(json, "shape", use.localShape);
-                json.attribute("split_dim", use.splitDim);
-                if (!use.pieces.empty())
-                  json.attributeArray("pieces", [&] {
-                    for (int64_t piece : use.pieces)
-                      json.value(piece);
+                json.attribute("split_dim", use.getSplitDim());
+                if (use.piece)
+                  json.attributeObject("slice", [&] {
+                    json.attribute("dim", use.dim);
+                    json.attribute("offset", use.offset);
+                    json.attribute("size", use.size);
                   });
                 if (use.padded)
                   json.attribute("padded_size", use.padded);
-                json.attribute("parallel", use.parallel);
+                json.attribute("role", stringifySplitRole(use.role));
                 json.attributeArray("data_offsets", [&] {
                   json.value(shard.begin);
                   json.value(shard.end);

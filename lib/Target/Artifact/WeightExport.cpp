@@ -1,15 +1,18 @@
 //===- WeightExport.cpp - unsharded weights from an artifact --------------===//
 //
-// Reassembles each weight from the ranks of the first stage that holds it:
-// for a split on dim d, the output is, row by row of the dims before d, rank
-// 0's run, rank 1's run, ... Rank files are read through small buffers, so
-// memory stays bounded whatever the model's size. Checksums are verified
-// before anything is written, so a corrupted file never yields weights.
+// Reassembles each initializer from its parts (a weight argument each: all
+// of it, or a piece of a fused weight), each from the first stage that holds
+// it: for parts on dim d, the output is, row by row of the dims before d,
+// each part's range in order, rank 0's run of it, rank 1's run, ... Rank files
+// are read through small buffers, so memory stays bounded whatever the model's
+// size. Checksums are verified before anything is written, so a corrupted file
+// never yields weights.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tp/Target/Artifact/WeightExport.h"
 
+#include "tp/Target/Artifact/ArtifactWriter.h"
 #include "tp/Target/Artifact/SafeTensors.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -29,6 +32,7 @@
 
 using namespace mlir::tp;
 using namespace mlir::tp::artifact;
+using llvm::ArrayRef;
 using llvm::StringRef;
 
 namespace {
@@ -104,21 +108,31 @@ private:
   uint64_t start = 0, filled = 0;
 };
 
-/// One rank's shard of a weight.
+/// One rank's shard of a weight argument.
 struct Shard {
   RankReader *file = nullptr;
   uint64_t offset = 0; // in the file
 };
 
-struct Weight {
-  std::string name, dtype;
-  std::vector<int64_t> globalShape, localShape;
-  int64_t splitDim = -1;
-  std::vector<int64_t> pieces; // along splitDim; empty: one piece
-  int64_t padded = 0;          // padded_size: zeros past globalShape
-  uint64_t bytes = 0, elementBytes = 0;
+/// What one weight argument (a manifest entry) holds of its initializer:
+/// rows [offset, offset + size) of `dim` (all of them unless a piece),
+/// split over the ranks on `dim` if `split`, and the rank files that hold
+/// it, from the first stage that does.
+struct Part {
+  std::string key;
+  int64_t dim = -1, offset = 0, size = 0;
+  bool split = false, piece = false;
+  std::vector<int64_t> localShape;
   int64_t stage = -1;
   std::map<int64_t, Shard> shards; // by tp index
+};
+
+/// An initializer and the parts it is stored as, by key.
+struct Weight {
+  std::string name, dtype;
+  std::vector<int64_t> globalShape;
+  uint64_t bytes = 0, elementBytes = 0;
+  std::map<std::string, Part> parts;
 };
 
 std::vector<int64_t> getShape(const llvm::json::Object &obj, StringRef key) {
@@ -161,13 +175,54 @@ bool verifyChecksum(const std::string &path, uint64_t bytes, StringRef sha256,
 
 } // namespace
 
-/// Copies `weight` in global row-major order from its shards to `os`.
-static bool copyWeight(const Weight &weight, llvm::raw_ostream &os,
-                       std::vector<char> &chunk, std::string &error) {
-  auto copy = [&](RankReader &file, uint64_t offset, uint64_t length) {
+/// The parts that rebuild `weight`: one that holds all of it, or pieces
+/// along one dim that tile it, in order. Empty (with `error` set) if the
+/// artifact lacks some of its bytes.
+static std::vector<const Part *>
+choosePieces(const Weight &weight, int64_t tpDevices, std::string &error) {
+  auto complete = [&](const Part &part) {
+    return part.split ? part.shards.size() == size_t(tpDevices)
+                      : !part.shards.empty();
+  };
+  std::vector<const Part *> pieces;
+  for (const auto &[key, part] : weight.parts) {
+    if (!complete(part)) {
+      error = "the manifest lacks shards of weight '" + key + "'";
+      return {};
+    }
+    if (!part.piece)
+      return {&part};
+    pieces.push_back(&part);
+  }
+  llvm::sort(pieces, [](const Part *a, const Part *b) {
+    return a->offset < b->offset;
+  });
+  int64_t next = 0;
+  for (const Part *piece : pieces) {
+    if (piece->dim != pieces.front()->dim || piece->offset != next)
+      break;
+    next += piece->size;
+  }
+  if (pieces.empty() || next != weight.globalShape[pieces.front()->dim]) {
+    error =
+        "the manifest's pieces of weight '" + weight.name + "' do not cover it";
+    return {};
+  }
+  return pieces;
+}
+
+/// Copies `weight` in global row-major order from the shards of `parts` to
+/// `os`: row by row of the dims before the parts' dim, each part's range,
+/// each rank's rows of it in turn (the rows of a padded range past its size
+/// are padding, not written).
+static bool copyWeight(const Weight &weight, ArrayRef<const Part *> parts,
+                       llvm::raw_ostream &os, std::vector<char> &chunk,
+                       std::string &error) {
+  auto copy = [&](const Shard &shard, uint64_t offset, uint64_t length) {
+    offset += shard.offset;
     while (length) {
       uint64_t n = std::min<uint64_t>(length, chunk.size());
-      if (!file.read(offset, n, chunk.data(), error))
+      if (!shard.file->read(offset, n, chunk.data(), error))
         return false;
       os.write(chunk.data(), n);
       offset += n;
@@ -175,46 +230,30 @@ static bool copyWeight(const Weight &weight, llvm::raw_ostream &os,
     }
     return true;
   };
-  if (weight.splitDim < 0) {
-    const Shard &shard = weight.shards.begin()->second;
-    return copy(*shard.file, shard.offset, weight.bytes);
-  }
+  int64_t dim = parts.front()->dim;
+  if (dim < 0)
+    return copy(parts.front()->shards.begin()->second, 0, weight.bytes);
   uint64_t outer = 1, inner = weight.elementBytes;
-  for (int64_t d = 0; d < weight.splitDim; ++d)
+  for (int64_t d = 0; d < dim; ++d)
     outer *= weight.globalShape[d];
-  for (size_t d = weight.splitDim + 1; d < weight.localShape.size(); ++d)
-    inner *= weight.localShape[d];
-  uint64_t localRow = inner * weight.localShape[weight.splitDim];
-  if (weight.padded) {
-    // Each rank holds rows [t·L, (t+1)·L) of the padded dim; the rows past
-    // the global size are padding and are not written.
-    int64_t global = weight.globalShape[weight.splitDim];
-    int64_t perRank = weight.localShape[weight.splitDim];
-    for (uint64_t o = 0; o < outer; ++o)
-      for (const auto &[t, shard] : weight.shards) {
-        int64_t rows = std::clamp<int64_t>(global - int64_t(t) * perRank, 0,
-                                           perRank);
-        if (rows && !copy(*shard.file, shard.offset + o * localRow,
-                          inner * static_cast<uint64_t>(rows)))
+  for (size_t d = dim + 1; d < weight.globalShape.size(); ++d)
+    inner *= weight.globalShape[d];
+  for (uint64_t o = 0; o < outer; ++o)
+    for (const Part *part : parts) {
+      int64_t local = part->localShape[dim];
+      uint64_t localRow = inner * static_cast<uint64_t>(local);
+      if (!part->split) {
+        if (!copy(part->shards.begin()->second, o * localRow, localRow))
+          return false;
+        continue;
+      }
+      for (const auto &[t, shard] : part->shards) {
+        int64_t rows = std::clamp<int64_t>(part->size - t * local, 0, local);
+        if (rows &&
+            !copy(shard, o * localRow, inner * static_cast<uint64_t>(rows)))
           return false;
       }
-    return true;
-  }
-  std::vector<int64_t> pieces = weight.pieces;
-  if (pieces.empty())
-    pieces.push_back(weight.globalShape[weight.splitDim]);
-  uint64_t ranks = weight.shards.size();
-  // Each global row is, piece by piece, every rank's part of that piece.
-  for (uint64_t o = 0; o < outer; ++o) {
-    uint64_t local = 0;
-    for (int64_t piece : pieces) {
-      uint64_t run = inner * static_cast<uint64_t>(piece) / ranks;
-      for (const auto &[t, shard] : weight.shards)
-        if (!copy(*shard.file, shard.offset + o * localRow + local, run))
-          return false;
-      local += run;
     }
-  }
   return true;
 }
 
@@ -247,6 +286,14 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
             "' is not a tp-compile manifest (no grid or ranks)";
     return false;
   }
+  int64_t version = manifest->getInteger("format_version").value_or(0);
+  if (version != kArtifactFormatVersion) {
+    error = "'" + std::string(manifestPath) + "' has format_version " +
+            std::to_string(version) + ", but this tp-export-weights reads " +
+            std::to_string(kArtifactFormatVersion) +
+            ": compile the model again with this tp-compile";
+    return false;
+  }
 
   std::vector<std::unique_ptr<RankReader>> files;
   std::vector<Weight> weights;
@@ -272,23 +319,20 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
     for (const llvm::json::Value &entryValue :
          shards ? *shards : llvm::json::Array()) {
       const llvm::json::Object &entry = *entryValue.getAsObject();
-      std::string name = entry.getString("name").value_or("").str();
+      std::string name = entry.getString("initializer").value_or("").str();
       auto [it, inserted] = indexOf.try_emplace(name, weights.size());
       if (inserted) {
         Weight weight;
         weight.name = name;
         weight.dtype = entry.getString("dtype").value_or("").str();
         weight.globalShape = getShape(entry, "global_shape");
-        weight.localShape = getShape(entry, "shape");
-        weight.splitDim = entry.getInteger("split_dim").value_or(-1);
-        weight.pieces = getShape(entry, "pieces");
-        weight.padded = entry.getInteger("padded_size").value_or(0);
-        weight.stage = stage;
         const llvm::json::Array *offsets = entry.getArray("data_offsets");
-        uint64_t localBytes = (*offsets)[1].getAsInteger().value_or(0) -
-                              (*offsets)[0].getAsInteger().value_or(0);
+        uint64_t localBytes = offsets && offsets->size() == 2
+                                  ? (*offsets)[1].getAsInteger().value_or(0) -
+                                        (*offsets)[0].getAsInteger().value_or(0)
+                                  : 0;
         uint64_t localElements = 1, globalElements = 1;
-        for (int64_t dim : weight.localShape)
+        for (int64_t dim : getShape(entry, "shape"))
           localElements *= dim;
         for (int64_t dim : weight.globalShape)
           globalElements *= dim;
@@ -296,20 +340,46 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
         weight.bytes = globalElements * weight.elementBytes;
         weights.push_back(std::move(weight));
       }
-      // The first stage that holds a weight is enough to rebuild it.
       Weight &weight = weights[it->second];
-      if (weight.stage == stage)
-        weight.shards[tpIndex] = {
+      std::string key = entry.getString("name").value_or("").str();
+      auto [partIt, newPart] = weight.parts.try_emplace(key);
+      Part &part = partIt->second;
+      if (newPart) {
+        part.key = key;
+        part.localShape = getShape(entry, "shape");
+        part.stage = stage;
+        int64_t splitDim = entry.getInteger("split_dim").value_or(-1);
+        part.split = splitDim >= 0;
+        part.dim = splitDim;
+        if (const llvm::json::Object *slice = entry.getObject("slice")) {
+          part.piece = true;
+          part.dim = slice->getInteger("dim").value_or(-1);
+          part.offset = slice->getInteger("offset").value_or(0);
+          part.size = slice->getInteger("size").value_or(0);
+        } else if (part.dim >= 0 &&
+                   size_t(part.dim) < weight.globalShape.size()) {
+          part.size = weight.globalShape[part.dim];
+        }
+        if (part.dim >= int64_t(weight.globalShape.size()) ||
+            part.localShape.size() != weight.globalShape.size() ||
+            (part.split && splitDim != part.dim)) {
+          error = "malformed manifest entry for weight '" + key + "'";
+          return false;
+        }
+      }
+      // The first stage that holds a part is enough to rebuild it.
+      if (part.stage == stage)
+        part.shards[tpIndex] = {
             files.back().get(),
             uint64_t(entry.getInteger("file_offset").value_or(0))};
     }
   }
-  for (const Weight &weight : weights)
-    if (weight.shards.size() !=
-        (weight.splitDim < 0 ? weight.shards.size() : size_t(tpDevices))) {
-      error = "the manifest lacks shards of weight '" + weight.name + "'";
+  std::vector<std::vector<const Part *>> partsOf;
+  for (const Weight &weight : weights) {
+    partsOf.push_back(choosePieces(weight, tpDevices, error));
+    if (partsOf.back().empty())
       return false;
-    }
+  }
 
   std::vector<SafeTensorsEntry> entries;
   uint64_t total = 0;
@@ -328,8 +398,8 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
   std::vector<char> chunk(kChunkBytes);
   uint64_t done = 0;
   unsigned lastPercent = 0;
-  for (const Weight &weight : weights) {
-    if (!copyWeight(weight, os, chunk, error))
+  for (auto [weight, parts] : llvm::zip_equal(weights, partsOf)) {
+    if (!copyWeight(weight, parts, os, chunk, error))
       return false;
     done += weight.bytes;
     unsigned percent = total ? done * 100 / total : 100;

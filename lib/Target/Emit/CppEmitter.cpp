@@ -6,6 +6,7 @@
 
 #include "CppEmitter.h"
 
+#include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Target/Emit/EmitCpp.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -386,9 +387,18 @@ LogicalResult CppEmitter::emitIf(Operation *op) {
 //===----------------------------------------------------------------------===//
 
 static std::string describeArg(func::FuncOp func, unsigned index) {
-  for (StringRef key : {"tp.weight", "tp.input"})
-    if (auto attr = func.getArgAttrOfType<StringAttr>(index, key))
-      return (key.drop_front(3) + " \"" + attr.getValue() + "\"").str();
+  // A piece of a fused weight by its range of the initializer.
+  if (auto weight = func.getArgAttrOfType<StringAttr>(
+          index, TPDialect::kWeightAttrName)) {
+    auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[index]);
+    return "weight \"" +
+           getPieceName(weight.getValue(), getLayout(func, index),
+                        type ? type.getRank() : 0) +
+           "\"";
+  }
+  if (auto input =
+          func.getArgAttrOfType<StringAttr>(index, TPDialect::kInputAttrName))
+    return ("input \"" + input.getValue() + "\"").str();
   return "argument";
 }
 

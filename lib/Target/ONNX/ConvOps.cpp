@@ -278,10 +278,13 @@ LogicalResult convertPool(NodeContext &ctx, bool isMax) {
                                                  w->dilations[d] <
                                          spatial[d];
                             })) {
-      // Every window lies inside the input: each counts all its taps.
-      divisor = createScalar(b, loc, elementType, getNumElements(w->kernel));
-      divisor = tensor::FromElementsOp::create(
-          b, loc, RankedTensorType::get({}, elementType), divisor);
+      // Every window lies inside the input: each counts all its taps (one
+      // rank-0 constant, not a tensor per output position).
+      ConstTensor taps;
+      taps.dtype = x.dtype;
+      taps.allocate();
+      taps.floats[0] = getNumElements(w->kernel);
+      divisor = materializeConstant(b, loc, taps);
     } else {
       std::optional<int64_t> positions = getCheckedNumElements(w->out);
       if (!positions || *positions > kMaxConstantElements)

@@ -11,4 +11,6 @@
 
 #include "tp/Dialect/TP/TPDialect.h.inc"
 
+#include "tp/Dialect/TP/TPAttrs.h"
+
 #endif // TP_DIALECT_TP_TPDIALECT_H

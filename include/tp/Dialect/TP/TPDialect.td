@@ -24,18 +24,14 @@ def TP_Dialect : Dialect {
       initializer of that name; its bytes stay in the model file.
     - `tp.input = "<name>"` / `tp.output = "<name>"` on arguments / results:
       the ONNX graph input or output name.
-    - `tp.parallel = "column" | "row" | "column-gathered" | "bias" |
-      "vocab" | "conv-output"` on a weight argument: how
-      tp-plan-tensor-parallel (or tp-split-convolutions) split it.
-    - `tp.pieces = array<i64: ...>` next to `tp.parallel = "fused-column"`:
-      the lengths of a fused weight's pieces along its split dim; each rank
-      holds its share of every piece (tp-localize-fused-weights).
-    - `tp.padded = array<i64: V, P>` next to `tp.parallel`: the weight's
-      split dim of V rows is padded with zeros to P (a multiple of the
-      devices) before it is split (tp-pad-vocabulary); each rank holds
-      P / devices rows of it.
-    - `tp.block = N` next to `tp.parallel`: the column→row group the weight
-      belongs to (one collective ends each block).
+    - `tp.layout = #tp.layout<role = ..., dim = D, ...>` on a weight
+      argument (TPAttrs.td): how the plan split it (role, dim, block), the
+      range of its initializer it holds when it is one piece of a fused
+      weight (`slice = [offset, size]`, tp-split-fused-weights), and the
+      zero padding of that range before the split (`padded = [V, P]`,
+      tp-localize-padded-weights). Before partition it may also sit on a
+      `tensor.pad` or `tensor.extract_slice` of a weight that the plan
+      splits. An argument without one is whole on every rank.
     - `tp.replicated = "<reason>"` on a contraction: why the planner left
       its weight whole.
     - `tp.embedding = V` on the linalg.generic of an embedding lookup
@@ -49,10 +45,13 @@ def TP_Dialect : Dialect {
     - `tp.model = "<path>"` and `tp.external_data = ["<file>", ...]` on the
       module: where the weights live.
   }];
+  let useDefaultAttributePrinterParser = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
+    void registerAttributes();
+
     static constexpr llvm::StringLiteral kWeightAttrName = "tp.weight";
     static constexpr llvm::StringLiteral kInputAttrName = "tp.input";
     static constexpr llvm::StringLiteral kOutputAttrName = "tp.output";
@@ -60,12 +59,9 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kExternalDataAttrName =
         "tp.external_data";
     static constexpr llvm::StringLiteral kOpsetAttrName = "tp.opset";
-    static constexpr llvm::StringLiteral kParallelAttrName = "tp.parallel";
+    static constexpr llvm::StringLiteral kLayoutAttrName = "tp.layout";
     static constexpr llvm::StringLiteral kReplicatedAttrName =
         "tp.replicated";
-    static constexpr llvm::StringLiteral kBlockAttrName = "tp.block";
-    static constexpr llvm::StringLiteral kPiecesAttrName = "tp.pieces";
-    static constexpr llvm::StringLiteral kPaddedAttrName = "tp.padded";
     static constexpr llvm::StringLiteral kStageAttrName = "tp.stage";
     static constexpr llvm::StringLiteral kEmbeddingAttrName = "tp.embedding";
     static constexpr llvm::StringLiteral kLoopSizesAttrName = "tp.loop_sizes";

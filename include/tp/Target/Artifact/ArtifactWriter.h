@@ -8,6 +8,8 @@
 #ifndef TP_TARGET_ARTIFACT_ARTIFACTWRITER_H
 #define TP_TARGET_ARTIFACT_ARTIFACTWRITER_H
 
+#include "tp/Runtime/ArtifactFormat.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -31,8 +33,8 @@ struct ArtifactOptions {
       generateCode;
 };
 
-/// Bumped whenever a reader of manifest.json would need to change.
-constexpr int64_t kArtifactFormatVersion = 2;
+/// The manifest's `format_version` (see tp/Runtime/ArtifactFormat.h).
+constexpr int64_t kArtifactFormatVersion = TP_ARTIFACT_FORMAT_VERSION;
 
 /// Writes the artifact for `partitioned` (the output of tp-parallelize: a
 /// `@main`, or `@main_stage<k>` functions under `tp.pipeline`) into `outDir`,

@@ -3,9 +3,11 @@
 Usage: check_artifact.py ARTIFACT [--full FULL.safetensors]
 
 Every rank file must be valid safetensors whose header agrees with the
-manifest, and each shard must equal the t-th chunk of its initializer along
-the split dim (of the zero-padded initializer for a `padded_size` weight). With --full, the tp-export-weights output must hold every
-weight of the manifest, bit-exact with the initializer.
+manifest, and each shard must equal the t-th chunk along the split dim of
+the range of its initializer that it holds (all of it, or a fused weight's
+`slice`), zero-padded first for a `padded_size` weight. With --full, the
+tp-export-weights output must hold every initializer of the manifest,
+bit-exact.
 """
 import json
 import os
@@ -47,7 +49,7 @@ def main():
     model = onnx.load(manifest["model"])  # loads external data as well
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     tp = manifest["grid"]["tp"]
-    shards = 0
+    shards = pieces = 0
     for rank in manifest["ranks"]:
         path = os.path.join(artifact, rank["file"])
         assert os.path.getsize(path) == rank["bytes"], path
@@ -57,32 +59,35 @@ def main():
             name = w["name"]
             assert header[name]["data_offsets"] == w["data_offsets"], name
             assert w["file_offset"] == data_start + w["data_offsets"][0]
-            full = inits[name]
+            full = inits[w["initializer"]]
             assert list(full.shape) == w["global_shape"], name
             expected = full
+            if "slice" in w:
+                # A piece of a fused weight: its range of the initializer.
+                s = w["slice"]
+                index = [slice(None)] * full.ndim
+                index[s["dim"]] = slice(s["offset"], s["offset"] + s["size"])
+                expected = expected[tuple(index)]
+            axis = w["split_dim"]
             if w.get("padded_size"):
-                # A padded weight: zeros past the initializer, then the
-                # rank's rows of the padded dim.
-                axis = w["split_dim"]
+                # A padded weight: zeros past the range, then the rank's
+                # rows of the padded dim.
                 pad = [(0, 0)] * full.ndim
-                pad[axis] = (0, w["padded_size"] - full.shape[axis])
-                expected = np.split(np.pad(full, pad), tp,
-                                    axis=axis)[rank["tp_index"]]
-            elif w["split_dim"] >= 0:
-                # A fused weight: the rank's share of each piece, in order.
-                axis = w["split_dim"]
-                bounds = np.cumsum(w.get("pieces", [full.shape[axis]]))[:-1]
-                expected = np.concatenate(
-                    [np.split(piece, tp, axis=axis)[rank["tp_index"]]
-                     for piece in np.split(full, bounds, axis=axis)], axis=axis)
+                pad[axis] = (0, w["padded_size"] - expected.shape[axis])
+                expected = np.pad(expected, pad)
+            if axis >= 0:
+                expected = np.split(expected, tp, axis=axis)[rank["tp_index"]]
             assert tensors[name].tobytes() == np.ascontiguousarray(
                 expected).tobytes(), f"{path}: shard of {name} differs"
             shards += 1
-    print(f"ranks: {len(manifest['ranks'])} shards: {shards} ok")
+            pieces += "slice" in w
+    print(f"ranks: {len(manifest['ranks'])} shards: {shards} ok "
+          f"({pieces} of fused weights)")
 
     if len(sys.argv) > 3 and sys.argv[2] == "--full":
         _, tensors, _ = read_safetensors(sys.argv[3])
-        names = {w["name"] for r in manifest["ranks"] for w in r["weights"]}
+        names = {w["initializer"] for r in manifest["ranks"]
+                 for w in r["weights"]}
         assert set(tensors) == names, set(tensors) ^ names
         for name, arr in tensors.items():
             assert arr.shape == inits[name].shape, name

@@ -1,0 +1,110 @@
+//===- TPAttrs.td - attributes of the tp dialect -----------*- tablegen -*-===//
+//
+// The typed attributes of the tp dialect: how a weight argument is laid out
+// across ranks (`#tp.layout`) and the split roles it names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_DIALECT_TP_TPATTRS_TD
+#define TP_DIALECT_TP_TPATTRS_TD
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "tp/Dialect/TP/TPDialect.td"
+
+def TP_SplitRole : I32EnumAttr<"SplitRole", "why a weight is split", [
+  /// Whole on every rank (a fused piece the plan left whole).
+  I32EnumAttrCase<"Replicated", 0, "replicated">,
+  /// Output dim of a column-parallel contraction.
+  I32EnumAttrCase<"Column", 1, "column">,
+  /// Contracting dim of a row-parallel contraction (ends in an all-reduce).
+  I32EnumAttrCase<"Row", 2, "row">,
+  /// Output dim of a contraction whose result is gathered at a function
+  /// result (an LM head).
+  I32EnumAttrCase<"ColumnGathered", 3, "column_gathered">,
+  /// A bias or scale applied elementwise to a column-parallel result.
+  I32EnumAttrCase<"Bias", 4, "bias">,
+  /// Split as a config rule says.
+  I32EnumAttrCase<"Config", 5, "config">,
+  /// Vocabulary dim of an embedding table (the lookup ends in an
+  /// all-reduce).
+  I32EnumAttrCase<"Vocab", 6, "vocab">,
+  /// Output channels of a convolution (tp-split-convolutions).
+  I32EnumAttrCase<"ConvOutput", 7, "conv_output">,
+  /// Split where sharding propagation put it: a padded weight that no plan
+  /// rule split (tp-localize-padded-weights).
+  I32EnumAttrCase<"Propagated", 8, "propagated">,
+]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
+def TP_SplitRoleAttr : EnumAttr<TP_Dialect, TP_SplitRole, "role">;
+
+def TP_LayoutAttr : AttrDef<TP_Dialect, "Layout"> {
+  let mnemonic = "layout";
+  let summary = "How a weight argument holds its ONNX initializer";
+  let description = [{
+    Written as `tp.layout` on a `tp.weight` argument of a function (and, before
+    partition, on a `tensor.pad` or `tensor.extract_slice` of one that the
+    plan splits):
+
+    ```mlir
+    #tp.layout<role = column, dim = 1, block = 0>
+    #tp.layout<role = column, dim = 1, block = 0, slice = [64, 64]>
+    #tp.layout<role = vocab, dim = 0, block = 0, padded = [50257, 50258]>
+    ```
+
+    - `role`: why the weight is split (`replicated`: it is not).
+    - `dim`: the dim it is split on, and the dim `slice` and `padded` refer
+      to.
+    - `block`: the column→row group of the plan (one collective ends each
+      block); -1 (not printed): none.
+    - `slice = [offset, size]`: the argument holds rows [offset, offset +
+      size) of `dim` of the initializer (a piece of a fused weight,
+      tp-split-fused-weights); absent: all of them.
+    - `padded = [V, P]`: the V rows of `dim` that the argument's range holds
+      are padded with zeros to P before the split (tp-localize-padded-weights),
+      so each rank holds P / ranks rows.
+
+    An argument without `tp.layout` is whole on every rank.
+  }];
+  let parameters = (ins
+    EnumParameter<TP_SplitRole>:$role,
+    "int64_t":$dim,
+    "int64_t":$block,
+    OptionalArrayRefParameter<"int64_t">:$slice,
+    OptionalArrayRefParameter<"int64_t">:$padded
+  );
+  let skipDefaultBuilders = 1;
+  let builders = [
+    AttrBuilder<(ins "SplitRole":$role, "int64_t":$dim,
+                     CArg<"int64_t", "-1">:$block,
+                     CArg<"::llvm::ArrayRef<int64_t>", "{}">:$slice,
+                     CArg<"::llvm::ArrayRef<int64_t>", "{}">:$padded), [{
+      return $_get($_ctxt, role, dim, block, slice, padded);
+    }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// True unless every rank holds the whole range.
+    bool isSplit() const { return getRole() != SplitRole::Replicated; }
+    /// A piece of its initializer: `slice` is present.
+    bool isPiece() const { return !getSlice().empty(); }
+    int64_t getSliceOffset() const { return getSlice()[0]; }
+    int64_t getSliceSize() const { return getSlice()[1]; }
+    bool isPadded() const { return !getPadded().empty(); }
+    /// V of `padded = [V, P]`: the rows the argument's range holds.
+    int64_t getUnpaddedSize() const { return getPadded()[0]; }
+    /// P of `padded = [V, P]`: the rows after padding, before the split.
+    int64_t getPaddedSize() const { return getPadded()[1]; }
+
+    /// This layout with another role, dim and block; slice and padding stay.
+    LayoutAttr withSplit(SplitRole role, int64_t dim, int64_t block) const;
+    /// This layout with `padded = [unpadded, padded]`.
+    LayoutAttr withPadding(int64_t unpadded, int64_t padded) const;
+  }];
+}
+
+#endif // TP_DIALECT_TP_TPATTRS_TD
