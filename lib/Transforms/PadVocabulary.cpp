@@ -211,6 +211,9 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
         return success();
       generic = *g;
     }
+    // Before the generic (generalizing erased the named op the insertion
+    // point was at).
+    rewriter.setInsertionPoint(generic);
     Value padWeightValue = padWeight(rewriter, weight, *weightDim, padded);
     SmallVector<Value> inputs(generic.getDpsInputs());
     inputs[weightIdx] = padWeightValue;

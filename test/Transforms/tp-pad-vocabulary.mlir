@@ -91,3 +91,22 @@ func.func @not_a_head(%x: tensor<2x8xf32> {tp.input = "x"},
   } -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// A head written as a named op (linalg.matmul) is generalized first; the
+// padded weight is read before the widened contraction (it used to be
+// created after it: "operand #1 does not dominate this use").
+// CHECK-LABEL: func.func @named_head(
+// CHECK: %[[W:.*]] = tensor.pad %arg1 low[0, 0] high[0, 2]
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%arg0, %[[W]] : tensor<2x6xf32>, tensor<6x12xf32>)
+// CHECK: tensor.extract_slice %[[Y]][0, 0] [2, 10] [1, 1] : tensor<2x12xf32> to tensor<2x10xf32>
+func.func @named_head(%x: tensor<2x6xf32> {tp.input = "x"},
+                      %w: tensor<6x10xf32> {tp.weight = "head"})
+    -> (tensor<2x10xf32> {tp.output = "logits"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x10xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<2x6xf32>, tensor<6x10xf32>) outs(%init : tensor<2x10xf32>) -> tensor<2x10xf32>
+  return %y : tensor<2x10xf32>
+}
