@@ -1,213 +1,270 @@
-//===- Artifact.cpp - manifest.json and rank weight files -----------------===//
+//===- Artifact.cpp - the files of an artifact, checked before use --------===//
 
 #include "tp/Runtime/Artifact.h"
 
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/SHA256.h"
 
-#include <fstream>
+#include <cerrno>
+#include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace tp::rt;
 
-int64_t tp::rt::dtypeNameBytes(const std::string &dtype) {
-  if (dtype == "F64" || dtype == "I64" || dtype == "U64")
-    return 8;
-  if (dtype == "F32" || dtype == "I32" || dtype == "U32")
-    return 4;
-  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16")
-    return 2;
-  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL")
-    return 1;
-  return 0;
-}
-
-int64_t TensorSpec::numElements() const {
-  int64_t count = 1;
-  for (int64_t dim : shape)
-    count *= dim;
-  return count;
-}
-
-int64_t TensorSpec::bytes() const {
-  return numElements() * dtypeNameBytes(dtype);
-}
-
 namespace {
-/// Typed access to a JSON object with errors that name the manifest.
-class Reader {
+/// A file of the artifact opened for reading: a regular file reached
+/// without following a symlink, so that nothing outside the folder is read
+/// in its place.
+class ArtifactFile {
 public:
-  explicit Reader(std::string path) : path(std::move(path)) {}
-
-  [[noreturn]] void fail(const std::string &what) const {
-    throw Error(path + ": " + what);
-  }
-  const llvm::json::Object &object(const llvm::json::Value *value,
-                                   const char *key) const {
-    const llvm::json::Object *object = value ? value->getAsObject() : nullptr;
-    if (!object)
-      fail(std::string("'") + key + "' is not an object");
-    return *object;
-  }
-  const llvm::json::Array &array(const llvm::json::Object &in,
-                                 const char *key) const {
-    const llvm::json::Array *array = in.getArray(key);
-    if (!array)
-      fail(std::string("missing array '") + key + "'");
-    return *array;
-  }
-  int64_t integer(const llvm::json::Object &in, const char *key) const {
-    std::optional<int64_t> value = in.getInteger(key);
-    if (!value)
-      fail(std::string("missing integer '") + key + "'");
-    return *value;
-  }
-  std::string string(const llvm::json::Object &in, const char *key,
-                     bool required = true) const {
-    std::optional<llvm::StringRef> value = in.getString(key);
-    if (!value && required)
-      fail(std::string("missing string '") + key + "'");
-    return value ? value->str() : std::string();
-  }
-  std::vector<int64_t> shape(const llvm::json::Object &in,
-                             const char *key) const {
-    std::vector<int64_t> dims;
-    for (const llvm::json::Value &dim : array(in, key)) {
-      std::optional<int64_t> value = dim.getAsInteger();
-      if (!value)
-        fail(std::string("'") + key + "' holds a non-integer");
-      dims.push_back(*value);
+  /// `what` describes the file in errors ("rank 1: weight file").
+  ArtifactFile(const std::string &dir, const std::string &name,
+               const std::string &what = "")
+      : path(dir + "/" + name) {
+    fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+      throw Error((what.empty() ? "cannot open " : what + ": cannot open ") +
+                  path + ": " + std::strerror(errno) +
+                  (errno == ELOOP ? " (a symlink; artifact files must be "
+                                    "regular files inside the artifact)"
+                                  : ""));
+    struct stat info;
+    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+      ::close(fd);
+      throw Error(path + " is not a regular file");
     }
-    return dims;
+    size = static_cast<uint64_t>(info.st_size);
   }
-  TensorSpec tensor(const llvm::json::Value &value,
-                    const char *defaultKind) const {
-    const llvm::json::Object &in = object(&value, "tensor");
-    TensorSpec spec;
-    spec.kind = string(in, "kind", false);
-    if (spec.kind.empty())
-      spec.kind = defaultKind;
-    spec.name = string(in, "name", false);
-    spec.dtype = string(in, "dtype");
-    spec.shape = shape(in, "shape");
-    spec.stage = in.getInteger("stage").value_or(0);
-    return spec;
+  ArtifactFile(const ArtifactFile &) = delete;
+  ArtifactFile &operator=(const ArtifactFile &) = delete;
+  ~ArtifactFile() { ::close(fd); }
+
+  /// Reads the whole file into `buffer`, which has `size` bytes.
+  void readAll(char *buffer) const {
+    uint64_t done = 0;
+    while (done < size) {
+      ssize_t n = ::pread(fd, buffer + done, size - done, done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        throw Error("cannot read " + path + ": " +
+                    (n < 0 ? std::strerror(errno) : "file shrank"));
+      done += static_cast<uint64_t>(n);
+    }
+  }
+  std::string readAll() const {
+    std::string text(size, '\0');
+    readAll(text.data());
+    return text;
   }
 
   std::string path;
+  uint64_t size = 0;
+  int fd = -1;
 };
+
+std::string sha256(const char *data, uint64_t size) {
+  llvm::SHA256 hasher;
+  hasher.update(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(data), size));
+  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
+}
+
+/// SHA256SUMS: "<64 hex>  <name>" per line.
+std::map<std::string, std::string> parseChecksums(const std::string &text,
+                                                  const std::string &path) {
+  std::map<std::string, std::string> sums;
+  size_t begin = 0, line = 1;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string entry = text.substr(begin, end - begin);
+    if (entry.size() < 67 || entry[64] != ' ' || entry[65] != ' ')
+      throw Error(path + ":" + std::to_string(line) +
+                  ": not a sha256sum line ('<sha256>  <file>')");
+    sums[entry.substr(66)] = entry.substr(0, 64);
+    begin = end + 1;
+    ++line;
+  }
+  return sums;
+}
+
+/// The checksum SHA256SUMS records for `name`.
+const std::string &recorded(const Manifest &manifest, const std::string &name) {
+  auto it = manifest.checksums.find(name);
+  if (it == manifest.checksums.end())
+    throw Error(manifest.dir + "/" TP_ARTIFACT_CHECKSUMS " has no checksum for " +
+                name);
+  return it->second;
+}
 } // namespace
 
 Manifest tp::rt::loadManifest(const std::string &dir) {
-  Manifest manifest;
-  manifest.dir = dir;
-  Reader reader(dir + "/manifest.json");
-  auto buffer = llvm::MemoryBuffer::getFile(reader.path);
-  if (!buffer)
-    reader.fail("cannot read: " + buffer.getError().message() +
+  if (::access((dir + "/manifest.json").c_str(), F_OK) != 0)
+    throw Error(dir + "/manifest.json: cannot read: " + std::strerror(errno) +
                 " (is this a tp-compile artifact?)");
-  llvm::Expected<llvm::json::Value> parsed =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!parsed)
-    reader.fail("not valid JSON: " + llvm::toString(parsed.takeError()));
-  const llvm::json::Object &root = reader.object(&*parsed, "manifest");
-  if (reader.string(root, "format") != "tp-artifact")
-    reader.fail("not a tp-artifact manifest");
-  if (int64_t version = reader.integer(root, "format_version");
-      version != kArtifactFormatVersion)
-    reader.fail("format_version " + std::to_string(version) +
-                ", but this runtime reads version " +
+  std::string sumsPath = dir + "/" TP_ARTIFACT_CHECKSUMS;
+  if (::access(sumsPath.c_str(), F_OK) != 0) {
+    // An artifact of an older format has none: say which format it is.
+    parseManifest(ArtifactFile(dir, "manifest.json").readAll(), dir);
+    throw Error(sumsPath + " is missing: an artifact of format_version " +
                 std::to_string(kArtifactFormatVersion) +
-                ": compile the model again with this tp-compile");
-  manifest.target = reader.string(root, "target", false);
-  manifest.library = reader.string(root, "library", false);
-  manifest.source = reader.string(root, "source", false);
-  const llvm::json::Object &grid = reader.object(root.get("grid"), "grid");
-  manifest.tp = reader.integer(grid, "tp");
-  manifest.pp = reader.integer(grid, "pp");
-  manifest.microbatches = reader.integer(grid, "microbatches");
-  manifest.ranks = reader.integer(grid, "ranks");
-  for (const llvm::json::Value &value : reader.array(root, "stages")) {
-    const llvm::json::Object &in = reader.object(&value, "stages");
-    StageSpec stage;
-    stage.stage = reader.integer(in, "stage");
-    stage.function = reader.string(in, "function");
-    for (int64_t rank : reader.shape(in, "ranks"))
-      stage.ranks.push_back(static_cast<int32_t>(rank));
-    if (in.getArray("args")) {
-      for (const llvm::json::Value &arg : reader.array(in, "args"))
-        stage.args.push_back(reader.tensor(arg, "argument"));
-      for (const llvm::json::Value &result : reader.array(in, "results"))
-        stage.results.push_back(reader.tensor(result, "send"));
-    }
-    manifest.stages.push_back(std::move(stage));
+                " lists the checksum of every file; compile the model again "
+                "with this tp-compile");
   }
-  for (const llvm::json::Value &value : reader.array(root, "inputs"))
-    manifest.inputs.push_back(reader.tensor(value, "input"));
-  for (const llvm::json::Value &value : reader.array(root, "outputs"))
-    manifest.outputs.push_back(reader.tensor(value, "output"));
-  for (const llvm::json::Value &value : reader.array(root, "ranks")) {
-    const llvm::json::Object &in = reader.object(&value, "ranks");
-    RankSpec rank;
-    rank.rank = static_cast<int32_t>(reader.integer(in, "rank"));
-    rank.stage = reader.integer(in, "stage");
-    rank.tpIndex = reader.integer(in, "tp_index");
-    rank.file = reader.string(in, "file");
-    rank.sha256 = reader.string(in, "sha256");
-    rank.bytes = static_cast<uint64_t>(reader.integer(in, "bytes"));
-    for (const llvm::json::Value &w : reader.array(in, "weights")) {
-      const llvm::json::Object &wo = reader.object(&w, "weights");
-      WeightSpec weight;
-      weight.name = reader.string(wo, "name");
-      weight.dtype = reader.string(wo, "dtype");
-      weight.shape = reader.shape(wo, "shape");
-      weight.fileOffset = static_cast<uint64_t>(reader.integer(wo, "file_offset"));
-      std::vector<int64_t> offsets = reader.shape(wo, "data_offsets");
-      if (offsets.size() != 2 || offsets[1] < offsets[0])
-        reader.fail("bad data_offsets for weight '" + weight.name + "'");
-      weight.bytes = static_cast<uint64_t>(offsets[1] - offsets[0]);
-      rank.weights.push_back(std::move(weight));
-    }
-    manifest.rankSpecs.push_back(std::move(rank));
-  }
-  if (static_cast<int64_t>(manifest.rankSpecs.size()) != manifest.ranks ||
-      manifest.tp * manifest.pp != manifest.ranks ||
-      static_cast<int64_t>(manifest.stages.size()) != manifest.pp)
-    reader.fail("grid, stages and ranks disagree");
+  std::map<std::string, std::string> sums =
+      parseChecksums(ArtifactFile(dir, TP_ARTIFACT_CHECKSUMS).readAll(),
+                     sumsPath);
+  std::string text = ArtifactFile(dir, "manifest.json").readAll();
+  auto it = sums.find("manifest.json");
+  if (it == sums.end())
+    throw Error(sumsPath + " has no checksum for manifest.json");
+  if (std::string digest = sha256(text.data(), text.size());
+      digest != it->second)
+    throw Error(dir + "/manifest.json: checksum mismatch (sha256 " + digest +
+                ", " TP_ARTIFACT_CHECKSUMS " says " + it->second +
+                "): the manifest was changed after tp-compile wrote it");
+  Manifest manifest = parseManifest(text, dir);
+  manifest.checksums = std::move(sums);
+  for (const RankSpec &rank : manifest.rankSpecs)
+    if (recorded(manifest, rank.file) != rank.sha256)
+      throw Error(sumsPath + " and manifest.json disagree on the checksum of " +
+                  rank.file);
   return manifest;
 }
 
+std::string tp::rt::verifyLibrary(const Manifest &manifest) {
+  ArtifactFile file(manifest.dir, manifest.library, "model library");
+  std::vector<char> bytes(file.size);
+  file.readAll(bytes.data());
+  std::string digest = sha256(bytes.data(), bytes.size());
+  const std::string &expected = recorded(manifest, manifest.library);
+  if (digest != expected)
+    throw Error(file.path + ": checksum mismatch (sha256 " + digest +
+                ", " TP_ARTIFACT_CHECKSUMS " says " + expected +
+                "): the model library was replaced or corrupted; not loading "
+                "it");
+  return file.path;
+}
+
+void tp::rt::checkLibrarySignature(const Manifest &manifest, void *library) {
+  using SignatureFn = const char *(*)();
+  auto fn = reinterpret_cast<SignatureFn>(
+      dlsym(library, TP_MODEL_SIGNATURE_SYMBOL));
+  std::string path = manifest.dir + "/" + manifest.library;
+  if (!fn)
+    throw Error(path + " exports no " TP_MODEL_SIGNATURE_SYMBOL
+                "(): not a model library of this tp-compile");
+  const char *text = fn();
+  std::string actual = text ? text : "";
+  std::string expected = getManifestSignature(manifest);
+  if (actual == expected)
+    return;
+  // Name the first line that differs.
+  size_t a = 0, e = 0;
+  while (true) {
+    size_t aEnd = actual.find('\n', a), eEnd = expected.find('\n', e);
+    std::string aLine = actual.substr(a, aEnd - a),
+                eLine = expected.substr(e, eEnd - e);
+    if (aLine != eLine || aEnd == std::string::npos ||
+        eEnd == std::string::npos)
+      throw Error(path + " was compiled for a different model than " +
+                  manifest.dir + "/manifest.json describes: the library says '" +
+                  aLine + "', the manifest '" + eLine + "'");
+    a = aEnd + 1;
+    e = eEnd + 1;
+  }
+}
+
+void tp::rt::checkSafeTensorsHeader(const RankSpec &spec, const char *data,
+                                    uint64_t size, const std::string &path) {
+  auto fail = [&](const std::string &what) {
+    throw Error("rank " + std::to_string(spec.rank) + ": " + path + ": " +
+                what);
+  };
+  if (size < 8)
+    fail("too short for a safetensors header");
+  uint64_t headerBytes = 0;
+  for (int i = 7; i >= 0; --i)
+    headerBytes = (headerBytes << 8) | static_cast<unsigned char>(data[i]);
+  if (headerBytes > size - 8)
+    fail("the safetensors header claims " + std::to_string(headerBytes) +
+         " bytes, more than the file holds");
+  llvm::Expected<llvm::json::Value> parsed =
+      llvm::json::parse(llvm::StringRef(data + 8, headerBytes));
+  if (!parsed)
+    fail("the safetensors header is not valid JSON: " +
+         llvm::toString(parsed.takeError()));
+  const llvm::json::Object *header = parsed->getAsObject();
+  if (!header)
+    fail("the safetensors header is not an object");
+  const llvm::json::Object *metadata = header->getObject("__metadata__");
+  auto meta = [&](const char *key) -> std::string {
+    std::optional<llvm::StringRef> value =
+        metadata ? metadata->getString(key) : std::nullopt;
+    return value ? value->str() : "(none)";
+  };
+  if (meta("format") != "tp-artifact" ||
+      meta("rank") != std::to_string(spec.rank) ||
+      meta("stage") != std::to_string(spec.stage) ||
+      meta("tp_index") != std::to_string(spec.tpIndex))
+    fail("the file belongs to rank " + meta("rank") + " (stage " +
+         meta("stage") + ", tp index " + meta("tp_index") +
+         "), not to this one: rank files were swapped or replaced");
+  size_t tensors = header->size() - (metadata ? 1 : 0);
+  if (tensors != spec.weights.size())
+    fail("the header lists " + std::to_string(tensors) +
+         " tensors, the manifest " + std::to_string(spec.weights.size()));
+  uint64_t dataStart = 8 + headerBytes;
+  for (const WeightSpec &weight : spec.weights) {
+    const llvm::json::Object *entry = header->getObject(weight.name);
+    if (!entry)
+      fail("the header has no tensor '" + weight.name + "'");
+    std::optional<llvm::StringRef> dtype = entry->getString("dtype");
+    std::vector<int64_t> shape, offsets;
+    for (const char *key : {"shape", "data_offsets"})
+      if (const llvm::json::Array *array = entry->getArray(key))
+        for (const llvm::json::Value &v : *array)
+          (key[0] == 's' ? shape : offsets)
+              .push_back(v.getAsInteger().value_or(-1));
+    if (!dtype || *dtype != weight.dtype || shape != weight.shape ||
+        offsets.size() != 2 ||
+        offsets[0] != static_cast<int64_t>(weight.dataBegin) ||
+        offsets[1] != static_cast<int64_t>(weight.dataBegin + weight.bytes) ||
+        weight.fileOffset != dataStart + weight.dataBegin)
+      fail("the header's entry for '" + weight.name +
+           "' disagrees with the manifest (dtype, shape or offsets)");
+  }
+}
+
 RankWeights tp::rt::loadRankWeights(const Manifest &manifest, int32_t rank) {
-  const RankSpec &spec = manifest.rankSpecs.at(rank);
-  std::string path = manifest.dir + "/" + spec.file;
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file)
-    throw Error("rank " + std::to_string(rank) + ": cannot open weight file " +
-                path);
-  uint64_t size = static_cast<uint64_t>(file.tellg());
-  if (size != spec.bytes)
-    throw Error("rank " + std::to_string(rank) + ": weight file " + path +
-                " has " + std::to_string(size) + " bytes, manifest says " +
-                std::to_string(spec.bytes) + " (truncated or replaced?)");
+  if (rank < 0 || rank >= static_cast<int64_t>(manifest.rankSpecs.size()))
+    throw Error("rank " + std::to_string(rank) + " is not in the artifact");
+  const RankSpec &spec = manifest.rankSpecs[rank];
+  ArtifactFile file(manifest.dir, spec.file,
+                    "rank " + std::to_string(rank));
+  if (file.size != spec.bytes)
+    throw Error("rank " + std::to_string(rank) + ": weight file " + file.path +
+                " has " + std::to_string(file.size) +
+                " bytes, manifest says " + std::to_string(spec.bytes) +
+                " (truncated or replaced?)");
   RankWeights weights;
-  weights.data.reset(static_cast<char *>(allocate(static_cast<int64_t>(size))));
-  file.seekg(0);
-  if (!file.read(weights.data.get(), static_cast<std::streamsize>(size)))
-    throw Error("rank " + std::to_string(rank) + ": cannot read " + path);
-  llvm::SHA256 hasher;
-  hasher.update(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t *>(weights.data.get()), size));
-  std::string digest = llvm::toHex(hasher.final(), /*LowerCase=*/true);
+  weights.data.reset(
+      static_cast<char *>(allocate(static_cast<int64_t>(file.size))));
+  file.readAll(weights.data.get());
+  std::string digest = sha256(weights.data.get(), file.size);
   if (digest != spec.sha256)
     throw Error("rank " + std::to_string(rank) + ": checksum mismatch in " +
-                path + " (sha256 " + digest + ", manifest says " +
+                file.path + " (sha256 " + digest + ", manifest says " +
                 spec.sha256 + "): the weight file is corrupted");
-  for (const WeightSpec &weight : spec.weights) {
-    if (weight.fileOffset + weight.bytes > size)
-      throw Error("rank " + std::to_string(rank) + ": weight '" + weight.name +
-                  "' lies outside " + path);
+  checkSafeTensorsHeader(spec, weights.data.get(), file.size, file.path);
+  // parseManifest checked every entry lies inside the file.
+  for (const WeightSpec &weight : spec.weights)
     weights.byName[weight.name] = weights.data.get() + weight.fileOffset;
-  }
   return weights;
 }

@@ -154,6 +154,47 @@ const char *descrOf(const std::string &dtype) {
   return it == table.end() ? "" : it->second;
 }
 
+/// Every value of an input read as indices lies in its index range, as
+/// onnxruntime requires (an id past the vocabulary would read past a
+/// table). The error names the input, the first bad value and where it is.
+void checkIndices(const TensorSpec &input, const std::string &path,
+                  const NpyArray &array) {
+  auto [low, high] = *input.indexRange;
+  int64_t bytes = dtypeNameBytes(input.dtype);
+  bool isSigned = input.dtype[0] == 'I';
+  for (int64_t i = 0, e = array.elementCount(); i < e; ++i) {
+    const char *p = array.data.data() + i * bytes;
+    int64_t v = 0;
+    if (isSigned) {
+      switch (bytes) {
+      case 8: { int64_t x; std::memcpy(&x, p, 8); v = x; break; }
+      case 4: { int32_t x; std::memcpy(&x, p, 4); v = x; break; }
+      case 2: { int16_t x; std::memcpy(&x, p, 2); v = x; break; }
+      default: v = static_cast<int8_t>(*p);
+      }
+    } else {
+      uint64_t x = 0;
+      std::memcpy(&x, p, bytes);
+      if (x > static_cast<uint64_t>(INT64_MAX))
+        x = static_cast<uint64_t>(INT64_MAX);
+      v = static_cast<int64_t>(x);
+    }
+    if (v >= low && v <= high)
+      continue;
+    std::vector<int64_t> index(array.shape.size());
+    for (int64_t d = static_cast<int64_t>(index.size()) - 1, rest = i; d >= 0;
+         --d) {
+      index[d] = rest % array.shape[d];
+      rest /= array.shape[d];
+    }
+    throw Error("input '" + input.name + "' from " + path + ": value " +
+                std::to_string(v) + " at " + shapeText(index) +
+                " is outside the valid range [" + std::to_string(low) + ", " +
+                std::to_string(high) + "] (it indexes a table of " +
+                std::to_string(high + 1) + " entries)");
+  }
+}
+
 /// Reads and checks every model input against the manifest's signature.
 std::map<std::string, NpyArray> readInputs(const Manifest &manifest,
                                            const Options &options) {
@@ -177,6 +218,8 @@ std::map<std::string, NpyArray> readInputs(const Manifest &manifest,
                   ": expected " + input.dtype + " " + shapeText(input.shape) +
                   " (" + descrOf(input.dtype) + "), got " +
                   shapeText(array.shape) + " (" + array.descr + ")");
+    if (input.indexRange)
+      checkIndices(input, it->second, array);
     arrays[input.name] = std::move(array);
   }
   return arrays;
@@ -531,10 +574,13 @@ int run(const Options &options) {
                 std::to_string(manifest.pp) + "), not " +
                 std::to_string(options.ranks));
   std::map<std::string, NpyArray> inputs = readInputs(manifest, options);
-  std::string libraryPath = manifest.dir + "/" + manifest.library;
+  // The library's static constructors run when it is loaded: check it
+  // first, then check that it was compiled for this manifest.
+  std::string libraryPath = verifyLibrary(manifest);
   void *library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
     throw Error(std::string("cannot load ") + libraryPath + ": " + dlerror());
+  checkLibrarySignature(manifest, library);
   if (manifest.target == "cuda") {
     if (options.launcher == "mpi")
       throw Error("--launcher mpi does not run --target cuda artifacts yet; "

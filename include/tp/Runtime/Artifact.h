@@ -1,7 +1,11 @@
 //===- Artifact.h - reading a tp-compile artifact at run time ---*- C++ -*-===//
 //
-// manifest.json parsed into plain structs, and one rank's weight file read
-// and checked against the SHA-256 the compiler recorded. Errors are
+// An artifact is verified before any of it is used: SHA256SUMS covers
+// manifest.json and the model library; the manifest is checked against its
+// schema (types, ranges, the rank grid, shapes, offsets, dtype sizes, file
+// names confined to the artifact) as it is parsed; the library's exported
+// signature must equal the one the manifest implies; and each rank file's
+// SHA-256 and safetensors header must agree with the manifest. Errors are
 // tp::rt::Error naming the file and what is wrong.
 //
 //===----------------------------------------------------------------------===//
@@ -15,21 +19,32 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tp::rt {
 
 /// The manifest's `format_version` this runtime reads.
 constexpr int64_t kArtifactFormatVersion = TP_ARTIFACT_FORMAT_VERSION;
+/// The most ranks a manifest may declare.
+constexpr int64_t kMaxRanks = 4096;
+/// The most bytes one tensor or one rank file may have (256 TiB).
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
 
 /// An argument or result of a stage function, or a model input/output.
+/// Validated: dtype known, dims non-negative, bytes() below
+/// kMaxTensorBytes.
 struct TensorSpec {
   std::string kind; // input, weight, output, send
   std::string name;
   std::string dtype; // safetensors spelling: F32, I64, BOOL, ...
   std::vector<int64_t> shape;
   int64_t stage = 0;
+  /// For a model input read as indices (an embedding's token ids): the
+  /// values it may hold, [first, second].
+  std::optional<std::pair<int64_t, int64_t>> indexRange;
   int64_t numElements() const;
   int64_t bytes() const;
 };
@@ -45,6 +60,8 @@ struct WeightSpec {
   std::string name, dtype;
   std::vector<int64_t> shape;
   uint64_t fileOffset = 0, bytes = 0;
+  /// The range in the safetensors data section, as its header gives it.
+  uint64_t dataBegin = 0;
 };
 
 struct RankSpec {
@@ -62,10 +79,32 @@ struct Manifest {
   std::vector<StageSpec> stages;
   std::vector<TensorSpec> inputs, outputs;
   std::vector<RankSpec> rankSpecs;
+  /// SHA256SUMS: file name -> SHA-256 (lowercase hex).
+  std::map<std::string, std::string> checksums;
 };
 
-/// Reads `<dir>/manifest.json`.
+/// Parses manifest text and validates it against the schema; reads no
+/// file. `dir` is recorded as the artifact folder and names it in errors.
+/// Throws Error naming the first violation.
+Manifest parseManifest(const std::string &json, const std::string &dir);
+
+/// Reads `<dir>/SHA256SUMS` and `<dir>/manifest.json`, checks the manifest
+/// against its checksum, and parses it.
 Manifest loadManifest(const std::string &dir);
+
+/// The path of the model library, after checking that it is a regular file
+/// inside the artifact (no symlink) whose SHA-256 is the one SHA256SUMS
+/// records. Call before dlopen: a library's static constructors run when
+/// it is loaded.
+std::string verifyLibrary(const Manifest &manifest);
+
+/// The tp_model_signature() text the manifest implies (format in
+/// ArtifactFormat.h).
+std::string getManifestSignature(const Manifest &manifest);
+
+/// Checks the loaded library's tp_model_signature() against the manifest;
+/// `library` is a dlopen handle.
+void checkLibrarySignature(const Manifest &manifest, void *library);
 
 /// One rank's weights: the file's bytes (checked) and a pointer per name.
 struct RankWeights {
@@ -73,9 +112,18 @@ struct RankWeights {
   std::map<std::string, void *> byName;
 };
 
-/// Reads rank `rank`'s weight file whole, checks its size and SHA-256
-/// against the manifest, and locates every weight in it.
+/// Reads rank `rank`'s weight file whole (a regular file inside the
+/// artifact), checks its size and SHA-256 against the manifest and its
+/// safetensors header against the manifest's entries, and locates every
+/// weight in it.
 RankWeights loadRankWeights(const Manifest &manifest, int32_t rank);
+
+/// Checks a rank file's safetensors header (`data`, `size` bytes: the
+/// whole file) against `spec`: the rank, stage and TP index in its
+/// metadata, and every tensor's dtype, shape and offsets. `path` names the
+/// file in errors.
+void checkSafeTensorsHeader(const RankSpec &spec, const char *data,
+                            uint64_t size, const std::string &path);
 
 /// Bytes per element of a safetensors dtype name; 0 if unknown.
 int64_t dtypeNameBytes(const std::string &dtype);

@@ -1,9 +1,9 @@
-//===- ArtifactFormat.h - the version of manifest.json ----------*- C++ -*-===//
+//===- ArtifactFormat.h - the contract of a tp-compile artifact -*- C++ -*-===//
 //
-// The one version number of the contract between tp-compile's artifact
-// writer and its readers (the runtime, tp-export-weights), in a header that
-// needs neither MLIR nor the runtime. A macro, so that the compiler
-// (mlir::tp) and the runtime (tp::rt) each name it in their own namespace.
+// The version numbers and file names shared by tp-compile's artifact writer
+// and its readers (the runtime, tp-export-weights), in a header that needs
+// neither MLIR nor the runtime. Macros, so that the compiler (mlir::tp) and
+// the runtime (tp::rt) each name them in their own namespace.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,29 @@
 /// 3: one rank-file entry per weight argument, named by its key (a piece of
 /// a fused weight by its range, `w[:, 0:64]`), with `initializer`, `slice`
 /// and `role` (was `parallel`); `pieces` is gone.
-#define TP_ARTIFACT_FORMAT_VERSION 3
+/// 4: `SHA256SUMS` covers every file of the artifact; the model library
+/// exports `tp_model_signature`; inputs read as indices carry
+/// `index_range`.
+#define TP_ARTIFACT_FORMAT_VERSION 4
+
+/// The checksum file, in `sha256sum` format ("<hex>  <name>" per line), so
+/// that `sha256sum -c SHA256SUMS` inside the artifact checks it too. The
+/// runtime checks `manifest.json` against it before parsing it, and the
+/// model library before loading it.
+#define TP_ARTIFACT_CHECKSUMS "SHA256SUMS"
+
+/// The model library's self-description, returned by its exported
+/// `const char *tp_model_signature(void)`:
+///
+///   tp-model-signature 1
+///   grid tp=2 pp=1 microbatches=1
+///   main(F32[2,16],I64[16,768])->(F32[2,16,50304])
+///
+/// one line per stage function, in stage order, with every argument and
+/// result as its safetensors dtype and shape. The runtime builds the same
+/// text from manifest.json and refuses to run when the two differ: every
+/// buffer size the runtime uses is then one the library was compiled for.
+#define TP_MODEL_SIGNATURE_VERSION 1
+#define TP_MODEL_SIGNATURE_SYMBOL "tp_model_signature"
 
 #endif // TP_RUNTIME_ARTIFACTFORMAT_H

@@ -82,6 +82,13 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
     return verifyNameTag(op, attr);
   if (name == kLayoutAttrName)
     return verifyArgLayout(op, index, attr);
+  if (name == kIndexBoundAttrName) {
+    auto bound = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bound || bound.getInt() < 1)
+      return op->emitOpError() << "'" << name
+                               << "' must be a positive integer";
+    return success();
+  }
   return op->emitOpError() << "unknown argument attribute '" << name << "'";
 }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ArtifactPlan.h"
+#include "tp/Target/Artifact/ModelSignature.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -49,29 +50,6 @@ static std::vector<int64_t> getShape(Type type) {
                               shaped.getShape().end());
 }
 
-static LogicalResult collectStageFuncs(ModuleOp module, ArtifactPlan &plan) {
-  if (plan.stages == 1) {
-    auto main = module.lookupSymbol<func::FuncOp>("main");
-    if (!main)
-      return module.emitError("partitioned module has no @main");
-    plan.stageFuncs.push_back(main);
-    return success();
-  }
-  plan.stageFuncs.resize(plan.stages);
-  for (auto func : module.getOps<func::FuncOp>()) {
-    auto stage = func->getAttrOfType<IntegerAttr>("tp.stage");
-    if (!stage)
-      continue;
-    int64_t k = stage.getInt();
-    if (k < 0 || k >= plan.stages || plan.stageFuncs[k])
-      return func.emitError("unexpected or duplicate tp.stage ") << k;
-    plan.stageFuncs[k] = func;
-  }
-  for (int64_t k = 0; k < plan.stages; ++k)
-    if (!plan.stageFuncs[k])
-      return module.emitError("no function has tp.stage = ") << k;
-  return success();
-}
 
 /// Adds stage `stage`'s use of the weight in argument `arg` to the plan.
 static LogicalResult
@@ -171,9 +149,26 @@ static void collectSignature(func::FuncOp func, unsigned stage,
     }
     list.push_back(std::move(sig));
   };
-  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    if (auto name = func.getArgAttrOfType<StringAttr>(i, "tp.input"))
-      add(plan.inputs, name, func.getArgument(i).getType());
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, TPDialect::kInputAttrName);
+    if (!name)
+      continue;
+    // A model input feeds several stages: its index bound is the tightest.
+    int64_t bound = 0;
+    if (auto attr = func.getArgAttrOfType<IntegerAttr>(
+            i, TPDialect::kIndexBoundAttrName))
+      bound = attr.getInt();
+    auto known = llvm::find_if(plan.inputs, [&](const TensorSignature &sig) {
+      return sig.name == name.getValue();
+    });
+    if (known != plan.inputs.end()) {
+      if (bound && (!known->indexBound || bound < known->indexBound))
+        known->indexBound = bound;
+      continue;
+    }
+    add(plan.inputs, name, func.getArgument(i).getType());
+    plan.inputs.back().indexBound = bound;
+  }
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     if (auto name = func.getResultAttrOfType<StringAttr>(i, "tp.output"))
       add(plan.outputs, name, func.getResultTypes()[i]);
@@ -195,8 +190,10 @@ FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
   if (auto pipeline = module->getAttrOfType<DictionaryAttr>("tp.pipeline"))
     if (auto m = pipeline.getAs<IntegerAttr>("microbatches"))
       plan.microbatches = m.getInt();
-  if (failed(collectStageFuncs(module, plan)))
+  FailureOr<SmallVector<func::FuncOp>> stageFuncs = getStageFunctions(module);
+  if (failed(stageFuncs))
     return failure();
+  plan.stageFuncs.assign(stageFuncs->begin(), stageFuncs->end());
 
   llvm::StringMap<unsigned> indexOf;
   for (auto [stage, func] : llvm::enumerate(plan.stageFuncs)) {

@@ -77,6 +77,9 @@ struct TensorSignature {
   std::string name, dtype;
   std::vector<int64_t> shape;
   unsigned stage = 0;
+  /// tp.index_bound of an input read as indices: its values lie in
+  /// [-indexBound, indexBound). 0 when it is not read as indices.
+  int64_t indexBound = 0;
 };
 
 struct ArtifactPlan {

@@ -26,6 +26,8 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::tp;
 using namespace mlir::tp::artifact;
@@ -270,6 +272,11 @@ static void writeSignature(llvm::json::OStream &json, StringRef key,
         json.attribute("dtype", sig.dtype);
         writeShape(json, "shape", sig.shape);
         json.attribute("stage", sig.stage);
+        if (sig.indexBound > 0)
+          json.attributeArray("index_range", [&] {
+            json.value(-sig.indexBound);
+            json.value(sig.indexBound - 1);
+          });
       });
   });
 }
@@ -396,6 +403,46 @@ static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
   os << "\n";
 }
 
+/// SHA256SUMS over every file of the artifact (the rank files by the
+/// digests taken while they were written), in `sha256sum` format.
+static LogicalResult writeChecksums(StringRef outDir, const ArtifactPlan &plan,
+                                    const std::vector<RankOutput> &outputs,
+                                    Location loc) {
+  std::map<std::string, std::string> digests;
+  for (const RankPlan &rank : plan.ranks)
+    digests[rank.fileName] = outputs[rank.rank].sha256;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(outDir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    std::string name = llvm::sys::path::filename(it->path()).str();
+    if (digests.count(name) || name == TP_ARTIFACT_CHECKSUMS ||
+        it->type() == llvm::sys::fs::file_type::directory_file)
+      continue;
+    auto buffer = llvm::MemoryBuffer::getFile(it->path(), /*IsText=*/false,
+                                              /*RequiresNullTerminator=*/false);
+    if (!buffer)
+      return emitError(loc) << "cannot read '" << it->path()
+                            << "': " << buffer.getError().message();
+    digests[name] = llvm::toHex(
+        llvm::SHA256::hash(llvm::arrayRefFromStringRef((*buffer)->getBuffer())),
+        /*LowerCase=*/true);
+  }
+  if (ec)
+    return emitError(loc) << "cannot list '" << outDir << "': " << ec.message();
+  SmallString<256> path(outDir);
+  llvm::sys::path::append(path, TP_ARTIFACT_CHECKSUMS);
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return emitError(loc) << "cannot write '" << path << "': " << ec.message();
+  for (const auto &[name, digest] : digests)
+    os << digest << "  " << name << "\n";
+  os.close();
+  if (os.has_error())
+    return emitError(loc) << "cannot write '" << path
+                          << "': " << os.error().message();
+  return success();
+}
+
 LogicalResult mlir::tp::writeArtifact(ModuleOp module, StringRef outDir,
                                       const ArtifactOptions &options) {
   Location loc = module.getLoc();
@@ -469,5 +516,5 @@ LogicalResult mlir::tp::writeArtifact(ModuleOp module, StringRef outDir,
   if (manifest->has_error())
     return emitError(loc) << "cannot write manifest.json: "
                           << manifest->error().message();
-  return success();
+  return writeChecksums(outDir, *plan, outputs, loc);
 }

@@ -14,9 +14,11 @@
 
 #include "tp/Target/Artifact/ArtifactWriter.h"
 #include "tp/Target/Artifact/SafeTensors.h"
+#include "tp/Runtime/Artifact.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -257,8 +259,33 @@ static bool copyWeight(const Weight &weight, ArrayRef<const Part *> parts,
   return true;
 }
 
+/// True when `path` would land inside the folder `dir` (after resolving
+/// both as far as they exist).
+static bool isInside(StringRef path, StringRef dir) {
+  llvm::SmallString<256> realDir, parent;
+  if (llvm::sys::fs::real_path(dir, realDir))
+    return false;
+  StringRef folder = llvm::sys::path::parent_path(path);
+  if (llvm::sys::fs::real_path(folder.empty() ? "." : folder, parent))
+    return false;
+  return parent == realDir ||
+         StringRef(parent).starts_with((realDir + "/").str());
+}
+
 bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
                              bool progress, std::string &error) {
+  // The runtime's checks first: SHA256SUMS, the manifest's schema.
+  try {
+    (void)::tp::rt::loadManifest(artifactDir.str());
+  } catch (const ::tp::rt::Error &e) {
+    error = e.what();
+    return false;
+  }
+  if (isInside(outPath, artifactDir)) {
+    error = "'" + outPath.str() + "' is inside the artifact '" +
+            artifactDir.str() + "'; write the weights elsewhere";
+    return false;
+  }
   llvm::SmallString<256> manifestPath(artifactDir);
   llvm::sys::path::append(manifestPath, "manifest.json");
   auto buffer = llvm::MemoryBuffer::getFile(manifestPath);
@@ -388,10 +415,21 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
                        total + weight.bytes});
     total += weight.bytes;
   }
+  // Written beside the destination and renamed into place: a failed export
+  // leaves an existing file as it was.
+  std::string partial = (outPath + ".partial." + llvm::Twine(::getpid())).str();
+  struct RemoveOnFailure {
+    const std::string &path;
+    bool keep = false;
+    ~RemoveOnFailure() {
+      if (!keep)
+        (void)llvm::sys::fs::remove(path);
+    }
+  } cleanup{partial};
   std::error_code ec;
-  llvm::raw_fd_ostream os(outPath, ec);
+  llvm::raw_fd_ostream os(partial, ec);
   if (ec) {
-    error = "cannot write '" + outPath.str() + "': " + ec.message();
+    error = "cannot write '" + partial + "': " + ec.message();
     return false;
   }
   os << buildSafeTensorsHeader(entries, {{"format", "pt"}});
@@ -411,8 +449,14 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
   }
   os.close();
   if (os.has_error()) {
-    error = "cannot write '" + outPath.str() + "': " + os.error().message();
+    error = "cannot write '" + partial + "': " + os.error().message();
     return false;
   }
+  if (std::error_code ec = llvm::sys::fs::rename(partial, outPath)) {
+    error = "cannot move '" + partial + "' to '" + outPath.str() +
+            "': " + ec.message();
+    return false;
+  }
+  cleanup.keep = true;
   return true;
 }

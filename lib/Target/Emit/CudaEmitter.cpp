@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaEmitter.h"
+#include "tp/Target/Artifact/ModelSignature.h"
 
 #include "tp/Target/Emit/EmitCuda.h"
 
@@ -273,7 +274,7 @@ LogicalResult CudaEmitter::emitModule() {
        << globals << (globals.empty() ? "" : "\n") << kernels
        << "} // namespace\n\n";
   os << body;
-  return success();
+  return emitModelSignature(module, os);
 }
 
 LogicalResult mlir::tp::emitCuda(ModuleOp module, llvm::raw_ostream &os) {

@@ -11,6 +11,7 @@
 #include "tp/Dialect/TP/TPDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -22,6 +23,61 @@ namespace {
 
 Value indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// The graph input whose values `v` holds unchanged: through reshapes,
+/// broadcasts, transposes, and copies or widening casts to an integer type.
+/// Null when `v` is computed.
+BlockArgument findGraphInput(Value v) {
+  while (v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      return func && func.getArgAttr(arg.getArgNumber(),
+                                     tp::TPDialect::kInputAttrName)
+                 ? arg
+                 : nullptr;
+    }
+    Operation *op = v.getDefiningOp();
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::ReshapeOp,
+            tensor::CastOp>(op)) {
+      v = op->getOperand(0);
+    } else if (auto broadcast = dyn_cast<linalg::BroadcastOp>(op)) {
+      v = broadcast.getInput();
+    } else if (auto transpose = dyn_cast<linalg::TransposeOp>(op)) {
+      v = transpose.getInput();
+    } else if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      if (generic.getNumDpsInputs() != 1 || generic.getNumResults() != 1)
+        return nullptr;
+      Block &body = generic.getRegion().front();
+      auto yield = cast<linalg::YieldOp>(body.getTerminator());
+      Value yielded = yield.getOperand(0);
+      if (auto ext = yielded.getDefiningOp<arith::ExtSIOp>())
+        yielded = ext.getIn();
+      if (yielded != body.getArgument(0))
+        return nullptr;
+      v = generic.getDpsInputs()[0];
+    } else {
+      return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+/// Records on the graph input that `indices` reads unchanged, if any, that
+/// its values index a dim of size `dim` (tp.index_bound), so that tp-run
+/// can reject ids outside [-dim, dim) as onnxruntime does.
+void recordIndexBound(Value indices, int64_t dim) {
+  BlockArgument arg = findGraphInput(indices);
+  if (!arg || dim < 1)
+    return;
+  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  unsigned index = arg.getArgNumber();
+  auto name = tp::TPDialect::kIndexBoundAttrName;
+  if (auto old = func.getArgAttrOfType<IntegerAttr>(index, name))
+    dim = std::min(dim, old.getInt());
+  func.setArgAttr(index, name,
+                  IntegerAttr::get(IntegerType::get(func.getContext(), 64),
+                                   dim));
 }
 
 LogicalResult convertConcat(NodeContext &ctx) {
@@ -384,8 +440,12 @@ LogicalResult convertGather(NodeContext &ctx) {
   // An embedding lookup (run-time ids into a weight table) reads the table
   // as an operand, so that it can be split on the vocabulary.
   if (!constIndices && *axis == 0 && rank == 2 &&
-      isa<BlockArgument>(ctx.operand(0)) && !isFloatDType(indices.dtype))
+      isa<BlockArgument>(ctx.operand(0)) && !isFloatDType(indices.dtype)) {
+    recordIndexBound(ctx.operand(1), dim);
     return convertEmbeddingLookup(ctx);
+  }
+  if (!constIndices)
+    recordIndexBound(ctx.operand(1), dim);
   Value idx = constIndices ? materializeConstant(ctx.b, ctx.loc, *constIndices)
                            : ctx.operand(1);
   // The result loops are (data dims before axis, index dims, data dims

@@ -32,6 +32,10 @@ def TP_Dialect : Dialect {
       tp-localize-padded-weights). Before partition it may also sit on a
       `tensor.pad` or `tensor.extract_slice` of a weight that the plan
       splits. An argument without one is whole on every rank.
+    - `tp.index_bound = N` on an integer input argument that some gather
+      reads as an index into a dim of size N (an embedding's vocabulary, a
+      position table): the run-time values must lie in [-N, N), as ONNX
+      Gather requires; tp-run checks them.
     - `tp.replicated = "<reason>"` on a contraction: why the planner left
       its weight whole.
     - `tp.embedding = V` on the linalg.generic of an embedding lookup
@@ -60,6 +64,8 @@ def TP_Dialect : Dialect {
         "tp.external_data";
     static constexpr llvm::StringLiteral kOpsetAttrName = "tp.opset";
     static constexpr llvm::StringLiteral kLayoutAttrName = "tp.layout";
+    static constexpr llvm::StringLiteral kIndexBoundAttrName =
+        "tp.index_bound";
     static constexpr llvm::StringLiteral kReplicatedAttrName =
         "tp.replicated";
     static constexpr llvm::StringLiteral kStageAttrName = "tp.stage";

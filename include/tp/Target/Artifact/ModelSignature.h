@@ -1,0 +1,37 @@
+//===- ModelSignature.h - what a model library says it needs ----*- C++ -*-===//
+//
+// The text a generated model library returns from tp_model_signature()
+// (format in tp/Runtime/ArtifactFormat.h): the grid and the dtype and shape
+// of every argument and result of each stage function. Both emitters
+// compile it into the library; the runtime compares it with manifest.json.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TARGET_ARTIFACT_MODELSIGNATURE_H
+#define TP_TARGET_ARTIFACT_MODELSIGNATURE_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace mlir::tp {
+
+/// The stage functions of a partitioned module, in stage order: @main
+/// without a pipeline, else the functions tagged tp.stage 0 .. P-1. Emits a
+/// diagnostic and fails when they are missing or duplicated.
+FailureOr<SmallVector<func::FuncOp>> getStageFunctions(ModuleOp module);
+
+/// The signature text of a partitioned module.
+FailureOr<std::string> getModelSignature(ModuleOp module);
+
+/// Prints the C definition of tp_model_signature() returning
+/// getModelSignature(module); prints nothing for a module that is not
+/// partitioned (no @grid), which no artifact holds. Fails as
+/// getModelSignature does.
+LogicalResult emitModelSignature(ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace mlir::tp
+
+#endif // TP_TARGET_ARTIFACT_MODELSIGNATURE_H

@@ -1,0 +1,464 @@
+//===- Manifest.cpp - manifest.json parsed and validated ------------------===//
+//
+// Every field the runtime uses is checked here, before any byte of a rank
+// file or input is read into a buffer sized from it: a manifest that passes
+// describes a grid of ranks laid out as tp-compile lays them out, tensors
+// whose byte counts cannot overflow, stage arguments that name model inputs
+// and rank-file entries of matching dtype and shape, and entries that lie
+// inside their files without overlapping.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Runtime/Artifact.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+using namespace tp::rt;
+
+int64_t tp::rt::dtypeNameBytes(const std::string &dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64")
+    return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32")
+    return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16")
+    return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL")
+    return 1;
+  return 0;
+}
+
+int64_t TensorSpec::numElements() const {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+int64_t TensorSpec::bytes() const {
+  return numElements() * dtypeNameBytes(dtype);
+}
+
+static std::string shapeText(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? "," : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+/// A file name inside the artifact folder: no directory part, not `.` or
+/// `..`, no control characters.
+static bool isPlainFileName(const std::string &name) {
+  if (name.empty() || name == "." || name == ".." || name.size() > 255)
+    return false;
+  return std::none_of(name.begin(), name.end(), [](char c) {
+    return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+  });
+}
+
+/// A C identifier: stage functions become symbol names.
+static bool isIdentifier(const std::string &name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])))
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+static bool isIntegerDType(const std::string &dtype) {
+  return dtype[0] == 'I' || dtype[0] == 'U';
+}
+
+namespace {
+/// Typed access to the JSON tree, with errors that name the manifest and
+/// the field.
+class Reader {
+public:
+  explicit Reader(std::string path) : path(std::move(path)) {}
+
+  [[noreturn]] void fail(const std::string &what) const {
+    throw Error(path + ": " + what);
+  }
+  const llvm::json::Object &object(const llvm::json::Value *value,
+                                   const std::string &what) const {
+    const llvm::json::Object *object = value ? value->getAsObject() : nullptr;
+    if (!object)
+      fail(what + " is not an object");
+    return *object;
+  }
+  const llvm::json::Array &array(const llvm::json::Object &in,
+                                 const char *key) const {
+    const llvm::json::Array *array = in.getArray(key);
+    if (!array)
+      fail(std::string("missing array '") + key + "'");
+    return *array;
+  }
+  int64_t integer(const llvm::json::Object &in, const char *key, int64_t min,
+                  int64_t max) const {
+    std::optional<int64_t> value = in.getInteger(key);
+    if (!value)
+      fail(std::string("missing integer '") + key + "'");
+    if (*value < min || *value > max)
+      fail(std::string("'") + key + "' is " + std::to_string(*value) +
+           ", outside [" + std::to_string(min) + ", " + std::to_string(max) +
+           "]");
+    return *value;
+  }
+  std::string string(const llvm::json::Object &in, const char *key,
+                     bool required = true) const {
+    std::optional<llvm::StringRef> value = in.getString(key);
+    if (!value && (required || in.get(key)))
+      fail(std::string("missing string '") + key + "'");
+    return value ? value->str() : std::string();
+  }
+  std::vector<int64_t> integers(const llvm::json::Object &in, const char *key,
+                                int64_t min, int64_t max) const {
+    std::vector<int64_t> values;
+    for (const llvm::json::Value &v : array(in, key)) {
+      std::optional<int64_t> value = v.getAsInteger();
+      if (!value || *value < min || *value > max)
+        fail(std::string("'") + key + "' holds a value that is not an " +
+             "integer in [" + std::to_string(min) + ", " +
+             std::to_string(max) + "]");
+      values.push_back(*value);
+    }
+    return values;
+  }
+  std::string dtype(const llvm::json::Object &in, const std::string &what) const {
+    std::string dtype = string(in, "dtype");
+    if (dtypeNameBytes(dtype) == 0)
+      fail(what + " has unknown dtype '" + dtype + "'");
+    return dtype;
+  }
+  /// A shape whose byte count at `dtype` fits below kMaxTensorBytes.
+  std::vector<int64_t> shape(const llvm::json::Object &in, const char *key,
+                             const std::string &dtype,
+                             const std::string &what) const {
+    std::vector<int64_t> dims = integers(in, key, 0, kMaxTensorBytes);
+    if (dims.size() > 32)
+      fail(what + " has rank " + std::to_string(dims.size()));
+    int64_t bytes = dtypeNameBytes(dtype);
+    for (int64_t dim : dims) {
+      if (dim != 0 && bytes > kMaxTensorBytes / dim)
+        fail(what + " of shape " + shapeText(dims) + " is larger than " +
+             std::to_string(kMaxTensorBytes) + " bytes");
+      bytes *= dim;
+    }
+    return dims;
+  }
+  TensorSpec tensor(const llvm::json::Value &value, const char *defaultKind,
+                    const std::string &where) const {
+    const llvm::json::Object &in = object(&value, where);
+    TensorSpec spec;
+    spec.kind = string(in, "kind", false);
+    if (spec.kind.empty())
+      spec.kind = defaultKind;
+    spec.name = string(in, "name", false);
+    std::string what = where + (spec.name.empty() ? "" : " '" + spec.name + "'");
+    spec.dtype = dtype(in, what);
+    spec.shape = shape(in, "shape", spec.dtype, what);
+    if (in.get("stage"))
+      spec.stage = integer(in, "stage", 0, kMaxRanks - 1);
+    if (in.get("index_range")) {
+      std::vector<int64_t> range =
+          integers(in, "index_range", INT64_MIN, INT64_MAX);
+      if (range.size() != 2 || range[0] > range[1] ||
+          !isIntegerDType(spec.dtype))
+        fail(what + " has a bad index_range");
+      spec.indexRange = {range[0], range[1]};
+    }
+    return spec;
+  }
+
+  std::string path;
+};
+} // namespace
+
+static WeightSpec parseWeight(const Reader &reader,
+                              const llvm::json::Value &value,
+                              const std::string &where) {
+  const llvm::json::Object &in = reader.object(&value, where);
+  WeightSpec weight;
+  weight.name = reader.string(in, "name");
+  std::string what = where + " '" + weight.name + "'";
+  weight.dtype = reader.dtype(in, what);
+  weight.shape = reader.shape(in, "shape", weight.dtype, what);
+  weight.fileOffset =
+      static_cast<uint64_t>(reader.integer(in, "file_offset", 8, kMaxTensorBytes));
+  std::vector<int64_t> offsets =
+      reader.integers(in, "data_offsets", 0, kMaxTensorBytes);
+  if (offsets.size() != 2 || offsets[1] < offsets[0])
+    reader.fail(what + " has bad data_offsets");
+  weight.dataBegin = static_cast<uint64_t>(offsets[0]);
+  weight.bytes = static_cast<uint64_t>(offsets[1] - offsets[0]);
+  TensorSpec asTensor{"weight", weight.name, weight.dtype, weight.shape};
+  if (static_cast<int64_t>(weight.bytes) != asTensor.bytes())
+    reader.fail(what + " spans " + std::to_string(weight.bytes) +
+                " bytes, but " + weight.dtype + " " + shapeText(weight.shape) +
+                " needs " + std::to_string(asTensor.bytes()));
+  return weight;
+}
+
+static RankSpec parseRank(const Reader &reader, const llvm::json::Value &value,
+                          size_t index) {
+  std::string where = "ranks[" + std::to_string(index) + "]";
+  const llvm::json::Object &in = reader.object(&value, where);
+  RankSpec rank;
+  rank.rank = static_cast<int32_t>(reader.integer(in, "rank", 0, kMaxRanks - 1));
+  rank.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
+  rank.tpIndex = reader.integer(in, "tp_index", 0, kMaxRanks - 1);
+  rank.file = reader.string(in, "file");
+  if (!isPlainFileName(rank.file))
+    reader.fail(where + " names file '" + rank.file +
+                "', which is not a file name inside the artifact");
+  rank.sha256 = reader.string(in, "sha256");
+  if (rank.sha256.size() != 64 ||
+      !std::all_of(rank.sha256.begin(), rank.sha256.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) ||
+               (c >= 'a' && c <= 'f');
+      }))
+    reader.fail(where + " has a sha256 that is not 64 lowercase hex digits");
+  rank.bytes = static_cast<uint64_t>(reader.integer(in, "bytes", 8, kMaxTensorBytes));
+  std::set<std::string> names;
+  for (const llvm::json::Value &w : reader.array(in, "weights")) {
+    WeightSpec weight = parseWeight(reader, w, where + " weight");
+    if (!names.insert(weight.name).second)
+      reader.fail(where + " lists weight '" + weight.name + "' twice");
+    rank.weights.push_back(std::move(weight));
+  }
+  // The data section starts right after the header, the same for every
+  // entry; entries lie inside the file and do not overlap.
+  std::vector<const WeightSpec *> sorted;
+  for (const WeightSpec &weight : rank.weights)
+    sorted.push_back(&weight);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const WeightSpec *a, const WeightSpec *b) {
+              return a->dataBegin < b->dataBegin;
+            });
+  uint64_t dataStart = 0, end = 0;
+  for (const WeightSpec *weight : sorted) {
+    if (weight->fileOffset < weight->dataBegin + 8 ||
+        (weight != sorted.front() &&
+         weight->fileOffset - weight->dataBegin != dataStart))
+      reader.fail(where + " weight '" + weight->name +
+                  "': file_offset disagrees with data_offsets");
+    dataStart = weight->fileOffset - weight->dataBegin;
+    if (weight->dataBegin < end)
+      reader.fail(where + " weight '" + weight->name +
+                  "' overlaps the entry before it");
+    end = weight->dataBegin + weight->bytes;
+    if (weight->fileOffset + weight->bytes > rank.bytes)
+      reader.fail(where + " weight '" + weight->name + "' ends at byte " +
+                  std::to_string(weight->fileOffset + weight->bytes) +
+                  ", past the end of " + rank.file + " (" +
+                  std::to_string(rank.bytes) + " bytes)");
+  }
+  return rank;
+}
+
+/// `arg` (one micro-batch of a stage) carries `whole` (the model's input or
+/// output): the same dtype, and the same shape but for dim 0, which is
+/// `microbatches` times smaller.
+static bool carries(const TensorSpec &arg, const TensorSpec &whole,
+                    int64_t microbatches) {
+  if (arg.dtype != whole.dtype || arg.shape.size() != whole.shape.size())
+    return false;
+  for (size_t d = 0; d < arg.shape.size(); ++d) {
+    int64_t dim = arg.shape[d] * (d == 0 ? microbatches : 1);
+    if (dim != whole.shape[d])
+      return false;
+  }
+  return microbatches == 1 || !arg.shape.empty();
+}
+
+static const TensorSpec *findByName(const std::vector<TensorSpec> &list,
+                                    const std::string &name) {
+  for (const TensorSpec &spec : list)
+    if (spec.name == name)
+      return &spec;
+  return nullptr;
+}
+
+static void validateStages(const Reader &reader, Manifest &manifest) {
+  if (static_cast<int64_t>(manifest.stages.size()) != manifest.pp)
+    reader.fail("the grid has pp = " + std::to_string(manifest.pp) + " but " +
+                std::to_string(manifest.stages.size()) + " stages are listed");
+  for (size_t s = 0; s < manifest.stages.size(); ++s) {
+    const StageSpec &stage = manifest.stages[s];
+    std::string where = "stage " + std::to_string(s);
+    if (stage.stage != static_cast<int64_t>(s))
+      reader.fail("stages[" + std::to_string(s) + "] is stage " +
+                  std::to_string(stage.stage));
+    if (!isIdentifier(stage.function))
+      reader.fail(where + " names function '" + stage.function +
+                  "', which is not an identifier");
+    // tp-compile's layout: rank = stage * tp + tp index.
+    bool laidOut = static_cast<int64_t>(stage.ranks.size()) == manifest.tp;
+    for (size_t t = 0; laidOut && t < stage.ranks.size(); ++t)
+      laidOut = stage.ranks[t] == static_cast<int64_t>(s) * manifest.tp +
+                                      static_cast<int64_t>(t);
+    if (!laidOut)
+      reader.fail(where + " does not hold ranks " +
+                  std::to_string(s * manifest.tp) + " .. " +
+                  std::to_string((s + 1) * manifest.tp - 1));
+    for (const TensorSpec &arg : stage.args) {
+      if (arg.kind == "input") {
+        const TensorSpec *input = findByName(manifest.inputs, arg.name);
+        if (!input || !carries(arg, *input, manifest.microbatches))
+          reader.fail(where + " argument '" + arg.name + "' (" + arg.dtype +
+                      " " + shapeText(arg.shape) +
+                      ") is not one micro-batch of a model input");
+      } else if (arg.kind == "weight") {
+        for (int32_t r : stage.ranks) {
+          const RankSpec &rank = manifest.rankSpecs[r];
+          auto it = std::find_if(
+              rank.weights.begin(), rank.weights.end(),
+              [&](const WeightSpec &w) { return w.name == arg.name; });
+          if (it == rank.weights.end())
+            reader.fail(where + " argument '" + arg.name + "' is not in " +
+                        rank.file);
+          if (it->dtype != arg.dtype || it->shape != arg.shape)
+            reader.fail(where + " argument '" + arg.name + "' is " + arg.dtype +
+                        " " + shapeText(arg.shape) + " but " + rank.file +
+                        " holds " + it->dtype + " " + shapeText(it->shape));
+        }
+      } else {
+        reader.fail(where + " has an argument of unknown kind '" + arg.kind +
+                    "'");
+      }
+    }
+    for (const TensorSpec &result : stage.results) {
+      if (result.kind == "output") {
+        const TensorSpec *output = findByName(manifest.outputs, result.name);
+        if (!output || !carries(result, *output, manifest.microbatches))
+          reader.fail(where + " result '" + result.name +
+                      "' is not one micro-batch of a model output");
+      } else if (result.kind != "send") {
+        reader.fail(where + " has a result of unknown kind '" + result.kind +
+                    "'");
+      }
+    }
+  }
+  // Every model output is a result of the last stage, once.
+  const StageSpec &last = manifest.stages.back();
+  for (const TensorSpec &output : manifest.outputs)
+    if (std::count_if(last.results.begin(), last.results.end(),
+                      [&](const TensorSpec &r) {
+                        return r.kind == "output" && r.name == output.name;
+                      }) != 1)
+      reader.fail("model output '" + output.name +
+                  "' is not one result of the last stage");
+}
+
+static void validateSignature(const Reader &reader,
+                              const std::vector<TensorSpec> &list,
+                              const char *what) {
+  std::set<std::string> names;
+  for (const TensorSpec &spec : list)
+    if (spec.name.empty() || !names.insert(spec.name).second)
+      reader.fail(std::string("model ") + what + " '" + spec.name +
+                  "' is unnamed or listed twice");
+}
+
+Manifest tp::rt::parseManifest(const std::string &json,
+                               const std::string &dir) {
+  Manifest manifest;
+  manifest.dir = dir;
+  Reader reader(dir + "/manifest.json");
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  if (!parsed)
+    reader.fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object &root = reader.object(&*parsed, "the manifest");
+  if (reader.string(root, "format") != "tp-artifact")
+    reader.fail("not a tp-artifact manifest");
+  if (std::optional<int64_t> version = root.getInteger("format_version");
+      !version || *version != kArtifactFormatVersion)
+    reader.fail("format_version " +
+                (version ? std::to_string(*version) : std::string("missing")) +
+                ", but this tp-mlir reads version " +
+                std::to_string(kArtifactFormatVersion) +
+                ": compile the model again with this tp-compile");
+  manifest.target = reader.string(root, "target", false);
+  manifest.library = reader.string(root, "library", false);
+  manifest.source = reader.string(root, "source", false);
+  bool hasCode = manifest.target == "cpu" || manifest.target == "cuda";
+  if (hasCode && !isPlainFileName(manifest.library))
+    reader.fail("library '" + manifest.library +
+                "' is not a file name inside the artifact");
+  const llvm::json::Object &grid = reader.object(root.get("grid"), "'grid'");
+  manifest.tp = reader.integer(grid, "tp", 1, kMaxRanks);
+  manifest.pp = reader.integer(grid, "pp", 1, kMaxRanks);
+  manifest.microbatches = reader.integer(grid, "microbatches", 1, 1 << 20);
+  manifest.ranks = reader.integer(grid, "ranks", 1, kMaxRanks);
+  if (manifest.tp * manifest.pp != manifest.ranks)
+    reader.fail("the grid has tp " + std::to_string(manifest.tp) + " x pp " +
+                std::to_string(manifest.pp) + " but " +
+                std::to_string(manifest.ranks) + " ranks");
+  for (const llvm::json::Value &value : reader.array(root, "stages")) {
+    std::string where = "stages[" + std::to_string(manifest.stages.size()) + "]";
+    const llvm::json::Object &in = reader.object(&value, where);
+    StageSpec stage;
+    stage.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
+    stage.function = reader.string(in, "function");
+    for (int64_t rank : reader.integers(in, "ranks", 0, kMaxRanks - 1))
+      stage.ranks.push_back(static_cast<int32_t>(rank));
+    for (const llvm::json::Value &arg : reader.array(in, "args"))
+      stage.args.push_back(reader.tensor(arg, "argument", where + " argument"));
+    for (const llvm::json::Value &result : reader.array(in, "results"))
+      stage.results.push_back(reader.tensor(result, "send", where + " result"));
+    manifest.stages.push_back(std::move(stage));
+  }
+  for (const llvm::json::Value &value : reader.array(root, "inputs"))
+    manifest.inputs.push_back(reader.tensor(value, "input", "model input"));
+  for (const llvm::json::Value &value : reader.array(root, "outputs"))
+    manifest.outputs.push_back(reader.tensor(value, "output", "model output"));
+  validateSignature(reader, manifest.inputs, "input");
+  validateSignature(reader, manifest.outputs, "output");
+
+  const llvm::json::Array &ranks = reader.array(root, "ranks");
+  if (static_cast<int64_t>(ranks.size()) != manifest.ranks)
+    reader.fail("the grid has " + std::to_string(manifest.ranks) +
+                " ranks but " + std::to_string(ranks.size()) +
+                " are listed");
+  std::set<std::string> files;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankSpec rank = parseRank(reader, ranks[r], r);
+    if (rank.rank != static_cast<int64_t>(r) ||
+        rank.stage != static_cast<int64_t>(r) / manifest.tp ||
+        rank.tpIndex != static_cast<int64_t>(r) % manifest.tp)
+      reader.fail("ranks[" + std::to_string(r) + "] is rank " +
+                  std::to_string(rank.rank) + " (stage " +
+                  std::to_string(rank.stage) + ", tp index " +
+                  std::to_string(rank.tpIndex) + "), not rank " +
+                  std::to_string(r) + " of the grid");
+    if (!files.insert(rank.file).second)
+      reader.fail("two ranks read the same file " + rank.file);
+    manifest.rankSpecs.push_back(std::move(rank));
+  }
+  validateStages(reader, manifest);
+  return manifest;
+}
+
+std::string tp::rt::getManifestSignature(const Manifest &manifest) {
+  std::ostringstream os;
+  os << "tp-model-signature " << TP_MODEL_SIGNATURE_VERSION << "\n"
+     << "grid tp=" << manifest.tp << " pp=" << manifest.pp
+     << " microbatches=" << manifest.microbatches << "\n";
+  auto list = [&](const std::vector<TensorSpec> &specs) {
+    for (size_t i = 0; i < specs.size(); ++i)
+      os << (i ? "," : "") << specs[i].dtype << shapeText(specs[i].shape);
+  };
+  for (const StageSpec &stage : manifest.stages) {
+    os << stage.function << "(";
+    list(stage.args);
+    os << ")->(";
+    list(stage.results);
+    os << ")\n";
+  }
+  return os.str();
+}

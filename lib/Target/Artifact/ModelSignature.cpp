@@ -1,0 +1,108 @@
+//===- ModelSignature.cpp - tp_model_signature() of a model library -------===//
+
+#include "tp/Target/Artifact/ModelSignature.h"
+
+#include "ArtifactPlan.h"
+#include "tp/Runtime/ArtifactFormat.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+static int64_t getGridSize(ModuleOp module, StringRef name) {
+  auto grid = module.lookupSymbol<shard::GridOp>(name);
+  if (!grid || grid.getShape().size() != 1)
+    return -1;
+  return grid.getShape()[0];
+}
+
+FailureOr<SmallVector<func::FuncOp>>
+mlir::tp::getStageFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> funcs;
+  if (!module.lookupSymbol("pipeline")) {
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main)
+      return module.emitError("partitioned module has no @main");
+    funcs.push_back(main);
+    return funcs;
+  }
+  int64_t stages = getGridSize(module, "pipeline");
+  if (stages < 1)
+    return module.emitError("shard.grid @pipeline is not 1-D");
+  funcs.resize(stages);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto stage = func->getAttrOfType<IntegerAttr>("tp.stage");
+    if (!stage)
+      continue;
+    int64_t k = stage.getInt();
+    if (k < 0 || k >= stages || funcs[k])
+      return func.emitError("unexpected or duplicate tp.stage ") << k;
+    funcs[k] = func;
+  }
+  for (int64_t k = 0; k < stages; ++k)
+    if (!funcs[k])
+      return module.emitError("no function has tp.stage = ") << k;
+  return funcs;
+}
+
+static void printType(Type type, llvm::raw_ostream &os) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  os << artifact::getDTypeName(shaped ? shaped.getElementType() : type)
+     << "[";
+  if (shaped)
+    llvm::interleave(shaped.getShape(), os, ",");
+  os << "]";
+}
+
+FailureOr<std::string> mlir::tp::getModelSignature(ModuleOp module) {
+  FailureOr<SmallVector<func::FuncOp>> funcs = getStageFunctions(module);
+  if (failed(funcs))
+    return failure();
+  int64_t tp = getGridSize(module, "grid");
+  if (tp < 1)
+    return module.emitError("module has no 1-D shard.grid @grid; run "
+                            "tp-parallelize first");
+  int64_t microbatches = 1;
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("tp.pipeline"))
+    if (auto m = pipeline.getAs<IntegerAttr>("microbatches"))
+      microbatches = m.getInt();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "tp-model-signature " << TP_MODEL_SIGNATURE_VERSION << "\n"
+     << "grid tp=" << tp << " pp=" << funcs->size()
+     << " microbatches=" << microbatches << "\n";
+  for (func::FuncOp func : *funcs) {
+    os << func.getSymName() << "(";
+    llvm::interleave(
+        func.getArgumentTypes(), os, [&](Type t) { printType(t, os); }, ",");
+    os << ")->(";
+    llvm::interleave(
+        func.getResultTypes(), os, [&](Type t) { printType(t, os); }, ",");
+    os << ")\n";
+  }
+  return text;
+}
+
+LogicalResult mlir::tp::emitModelSignature(ModuleOp module,
+                                           llvm::raw_ostream &os) {
+  if (!module.lookupSymbol<shard::GridOp>("grid"))
+    return success();
+  FailureOr<std::string> signature = getModelSignature(module);
+  if (failed(signature))
+    return failure();
+  // The text holds only names, digits and punctuation: no escapes needed
+  // beyond the newlines.
+  os << "extern \"C\" const char *" << TP_MODEL_SIGNATURE_SYMBOL
+     << "(void) {\n  return \"";
+  for (char c : *signature) {
+    if (c == '\n')
+      os << "\\n";
+    else if (c == '"' || c == '\\')
+      os << '\\' << c;
+    else
+      os << c;
+  }
+  os << "\";\n}\n";
+  return success();
+}
