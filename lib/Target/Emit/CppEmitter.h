@@ -46,6 +46,11 @@ bool reducesInPlace(Operation *op);
 /// A C++ literal for an integer or float attribute ("" when neither).
 std::string scalarLiteral(Attribute attr);
 
+/// `expr` as a C++ int64 expression: dim i is `dims[i]`, symbol j is
+/// `symbols[j]`.
+std::string affineExprToCpp(AffineExpr expr, ArrayRef<std::string> dims,
+                            ArrayRef<std::string> symbols = {});
+
 class CppEmitter {
 public:
   CppEmitter(ModuleOp module, raw_indented_ostream &os);

@@ -25,15 +25,18 @@ using namespace mlir::tp::emit;
 // Index expressions
 //===----------------------------------------------------------------------===//
 
-static std::string affineExprToCpp(AffineExpr expr,
-                                   ArrayRef<std::string> indices) {
+std::string mlir::tp::emit::affineExprToCpp(AffineExpr expr,
+                                            ArrayRef<std::string> dims,
+                                            ArrayRef<std::string> symbols) {
   if (auto dim = dyn_cast<AffineDimExpr>(expr))
-    return indices[dim.getPosition()];
+    return dims[dim.getPosition()];
+  if (auto symbol = dyn_cast<AffineSymbolExpr>(expr))
+    return symbols[symbol.getPosition()];
   if (auto constant = dyn_cast<AffineConstantExpr>(expr))
     return std::to_string(constant.getValue()) + "LL";
   auto binary = cast<AffineBinaryOpExpr>(expr);
-  std::string lhs = affineExprToCpp(binary.getLHS(), indices);
-  std::string rhs = affineExprToCpp(binary.getRHS(), indices);
+  std::string lhs = affineExprToCpp(binary.getLHS(), dims, symbols);
+  std::string rhs = affineExprToCpp(binary.getRHS(), dims, symbols);
   switch (expr.getKind()) {
   case AffineExprKind::Add:
     return "(" + lhs + " + " + rhs + ")";
@@ -384,7 +387,7 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   ++nextId;
 
   Block &body = op.getRegion().front();
-  os << "{\n";
+  os << "TP_LOOP_NEST {\n";
   os.indent();
   // Restrict-qualified views tell the compiler outputs alias nothing.
   SmallVector<std::string> operandPtr;
@@ -498,7 +501,7 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   os.unindent();
   os << "}\n";
   os.unindent();
-  os << "}\n";
+  os << "}();\n";
   return success();
 }
 

@@ -7,6 +7,7 @@
 
 #include "CppEmitter.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -306,6 +307,14 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
             if (offset.empty())
               offset = "0";
             return name(extract.getTensor()) + "[" + offset + "]";
+          })
+          .Case([&](affine::AffineApplyOp apply) {
+            // Linalg's elementwise fusion composes index maps into these.
+            AffineMap map = apply.getAffineMap();
+            SmallVector<std::string> dims, symbols;
+            for (auto [i, operand] : llvm::enumerate(apply.getOperands()))
+              (i < map.getNumDims() ? dims : symbols).push_back(name(operand));
+            return affineExprToCpp(map.getResult(0), dims, symbols);
           })
           .Default([](Operation *) { return std::string(); });
   if (expr.empty())

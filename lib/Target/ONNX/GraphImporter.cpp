@@ -540,12 +540,17 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   auto func = func::FuncOp::create(builder, fileLoc, "main",
                                    builder.getFunctionType(argTypes, {}));
   Block *entry = func.addEntryBlock();
+  // All argument attributes at once: setting them one by one makes a new
+  // array of every argument's dictionary each time (attributes live as
+  // long as the context), quadratic in the number of weights.
+  SmallVector<DictionaryAttr> argDicts;
   for (auto [i, name] : llvm::enumerate(argNames)) {
     BlockArgument arg = entry->getArgument(i);
     arg.setLoc(NameLoc::get(StringAttr::get(ctx, name), fileLoc));
-    func.setArgAttrs(i, ArrayRef<NamedAttribute>(argAttrs[i]));
+    argDicts.push_back(builder.getDictionaryAttr(argAttrs[i]));
     lookup(name)->value = arg;
   }
+  func.setAllArgAttrs(argDicts);
   builder.setInsertionPointToStart(entry);
 
   for (const auto &node : graph.node())
@@ -572,9 +577,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   }
   func::ReturnOp::create(builder, fileLoc, results);
   func.setType(builder.getFunctionType(argTypes, resultTypes));
-  for (auto [i, info] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, TPDialect::kOutputAttrName,
-                       builder.getStringAttr(info.name()));
+  SmallVector<DictionaryAttr> resultDicts;
+  for (const auto &info : graph.output())
+    resultDicts.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        TPDialect::kOutputAttrName, builder.getStringAttr(info.name()))));
+  func.setAllResultAttrs(resultDicts);
   if (failed(verify(*module))) {
     emitError(fileLoc) << "internal error: the module imported from '" << path
                        << "' does not verify";
