@@ -48,3 +48,20 @@ if shutil.which("nvcc"):
 # Open MPI refuses to start as root without these.
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+
+# What the numerical tests need, as features for per-test REQUIRES lines:
+# Python packages in %PYTHON, and upstream mlir-opt / mlir-runner with the
+# runner's runtime libraries (run_imported.py runs imported IR with them).
+import subprocess
+
+for _module in ["numpy", "onnx", "onnxruntime"]:
+    if subprocess.call([config.python_executable, "-c", "import " + _module],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add(_module)
+_llvm_lib = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+if all(os.path.exists(p) for p in [
+        os.path.join(config.llvm_tools_dir, "mlir-opt"),
+        os.path.join(config.llvm_tools_dir, "mlir-runner"),
+        os.path.join(_llvm_lib, "libmlir_c_runner_utils.so"),
+        os.path.join(_llvm_lib, "libmlir_runner_utils.so")]):
+    config.available_features.add("mlir-runner")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare_npy.py GOT.npy REFERENCE.npy [--atol 1e-4] [--rtol 1e-4]
+"""compare_npy.py GOT.npy REFERENCE.npy [--atol 1e-5] [--rtol 1e-5]
 
 Prints the max abs difference and whether |got - ref| <= atol + rtol * |ref|
 holds everywhere; exits 1 if it does not (used by `make demo`)."""
@@ -13,8 +13,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("got")
     ap.add_argument("reference")
-    ap.add_argument("--atol", type=float, default=1e-4)
-    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--rtol", type=float, default=1e-5)
     a = ap.parse_args()
     got, ref = np.load(a.got), np.load(a.reference)
     if got.shape != ref.shape:

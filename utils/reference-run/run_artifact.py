@@ -49,8 +49,8 @@ def main():
     parser.add_argument("--launcher", action="append",
                         choices=["threads", "mpi"])
     parser.add_argument("--input-shape", action="append", default=[])
-    parser.add_argument("--atol", type=float, default=1e-4)
-    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=1e-5)
+    parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--tp-compile", default="tp-compile")
     parser.add_argument("--tp-run", default="tp-run")
     args = parser.parse_args()

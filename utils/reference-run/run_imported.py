@@ -25,7 +25,7 @@ Steps
 Usage
   run_imported.py MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=2x16 ...]
                   [--reference npy|ort] [--output NAME=FILE.npy ...]
-                  [--atol 1e-4] [--rtol 1e-4] [--tp-translate PATH] [--keep DIR]
+                  [--atol 1e-5] [--rtol 1e-5] [--tp-translate PATH] [--keep DIR]
 
   --input        graph input values; if omitted for an input, <model dir>/<name>.npy
                  is used when it exists.
@@ -421,7 +421,7 @@ def _compare_float(g, r, size, atol, rtol):
     return (not bad.any()), maxd, msg
 
 
-def check(model, inputs, refs=None, input_shapes=(), tp_translate=None, atol=1e-4, rtol=1e-4,
+def check(model, inputs, refs=None, input_shapes=(), tp_translate=None, atol=1e-5, rtol=1e-5,
           timeout=300.0, keep_dir=None, opt_level="-O2", log=None, ref_types=None):
     """inputs: {name: ndarray}; refs: {output name: ndarray} or None to use onnxruntime;
     ref_types: optional {output name: MLIR element type} overriding the refs' dtypes
@@ -528,8 +528,8 @@ def main(argv=None):
     ap.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy",
                     help="reference output (npy mode); default <model dir>/<name>.npy")
     ap.add_argument("--reference", choices=["npy", "ort"], default="npy")
-    ap.add_argument("--atol", type=float, default=1e-4)
-    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--tp-translate", default=None)
     ap.add_argument("--timeout", type=float, default=600.0, help="total seconds for all tools")
     ap.add_argument("--opt-level", default="-O2", help="mlir-runner optimisation flag")

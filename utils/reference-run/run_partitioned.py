@@ -31,7 +31,7 @@ Steps
 Usage
   run_partitioned.py MODEL.onnx --tp-parallelize "devices=2 sequence-parallel=true"
                      [--input NAME=FILE.npy ...] [--input-shape NAME=2x16 ...]
-                     [--output NAME=FILE.npy ...] [--atol 1e-4] [--rtol 1e-4]
+                     [--output NAME=FILE.npy ...] [--atol 1e-5] [--rtol 1e-5]
                      [--debug-wrong-rank] [--keep DIR] [-v]
 
   --debug-wrong-rank  feed rank r the weight slices of rank (r+1) mod N: the
@@ -275,7 +275,7 @@ def strip_for_runner(path):
 
 
 def check(model, inputs, refs, parallelize="devices=2", input_shapes=(), tp_translate=None,
-          tp_opt=None, atol=1e-4, rtol=1e-4, timeout=600.0, keep_dir=None, opt_level="-O2",
+          tp_opt=None, atol=1e-5, rtol=1e-5, timeout=600.0, keep_dir=None, opt_level="-O2",
           log=None, wrong_rank=False):
     """Returns Result(status, reason, diffs); diffs = [(name, shape, max diff, msg)]."""
     log = log or (lambda s: None)
@@ -389,8 +389,8 @@ def main(argv=None):
     ap.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS")
     ap.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy",
                     help="reference output; default <model dir>/<name>.npy")
-    ap.add_argument("--atol", type=float, default=1e-4)
-    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--tp-translate", default=None)
     ap.add_argument("--tp-opt", default=None, help="default: next to tp-translate")
     ap.add_argument("--timeout", type=float, default=600.0, help="total seconds for all tools")
