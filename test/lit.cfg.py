@@ -24,6 +24,19 @@ llvm_config.add_tool_substitutions(
     [config.tp_tools_dir],
 )
 
+# Tools built with ASan + UBSan (TP_SANITIZE): a report aborts, so that it
+# fails a test even under `not` (which passes any non-zero exit but not a
+# signal), and UBSan prints where it happened. Options already in the
+# environment come last, so they win.
+if config.tp_sanitize:
+    config.available_features.add("sanitized")
+    for name, value in [("ASAN_OPTIONS", "abort_on_error=1"),
+                        ("UBSAN_OPTIONS", "print_stacktrace=1:abort_on_error=1")]:
+        config.environment[name] = ":".join(
+            filter(None, [value, os.environ.get(name)]))
+    config.environment["ASAN_SYMBOLIZER_PATH"] = os.path.join(
+        config.llvm_tools_dir, "llvm-symbolizer")
+
 # MPI (Open MPI from Debian): partitioned programs and tp-run --launcher mpi
 # run one process per rank. %mpirun works as root and on few cores.
 import shutil
