@@ -38,8 +38,7 @@ for target in "${targets[@]}"; do
     "$corpus" > "$log" 2>&1
   rc=$?
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' \
-    "$log" | sed 's/^/  /'
-  grep -E '^#[0-9]+.*DONE' "$log" | tail -n 1 | sed 's/^/  /'
+    "$log" | awk '!seen[$0]++ { print "  " $0 }'
   if [ $rc -ne 0 ]; then
     echo "  FAILED (exit $rc); the log is $log:"
     grep -E 'ERROR|runtime error|finding|Test unit written' "$log" | head -n 20 |
