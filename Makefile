@@ -3,6 +3,10 @@
 #                for 2 ranks on CPU, print the plan, run it and check it
 #                against its stored reference
 #   make check   build and run every test (lit + FileCheck + GoogleTest)
+#   make check-sanitized  the same tests on tools built with ASan + UBSan
+#                (clang-22, in build-asan)
+#   make fuzz    run each libFuzzer target in fuzz/ for FUZZ_SECONDS
+#                (build-asan as well)
 #   make zoo-deps  torch (Debian) + transformers (PyPI) to rebuild the zoo
 #   make bench-deps  torch (Debian) + tensor_parallel/transformers (PyPI, into
 #                bench/.cache/site) for bench/tensor_parallel_cpu.py
@@ -14,10 +18,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools \
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata \
-  libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev
+  libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev \
+  clang-22 libclang-rt-22-dev
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo check clean bench-deps zoo-deps zoo-site
+.PHONY: deps build demo check check-sanitized fuzz clean bench-deps zoo-deps \
+  zoo-site
 
 deps:
 	$(SUDO) apt-get update -qq
@@ -42,6 +48,27 @@ demo: deps build
 
 check: build
 	cmake --build $(BUILD) -j $(JOBS) --target check-tp
+
+# One more build serves both the sanitized test suite and the fuzzers: all
+# of our code with ASan + UBSan and libFuzzer's coverage, at -O1 with line
+# tables for the reports. LLVM, MLIR, ONNX and the per-model C++ that
+# tp-compile builds stay uninstrumented.
+SANITIZE_BUILD ?= build-asan
+FUZZ_SECONDS ?= 60
+
+$(SANITIZE_BUILD)/build.ninja:
+	cmake -G Ninja -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+	  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only -DNDEBUG" \
+	  -DTP_SANITIZE=ON -DTP_ENABLE_FUZZERS=ON \
+	  -DPython3_EXECUTABLE=$$(command -v python3)
+
+check-sanitized: $(SANITIZE_BUILD)/build.ninja
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target check-tp
+
+fuzz: $(SANITIZE_BUILD)/build.ninja
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target tp-fuzzers
+	fuzz/run-fuzzers.sh $(SANITIZE_BUILD) $(FUZZ_SECONDS)
 
 # tensor_parallel imports transformers, which is not in Debian: PyPI wheels go
 # into bench/.cache/site, for Debian's python3 (it has torch 1.13) via
@@ -78,4 +105,4 @@ zoo-deps:
 	$(MAKE) zoo-site
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD)

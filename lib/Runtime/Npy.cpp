@@ -185,13 +185,6 @@ int64_t expectedBytes(const NpyArray &array, const std::string &path) {
   return bytes;
 }
 
-uint32_t readLittleEndian(const unsigned char *bytes, size_t count) {
-  uint32_t value = 0;
-  for (size_t i = count; i-- > 0;)
-    value = value << 8 | bytes[i];
-  return value;
-}
-
 } // namespace
 
 DType tp::rt::dtypeFromDescr(const std::string &descr, bool &ok) {
@@ -255,57 +248,61 @@ std::string tp::rt::descrFromDType(DType type) {
   return "<f4";
 }
 
+NpyArray tp::rt::parseNpy(std::string_view bytes, const std::string &name) {
+  if (bytes.size() < magicSize + 2 || bytes.compare(0, magicSize, magic) != 0)
+    fail(name, "not a .npy file");
+  auto byteAt = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  unsigned major = byteAt(magicSize), minor = byteAt(magicSize + 1);
+  if (major < 1 || major > 3)
+    fail(name, "unsupported .npy format version " + std::to_string(major) +
+                   "." + std::to_string(minor));
+  size_t lengthSize = major == 1 ? 2 : 4;
+  size_t headerStart = magicSize + 2 + lengthSize;
+  if (bytes.size() < headerStart)
+    fail(name, "truncated header");
+  uint32_t headerLength = 0;
+  for (size_t i = lengthSize; i-- > 0;)
+    headerLength = headerLength << 8 | byteAt(magicSize + 2 + i);
+  // Sizes come from the bytes: check them against what is there before
+  // allocating anything they ask for.
+  uint64_t remaining = bytes.size() - headerStart;
+  if (headerLength > remaining)
+    fail(name, "truncated header: it claims " + std::to_string(headerLength) +
+                   " bytes but the file has " + std::to_string(remaining) +
+                   " after the prefix");
+  remaining -= headerLength;
+  std::string header(bytes.substr(headerStart, headerLength));
+
+  NpyArray array;
+  HeaderParser(header, name).parse(array);
+  int64_t dataBytes = expectedBytes(array, name);
+  if (static_cast<uint64_t>(dataBytes) > remaining)
+    fail(name, "truncated data: the shape needs " + std::to_string(dataBytes) +
+                   " bytes but the file has " + std::to_string(remaining));
+  if (static_cast<uint64_t>(dataBytes) < remaining)
+    fail(name, "unexpected bytes after the " + std::to_string(dataBytes) +
+                   " bytes of data");
+  std::string_view data = bytes.substr(headerStart + headerLength);
+  array.data.assign(data.begin(), data.end());
+  return array;
+}
+
 NpyArray tp::rt::readNpy(const std::string &path) {
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail(path, "cannot open: " + systemError());
-
-  unsigned char prefix[12];
-  in.read(reinterpret_cast<char *>(prefix), 8);
-  if (in.gcount() != 8 || std::memcmp(prefix, magic, magicSize) != 0)
-    fail(path, "not a .npy file");
-  unsigned major = prefix[6], minor = prefix[7];
-  if (major < 1 || major > 3)
-    fail(path, "unsupported .npy format version " + std::to_string(major) +
-                   "." + std::to_string(minor));
-  size_t lengthSize = major == 1 ? 2 : 4;
-  in.read(reinterpret_cast<char *>(prefix + 8), lengthSize);
-  if (static_cast<size_t>(in.gcount()) != lengthSize)
-    fail(path, "truncated header");
-  uint32_t headerLength = readLittleEndian(prefix + 8, lengthSize);
-  // Sizes come from the file: check them against its length before
-  // allocating anything they ask for.
-  std::streamoff headerStart = in.tellg();
+  // The file's own size bounds what is read, whatever its header claims.
   in.seekg(0, std::ios::end);
-  std::streamoff fileSize = in.tellg();
-  in.seekg(headerStart);
-  uint64_t remaining = static_cast<uint64_t>(fileSize - headerStart);
-  if (headerLength > remaining)
-    fail(path, "truncated header: it claims " + std::to_string(headerLength) +
-                   " bytes but the file has " + std::to_string(remaining) +
-                   " after the prefix");
-  remaining -= headerLength;
-  std::string header(headerLength, '\0');
-  in.read(header.data(), headerLength);
-  if (static_cast<uint32_t>(in.gcount()) != headerLength)
-    fail(path, "truncated header");
-
-  NpyArray array;
-  HeaderParser(header, path).parse(array);
-  int64_t bytes = expectedBytes(array, path);
-  if (static_cast<uint64_t>(bytes) > remaining)
-    fail(path, "truncated data: the shape needs " + std::to_string(bytes) +
-                   " bytes but the file has " + std::to_string(remaining));
-  array.data.resize(static_cast<size_t>(bytes));
-  in.read(array.data.data(), bytes);
-  if (in.gcount() != bytes)
-    fail(path, "truncated data: the shape needs " + std::to_string(bytes) +
-                   " bytes but the file has " + std::to_string(in.gcount()));
-  if (in.peek() != std::char_traits<char>::eof())
-    fail(path, "unexpected bytes after the " + std::to_string(bytes) +
-                   " bytes of data");
-  return array;
+  std::streamoff size = in.tellg();
+  in.seekg(0);
+  if (size < 0)
+    fail(path, "cannot read: " + systemError());
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), size);
+  if (in.gcount() != size)
+    fail(path, "cannot read: " + systemError());
+  return parseNpy(bytes, path);
 }
 
 void tp::rt::writeNpy(const std::string &path, const NpyArray &array) {

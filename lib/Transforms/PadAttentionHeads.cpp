@@ -245,8 +245,8 @@ private:
     if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
       auto shape = expand.getResultType().getShape();
       auto srcShape = expand.getSrcType().getShape();
-      const ReassociationIndices &group =
-          expand.getReassociationIndices()[w.dim];
+      // A copy: getReassociationIndices() returns a temporary.
+      ReassociationIndices group = expand.getReassociationIndices()[w.dim];
       std::optional<int64_t> outer = firstNonUnit(shape, group);
       int64_t rest = srcShape[w.dim] / (outer ? shape[*outer] : 1);
       if (!outer || w.size % rest != 0)
@@ -268,8 +268,7 @@ private:
         return failure();
       auto srcShape = collapse.getSrcType().getShape();
       unsigned group = groupOf(collapse.getReassociationIndices(), w.dim);
-      const ReassociationIndices &dims =
-          collapse.getReassociationIndices()[group];
+      ReassociationIndices dims = collapse.getReassociationIndices()[group];
       // The padding must stay at the end of the merged dim.
       if (firstNonUnit(srcShape, dims) != w.dim)
         return failure();

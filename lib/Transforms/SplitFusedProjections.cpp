@@ -13,6 +13,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_SPLITFUSEDPROJECTIONS
@@ -194,16 +196,20 @@ struct SplitFusedProjections
       slice.replaceAllUsesWith(carried);
       slice.erase();
     }
-    SmallVector<Operation *> inits;
-    for (ChainLink &link : llvm::reverse(chain)) {
-      for (Value operand : link.op->getOperands())
-        if (Operation *def = operand.getDefiningOp())
-          inits.push_back(def);
-      link.op->erase();
-    }
     // The old inits (a fill of an empty) and the slices of a piece split
     // again are dead now; partition cannot leave dead tensors unannotated,
-    // so remove them.
+    // so remove them. A set: an op may feed several of those erased (an
+    // empty under two fills), and the chain's own links are erased here.
+    llvm::SmallPtrSet<Operation *, 8> links;
+    for (ChainLink &link : chain)
+      links.insert(link.op);
+    llvm::SetVector<Operation *> inits;
+    for (ChainLink &link : llvm::reverse(chain)) {
+      for (Value operand : link.op->getOperands())
+        if (Operation *def = operand.getDefiningOp(); def && !links.count(def))
+          inits.insert(def);
+      link.op->erase();
+    }
     while (!inits.empty()) {
       Operation *def = inits.pop_back_val();
       if (!def->use_empty() ||
@@ -211,7 +217,7 @@ struct SplitFusedProjections
         continue;
       for (Value operand : def->getOperands())
         if (Operation *producer = operand.getDefiningOp())
-          inits.push_back(producer);
+          inits.insert(producer);
       def->erase();
     }
     return true;

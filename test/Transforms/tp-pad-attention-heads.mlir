@@ -170,3 +170,36 @@ func.func @sum_over_heads(%x: tensor<1x3x6xf32> {tp.input = "x"},
   } -> tensor<1x3x2xf32>
   return %y : tensor<1x3x2xf32>
 }
+
+// -----
+
+// Reshapes of an input into 3 heads and back, without weights: nothing to
+// pad. The closure reads each reshape's reassociation groups; it used to
+// keep a reference into a temporary copy of them (stack-use-after-scope
+// under ASan, found by fuzz/plan-partition-fuzzer).
+// CHECK-LABEL: func.func @reshapes_without_weights(
+// CHECK-NOT: tensor.pad
+// CHECK: tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2]] : tensor<2x3x6xf32> into tensor<6x6xf32>
+// CHECK: tensor.expand_shape {{.*}} : tensor<6x6xf32> into tensor<6x3x2xf32>
+// PART-LABEL: func.func @reshapes_without_weights(
+// PART-NOT: shard.all_
+func.func @reshapes_without_weights(%x: tensor<2x3x6xf32> {tp.input = "x"})
+    -> (tensor<6x3x2xf32> {tp.output = "y"}) {
+  %c = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x3x6xf32> into tensor<6x6xf32>
+  %e = tensor.expand_shape %c [[0], [1, 2]] output_shape [6, 3, 2] : tensor<6x6xf32> into tensor<6x3x2xf32>
+  return %e : tensor<6x3x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @heads_merged_back(
+// CHECK-NOT: tensor.pad
+// CHECK: tensor.collapse_shape {{.*}} : tensor<2x3x2xf32> into tensor<2x6xf32>
+// PART-LABEL: func.func @heads_merged_back(
+// PART-NOT: shard.all_
+func.func @heads_merged_back(%x: tensor<2x6xf32> {tp.input = "x"})
+    -> (tensor<2x6xf32> {tp.output = "y"}) {
+  %e = tensor.expand_shape %x [[0], [1, 2]] output_shape [2, 3, 2] : tensor<2x6xf32> into tensor<2x3x2xf32>
+  %c = tensor.collapse_shape %e [[0], [1, 2]] : tensor<2x3x2xf32> into tensor<2x6xf32>
+  return %c : tensor<2x6xf32>
+}

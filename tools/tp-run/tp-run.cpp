@@ -292,7 +292,11 @@ void runForward(BoundRank &bound, int64_t microbatches, Call call) {
     call();
     for (auto &[slot, whole] : bound.outputs) {
       size_t bytes = whole.size() / microbatches;
-      std::memcpy(whole.data() + m * bytes, bound.resultPointers[slot], bytes);
+      // An empty output has no buffer: memcpy of null is undefined even for
+      // 0 bytes.
+      if (bytes)
+        std::memcpy(whole.data() + m * bytes, bound.resultPointers[slot],
+                    bytes);
     }
   }
 }

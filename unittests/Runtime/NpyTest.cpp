@@ -204,6 +204,26 @@ TEST_F(NpyFile, TrailingBytes) {
   EXPECT_NE(readError().find("unexpected bytes after"), std::string::npos);
 }
 
+TEST(Npy, ParsesBytesInMemory) {
+  int32_t values[3] = {1, -2, 3};
+  std::string data(reinterpret_cast<char *>(values), sizeof values);
+  std::string bytes = npyBytes(
+      1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }\n", data);
+  NpyArray array = parseNpy(bytes, "mem");
+  EXPECT_EQ(array.descr, "<i4");
+  EXPECT_EQ(array.shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(std::string(array.data.begin(), array.data.end()), data);
+  for (size_t size : {0, 5, 9, 20}) {
+    try {
+      parseNpy(std::string_view(bytes).substr(0, size), "mem");
+      ADD_FAILURE() << "parseNpy accepted the first " << size << " bytes";
+    } catch (const Error &error) {
+      EXPECT_EQ(std::string(error.what()).rfind("mem: ", 0), 0u)
+          << error.what();
+    }
+  }
+}
+
 TEST_F(NpyFile, WriteChecksTheData) {
   NpyArray array;
   array.descr = "<i4";

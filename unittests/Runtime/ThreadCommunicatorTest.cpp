@@ -349,4 +349,19 @@ TEST(ThreadCommunicator, BoolCannotBeReduced) {
     EXPECT_NE(error.find("cannot reduce bool"), std::string::npos) << error;
 }
 
+// A forward pass that throws never releases its live buffers: the context
+// frees them (the sanitized suite reports a leak otherwise). Buffers are
+// recycled by size.
+TEST(ThreadCommunicator, ContextOwnsItsBuffers) {
+  std::vector<std::string> errors =
+      runRanks(1, 5000ms, [&](RankContext &context) {
+        void *kept = context.allocate(256);
+        context.release(kept, 256);
+        EXPECT_EQ(context.allocate(256), kept);
+        context.allocate(1024);
+        throw Error("the pass failed with two buffers live");
+      });
+  EXPECT_EQ(errors[0], "the pass failed with two buffers live");
+}
+
 } // namespace

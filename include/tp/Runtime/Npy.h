@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tp::rt {
@@ -38,6 +39,10 @@ struct NpyArray {
 /// order, has a type outside DType, or has more or fewer bytes than its
 /// shape needs.
 NpyArray readNpy(const std::string &path);
+
+/// Parses the bytes of a whole .npy file, as readNpy does; errors name
+/// `name`.
+NpyArray parseNpy(std::string_view bytes, const std::string &name);
 
 /// Writes `array` as NumPy does: format 1.0 (2.0 if the header would not
 /// fit), header padded so that the data starts at a multiple of 64 bytes.

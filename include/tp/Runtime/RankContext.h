@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace tp::rt {
@@ -79,22 +80,30 @@ public:
     for (auto &[bytes, buffers] : freeBuffers)
       for (void *buffer : buffers)
         tp::rt::release(buffer);
+    for (void *buffer : inUse)
+      tp::rt::release(buffer);
   }
 
   /// Activation buffers, recycled by size: a forward pass allocates the
   /// same sizes every time, so from the second pass on nothing reaches the
   /// system allocator (whose per-thread arenas would hand big buffers back
-  /// to the kernel and fault them in again).
+  /// to the kernel and fault them in again). The context owns every buffer
+  /// it hands out: a pass that throws (an aborted collective) never
+  /// releases its live ones, and they go with the context.
   void *allocate(int64_t bytes) {
+    void *buffer;
     auto it = freeBuffers.find(bytes);
     if (it != freeBuffers.end() && !it->second.empty()) {
-      void *buffer = it->second.back();
+      buffer = it->second.back();
       it->second.pop_back();
-      return buffer;
+    } else {
+      buffer = tp::rt::allocate(bytes);
     }
-    return tp::rt::allocate(bytes);
+    inUse.insert(buffer);
+    return buffer;
   }
   void release(void *buffer, int64_t bytes) {
+    inUse.erase(buffer);
     freeBuffers[bytes].push_back(buffer);
   }
 
@@ -132,6 +141,9 @@ public:
 
 private:
   std::unordered_map<int64_t, std::vector<void *>> freeBuffers;
+  // Last, so that a model library built before it still finds freeBuffers
+  // where it was.
+  std::unordered_set<void *> inUse;
 };
 
 } // namespace tp::rt

@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/SmallSet.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -39,10 +40,16 @@ Value mlir::tp::onnx_import::createScalar(OpBuilder &b, Location loc, Type type,
                                      b.getFloatAttr(floatType, value));
   auto intType = cast<IntegerType>(type);
   unsigned width = intType.getWidth();
+  // Values beyond the type's range saturate, as the infinities do: a bound
+  // such as Clip's default -FLT_MAX means "none", and converting a double
+  // outside int64's range to an integer is undefined. NaN becomes 0.
+  double limit = std::ldexp(1.0, width == 1 ? 63 : width - 1);
   APInt v;
-  if (value == -std::numeric_limits<double>::infinity())
+  if (std::isnan(value))
+    v = APInt::getZero(width);
+  else if (value <= -limit)
     v = width == 1 ? APInt(1, 0) : APInt::getSignedMinValue(width);
-  else if (value == std::numeric_limits<double>::infinity())
+  else if (value >= limit)
     v = width == 1 ? APInt(1, 1) : APInt::getSignedMaxValue(width);
   else
     v = APInt(width, static_cast<uint64_t>(static_cast<int64_t>(value)),

@@ -15,6 +15,8 @@
 
 #include "onnx/defs/parser.h"
 
+#include <stdexcept>
+
 using namespace mlir;
 using namespace mlir::tp::onnx_import;
 
@@ -37,7 +39,20 @@ LogicalResult mlir::tp::onnx_import::parseModel(StringRef bytes, StringRef path,
   if (text) {
     std::string buffer = bytes.str();
     onnx::OnnxParser parser(buffer.c_str());
-    onnx::Status status = parser.Parse(model);
+    // ONNX's parser reports most errors in its Status, but reads numbers
+    // with std::stoll and std::stof, which throw std::invalid_argument or
+    // std::out_of_range (both std::logic_error) on text such as "2,St5" or
+    // "99999999999999999999". Caught here, where ONNX's code returns: the
+    // rest of the compiler has no exceptions.
+    onnx::Status status;
+    try {
+      status = parser.Parse(model);
+    } catch (const std::logic_error &e) {
+      return emitError(loc) << "cannot parse '" << path
+                            << "' as ONNX text format: a malformed or "
+                               "out-of-range number ("
+                            << e.what() << ")";
+    }
     if (!status.IsOK())
       return emitError(loc)
              << "cannot parse '" << path
