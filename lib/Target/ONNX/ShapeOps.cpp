@@ -10,6 +10,7 @@
 #include "Importer.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::tp::onnx_import;
@@ -140,6 +141,9 @@ LogicalResult checkShape(NodeContext &ctx, ArrayRef<int64_t> shape) {
   if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
     return ctx.emitError() << "shape " << formatShape(shape)
                            << " has a negative dim";
+  if (!getCheckedNumElements(shape))
+    return ctx.emitError() << "shape " << formatShape(shape)
+                           << " has more elements than fit in 64 bits";
   return success();
 }
 
@@ -263,7 +267,10 @@ LogicalResult convertReshape(NodeContext &ctx) {
     if (d < 0)
       return ctx.emitError()
              << "shape " << formatShape(*target) << " has a negative dim";
-    known *= d;
+    if (llvm::MulOverflow(known, d, known))
+      return ctx.emitError() << "cannot reshape " << formatShape(in) << " to "
+                             << formatShape(*target)
+                             << ": its element count does not fit in 64 bits";
   }
   if (inferred >= 0) {
     int64_t total = getNumElements(in);
