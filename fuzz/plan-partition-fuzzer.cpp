@@ -170,13 +170,13 @@ private:
     }
     maps += affineMap(loops, outMap);
     std::string outType = tensorType(outShape);
-    std::string name = define(std::move(outShape));
+    std::string result = define(std::move(outShape));
     body += llvm::formatv(
         "  {0} = linalg.generic {{indexing_maps = [{1}], iterator_types = "
         "{2}} ins({3} : {4}) outs({5} : {6}) {7}{{\n"
         "  ^bb0({8}%acc: f32):\n{9}"
         "  } -> {6}\n",
-        name, maps, iterators(parallel, reduction), ins, types, init, outType,
+        result, maps, iterators(parallel, reduction), ins, types, init, outType,
         attrs, blockArgs, region);
   }
 

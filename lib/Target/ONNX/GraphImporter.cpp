@@ -91,6 +91,35 @@ void GraphImporter::checkSupportedOps(const onnx::GraphProto &g, bool &ok) {
 }
 
 /// Reads a value's declared dtype and (possibly symbolic) dims.
+static uint64_t elementBytes(DType t) {
+  switch (t) {
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64:
+    return 8;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32:
+    return 4;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+/// Whether a tensor of `shape` and `dtype` has a size in bytes that fits in
+/// 64 bits: every size computed from a value's shape then does too.
+static bool hasRepresentableSize(ArrayRef<int64_t> shape, DType dtype) {
+  std::optional<int64_t> count = getCheckedNumElements(shape);
+  int64_t bytes;
+  return count &&
+         !llvm::MulOverflow(*count, int64_t(elementBytes(dtype)), bytes);
+}
+
 static LogicalResult readValueType(const onnx::ValueInfoProto &info,
                                    DType &dtype,
                                    SmallVectorImpl<int64_t> &shape,
@@ -171,6 +200,13 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
     }
     if (!ok)
       continue;
+    if (!hasRepresentableSize(shape, dtype)) {
+      emitError(loc) << "input '" << info.name() << "' has shape "
+                     << formatShape(shape)
+                     << ", whose size in bytes does not fit in 64 bits";
+      ok = false;
+      continue;
+    }
     argTypes.push_back(RankedTensorType::get(shape, elementType));
     argAttrs.push_back(builder.getNamedAttr(
         TPDialect::kInputAttrName, builder.getStringAttr(info.name())));
@@ -228,26 +264,6 @@ static uint64_t getTypedFieldCount(const onnx::TensorProto &t) {
   }
 }
 
-static uint64_t elementBytes(DType t) {
-  switch (t) {
-  case onnx::TensorProto::DOUBLE:
-  case onnx::TensorProto::INT64:
-  case onnx::TensorProto::UINT64:
-    return 8;
-  case onnx::TensorProto::FLOAT:
-  case onnx::TensorProto::INT32:
-  case onnx::TensorProto::UINT32:
-    return 4;
-  case onnx::TensorProto::FLOAT16:
-  case onnx::TensorProto::BFLOAT16:
-  case onnx::TensorProto::INT16:
-  case onnx::TensorProto::UINT16:
-    return 2;
-  default:
-    return 1;
-  }
-}
-
 LogicalResult
 GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
                                   SmallVectorImpl<NamedAttribute> &argAttrs) {
@@ -263,18 +279,15 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
       ok = false;
       continue;
     }
-    std::optional<int64_t> count = getCheckedNumElements(shape);
-    int64_t signedBytes = 0;
-    if (!count ||
-        llvm::MulOverflow(*count, int64_t(elementBytes(init.data_type())),
-                          signedBytes)) {
+    if (!hasRepresentableSize(shape, init.data_type())) {
       emitError(loc) << "initializer '" << init.name() << "' has shape "
                      << formatShape(shape)
                      << ", whose size in bytes does not fit in 64 bits";
       ok = false;
       continue;
     }
-    uint64_t bytes = signedBytes;
+    int64_t count = getNumElements(shape);
+    uint64_t bytes = count * elementBytes(init.data_type());
     Type elementType = getElementType(ctx, init.data_type());
     if (!elementType) {
       emitError(loc) << "initializer '" << init.name()
@@ -311,13 +324,12 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
         ok = false;
         continue;
       } else if (!init.has_raw_data() &&
-                 getTypedFieldCount(init) != uint64_t(*count)) {
+                 getTypedFieldCount(init) != uint64_t(count)) {
         // The weight is streamed from this field into the rank files: a
         // short one would be read past its end.
         emitError(loc) << "initializer '" << init.name() << "' holds "
-                       << getTypedFieldCount(init)
-                       << " values but its shape " << formatShape(shape)
-                       << " needs " << *count;
+                       << getTypedFieldCount(init) << " values but its shape "
+                       << formatShape(shape) << " needs " << count;
         ok = false;
         continue;
       }
@@ -419,6 +431,47 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
   return success();
 }
 
+/// Inputs bound to one type parameter of the op's schema (Add's T, both
+/// operands) must have one element type: converters build a single arith op
+/// for them, which would not verify otherwise.
+LogicalResult GraphImporter::checkInputTypes(const onnx::NodeProto &node,
+                                             Location loc) {
+  const auto &versions =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto known = versions.find(onnx::ONNX_DOMAIN);
+  if (known == versions.end() || opset > known->second.second)
+    return success();
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  if (!schema || schema->inputs().empty())
+    return success();
+  llvm::StringSet<> params;
+  for (const auto &constraint : schema->typeConstraintParams())
+    params.insert(constraint.type_param_str);
+  // Per type parameter: the first input bound to it, and its type.
+  llvm::StringMap<std::pair<int, DType>> bound;
+  const auto &formal = schema->inputs();
+  for (int i = 0; i < node.input_size(); ++i) {
+    const auto &param = formal[std::min<size_t>(i, formal.size() - 1)];
+    if (node.input(i).empty() || !param.GetIsHomogeneous() ||
+        !params.contains(param.GetTypeStr()))
+      continue;
+    const ImportedValue *v = lookup(node.input(i));
+    if (v->isSequence())
+      continue;
+    auto [it, inserted] =
+        bound.try_emplace(param.GetTypeStr(), std::make_pair(i, v->dtype));
+    if (!inserted && it->second.second != v->dtype)
+      return emitError(loc)
+             << "node '" << getNodeName(node) << "' (" << node.op_type()
+             << "): input " << i << " is " << dtypeName(v->dtype)
+             << " but input " << it->second.first << " is "
+             << dtypeName(it->second.second) << "; the op takes both as '"
+             << param.GetTypeStr() << "'";
+  }
+  return success();
+}
+
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   Location loc = nodeLoc(node);
   std::string name = getNodeName(node);
@@ -449,6 +502,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
                               << ") reads '" << input
                               << "', a sequence; only sequence ops and Loop "
                                  "accept sequences";
+  if (failed(checkInputTypes(node, loc)))
+    return failure();
   NodeContext context(*this, node, builder, loc, opset);
   const OpConverter &convert = getConverters().lookup(node.op_type());
   if (failed(convert(context)))
@@ -461,6 +516,13 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       return emitError(loc)
              << "node '" << name << "' (" << node.op_type() << "): output '"
              << output << "' is not produced by this importer";
+    // Shapes computed from constants (Expand, Tile, ConstantOfShape...)
+    // are bounded here, so that no later op overflows computing a size.
+    if (!v->isSequence() && !hasRepresentableSize(v->shape, v->dtype))
+      return emitError(loc)
+             << "node '" << name << "' (" << node.op_type() << "): output '"
+             << output << "' has shape " << formatShape(v->shape)
+             << ", whose size in bytes does not fit in 64 bits";
     auto it = declared.find(output);
     if (it != declared.end() && failed(checkDeclaredType(*it->second, *v, loc)))
       return failure();

@@ -59,6 +59,7 @@ private:
                                    SmallVectorImpl<NamedAttribute> &argAttrs);
   LogicalResult importNode(const onnx::NodeProto &node);
   LogicalResult checkArity(const onnx::NodeProto &node, Location loc);
+  LogicalResult checkInputTypes(const onnx::NodeProto &node, Location loc);
   LogicalResult checkDeclaredType(const onnx::ValueInfoProto &info,
                                   const ImportedValue &v, Location loc);
   Location nodeLoc(const onnx::NodeProto &node);

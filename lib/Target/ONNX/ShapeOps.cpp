@@ -10,6 +10,7 @@
 #include "Importer.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::tp::onnx_import;
@@ -140,6 +141,9 @@ LogicalResult checkShape(NodeContext &ctx, ArrayRef<int64_t> shape) {
   if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
     return ctx.emitError() << "shape " << formatShape(shape)
                            << " has a negative dim";
+  if (!getCheckedNumElements(shape))
+    return ctx.emitError() << "shape " << formatShape(shape)
+                           << " has more elements than fit in 64 bits";
   return success();
 }
 
@@ -194,7 +198,22 @@ LogicalResult convertRange(NodeContext &ctx) {
          d = delta->getAsDouble(0);
   if (d == 0)
     return ctx.emitError() << "delta is zero";
-  double count = std::ceil((l - s) / d);
+  // Integer ranges are counted and filled in 128 bits: start + i * delta
+  // can overflow 64 bits before the element it names exceeds the limit
+  // (start = -2^63, delta = 2^62 + 1), and the count in doubles rounds.
+  bool isFloat = start->isFloat();
+  __int128 s128 = isFloat ? 0 : start->ints[0],
+           d128 = isFloat ? 1 : delta->ints[0];
+  double count;
+  if (isFloat) {
+    count = std::ceil((l - s) / d);
+  } else {
+    __int128 span = __int128(limit->ints[0]) - s128;
+    __int128 steps = span / d128;
+    if (steps * d128 != span && (span < 0) == (d128 < 0))
+      ++steps;
+    count = static_cast<double>(steps);
+  }
   if (!(count <= static_cast<double>(kMaxFoldedElements)))
     return ctx.emitError() << "range of " << count
                            << " elements is too large to build at import";
@@ -204,10 +223,10 @@ LogicalResult convertRange(NodeContext &ctx) {
   r.shape = {n};
   r.allocate();
   for (int64_t i = 0; i < n; ++i) {
-    if (r.isFloat())
+    if (isFloat)
       r.floats[i] = s + i * d;
     else
-      r.ints[i] = start->ints[0] + i * delta->ints[0];
+      r.ints[i] = static_cast<int64_t>(s128 + i * d128);
   }
   ctx.setConstResult(0, std::move(r));
   return success();
@@ -263,7 +282,10 @@ LogicalResult convertReshape(NodeContext &ctx) {
     if (d < 0)
       return ctx.emitError()
              << "shape " << formatShape(*target) << " has a negative dim";
-    known *= d;
+    if (llvm::MulOverflow(known, d, known))
+      return ctx.emitError() << "cannot reshape " << formatShape(in) << " to "
+                             << formatShape(*target)
+                             << ": its element count does not fit in 64 bits";
   }
   if (inferred >= 0) {
     int64_t total = getNumElements(in);
