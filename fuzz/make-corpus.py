@@ -3,7 +3,9 @@
 what is there): the ONNX text models the lit tests embed (split-file
 sections named *.onnxtxt, up to 4 KB each), the same models as binary
 protobuf where onnx parses them, .npy files of every dtype tp-run reads in
-format versions 1 and 2, and fixed pseudo-random bytes for the
+format versions 1 and 2, artifacts of a small model on several grids
+(manifest.json, NUL, rank-0.safetensors; built with BUILD/bin/tp-compile,
+BUILD from $TP_BUILD or build/) and fixed pseudo-random bytes for the
 plan -> partition generator. Needs onnx and numpy (the pyenv python3)."""
 import glob
 import hashlib
@@ -12,6 +14,8 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import tempfile
 
 import numpy as np
 import onnx
@@ -91,6 +95,49 @@ def npy_seeds():
     save(out, "structured.npy", buffer.getvalue())
 
 
+# Token ids through an embedding (the manifest's index_range), two
+# projections (column- then row-split weights) and a residual add.
+ARTIFACT_MODEL = """<ir_version: 8, opset_import: ["" : 17]>
+g (int64[4, 6] ids) => (float[4, 6, 8] y)
+<float[16, 8] emb = {%s}, float[8, 16] w1 = {%s}, float[16] b1 = {%s},
+ float[16, 8] w2 = {%s}>
+{
+  h = Gather(emb, ids)
+  u = MatMul(h, w1)
+  v = Add(u, b1)
+  r = Relu(v)
+  o = MatMul(r, w2)
+  y = Add(o, h)
+}
+"""
+
+
+def artifact_seeds():
+    out = reset("manifest-fuzzer")
+    build = os.environ.get("TP_BUILD", os.path.join(ROOT, "build"))
+    compiler = os.path.join(build, "bin", "tp-compile")
+    rng = random.Random(7)
+    values = lambda n: ", ".join(f"{rng.uniform(-1, 1):.3f}" for _ in range(n))
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model.onnxtxt")
+        with open(model, "w") as f:
+            f.write(ARTIFACT_MODEL % (values(128), values(128), values(16),
+                                      values(128)))
+        for devices, pp, microbatches in ((1, 1, 1), (2, 1, 1), (4, 1, 1),
+                                          (1, 2, 2), (2, 2, 2)):
+            name = f"tp{devices}-pp{pp}-mb{microbatches}"
+            artifact = os.path.join(tmp, name + ".tpa")
+            subprocess.run([compiler, model, f"--devices={devices}",
+                            f"--pp={pp}", f"--microbatches={microbatches}",
+                            "--target=none", "-o", artifact],
+                           check=True, stderr=subprocess.DEVNULL)
+            with open(os.path.join(artifact, "manifest.json"), "rb") as f:
+                manifest = f.read()
+            with open(os.path.join(artifact, "rank-0.safetensors"), "rb") as f:
+                weights = f.read()
+            save(out, name, manifest + b"\0" + weights)
+
+
 def plan_seeds():
     out = reset("plan-partition-fuzzer")
     rng = random.Random(13)
@@ -103,6 +150,7 @@ def plan_seeds():
 if __name__ == "__main__":
     onnx_seeds()
     npy_seeds()
+    artifact_seeds()
     plan_seeds()
     for target in sorted(os.listdir(CORPUS)):
         files = glob.glob(os.path.join(CORPUS, target, "*"))

@@ -12,11 +12,12 @@ src=$(cd "$(dirname "$0")" && pwd)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
   targets=(onnx-import-fuzzer onnx-text-import-fuzzer npy-fuzzer
-           plan-partition-fuzzer)
+           manifest-fuzzer plan-partition-fuzzer)
 
 # Longest input each target gets: the seeds' size or a little more.
 declare -A maxLen=([onnx-import-fuzzer]=8192 [onnx-text-import-fuzzer]=4096
-                   [npy-fuzzer]=1024 [plan-partition-fuzzer]=64)
+                   [npy-fuzzer]=1024 [manifest-fuzzer]=16384
+                   [plan-partition-fuzzer]=64)
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
