@@ -383,8 +383,9 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
   // Only optional inputs may be left out (an empty name); a variadic one
   // (Concat's, Sum's) may not. The newest schema this ONNX knows stands in
   // for a newer opset's here: which inputs are optional rarely changes.
-  if (const onnx::OpSchema *latest = onnx::OpSchemaRegistry::Schema(
-          node.op_type(), std::min<int64_t>(opset, known->second.second), "")) {
+  const onnx::OpSchema *latest = onnx::OpSchemaRegistry::Schema(
+      node.op_type(), std::min<int64_t>(opset, known->second.second), "");
+  if (latest) {
     const auto &formal = latest->inputs();
     for (int i = 0; i < node.input_size() && !formal.empty(); ++i) {
       const auto &param = formal[std::min<size_t>(i, formal.size() - 1)];
@@ -396,8 +397,20 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
                                  "may be left out";
     }
   }
-  if (opset > known->second.second)
+  if (opset > known->second.second) {
+    // A newer opset may add inputs and outputs but keeps the ones an op
+    // needs, which the converters read without checking (Concat's first).
+    if (latest && (node.input_size() < latest->min_input() ||
+                   node.output_size() < latest->min_output()))
+      return emitError(loc)
+             << "node '" << getNodeName(node) << "' (" << node.op_type()
+             << ") has " << node.input_size() << " inputs and "
+             << node.output_size() << " outputs; opset "
+             << known->second.second << ", the newest this ONNX knows, "
+             << "expects at least " << latest->min_input() << " and "
+             << latest->min_output();
     return success();
+  }
   const onnx::OpSchema *schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
   if (!schema)
