@@ -90,7 +90,10 @@ public:
   /// to the kernel and fault them in again). The context owns every buffer
   /// it hands out: a pass that throws (an aborted collective) never
   /// releases its live ones, and they go with the context.
-  void *allocate(int64_t bytes) {
+  /// Out of line: generated code calls these once per buffer, and inlined
+  /// map and set code at each of 10,000 call sites is most of what the host
+  /// compiler spends on a long model.
+  __attribute__((noinline)) void *allocate(int64_t bytes) {
     void *buffer;
     auto it = freeBuffers.find(bytes);
     if (it != freeBuffers.end() && !it->second.empty()) {
@@ -102,7 +105,7 @@ public:
     inUse.insert(buffer);
     return buffer;
   }
-  void release(void *buffer, int64_t bytes) {
+  __attribute__((noinline)) void release(void *buffer, int64_t bytes) {
     inUse.erase(buffer);
     freeBuffers[bytes].push_back(buffer);
   }

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Target/Emit/EmitCpp.h"
 #include "tp/Target/Emit/EmitCuda.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -66,7 +67,7 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   llvm::sys::path::append(libraryPath, library);
 
   OwningOpRef<ModuleOp> copy(module.clone());
-  if (failed(prepareForCudaEmission(*copy)))
+  if (failed(prepareForEmission(*copy)))
     return failure();
   {
     std::error_code ec;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CppEmitter.h"
+#include "LinalgMatchers.h"
 #include "tp/Target/Artifact/ModelSignature.h"
 
 #include "tp/Dialect/TP/TPDialect.h"
@@ -41,7 +42,7 @@ LogicalResult mlir::tp::prepareForEmission(ModuleOp module) {
       return op->emitError("cannot rewrite ")
              << op->getName() << " as linalg.generic for code generation";
   }
-  return success();
+  return fuseElementwiseChains(module);
 }
 
 //===----------------------------------------------------------------------===//

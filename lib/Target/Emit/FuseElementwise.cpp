@@ -1,15 +1,18 @@
-//===- FuseElementwise.cpp - one kernel per elementwise chain -------------===//
+//===- FuseElementwise.cpp - one loop nest per elementwise chain ----------===//
 //
-// On a GPU every generic that is not a GEMM is a kernel launch and a round
-// trip of its result through device memory. Upstream's elementwise fusion
-// folds an all-parallel producer into its consumer's payload; this runs it
-// on the CUDA emitter's input, limited to what keeps the emitter's special
-// cases intact:
+// Every generic that is not a GEMM is a loop nest (a kernel launch on a
+// GPU) and a round trip of its result through memory. Upstream's
+// elementwise fusion folds an all-parallel producer into its consumer's
+// payload; both emitters run it on their input, limited to what keeps
+// their special cases intact and their output compilable:
 //  - the producer has no other user, so nothing is computed twice;
-//  - the consumer is neither a GEMM (cuBLAS would lose it) nor a one-hot
-//    lookup (the lookup's pattern would no longer match).
-// The C++ emitter does not fuse: its loops are cheap to keep apart, and its
-// output stays a line-by-line image of the partitioned module.
+//  - the consumer is neither a GEMM (BLAS would lose it) nor a one-hot
+//    lookup (the lookup's pattern would no longer match);
+//  - a fused nest has at most kMaxFusedInputs inputs and
+//    kMaxFusedPayloadOps payload ops, so that a 10,000-op chain becomes a
+//    few hundred moderate loops rather than one the host compiler cannot
+//    build.
+// Fusion keeps every scalar op and its order: results are bit-identical.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,19 +27,30 @@
 using namespace mlir;
 using namespace mlir::tp;
 
+/// Bounds on one fused loop nest, so that a long chain becomes many loops
+/// of moderate size: a 10,000-op chain fused whole is one loop body the
+/// host compiler cannot build in memory, and 10,000 weights added in a
+/// line one loop with 10,000 operands.
+constexpr unsigned kMaxFusedInputs = 8;
+constexpr size_t kMaxFusedPayloadOps = 64;
+
 static bool shouldFuse(OpOperand *fusedOperand) {
-  Operation *producer = fusedOperand->get().getDefiningOp();
+  auto producer = fusedOperand->get().getDefiningOp<linalg::GenericOp>();
   if (!producer || !producer->hasOneUse())
     return false;
   auto consumer = dyn_cast<linalg::GenericOp>(fusedOperand->getOwner());
   if (!consumer)
     return false;
+  if (producer.getNumDpsInputs() + consumer.getNumDpsInputs() - 1 >
+          kMaxFusedInputs ||
+      producer.getBody()->getOperations().size() +
+              consumer.getBody()->getOperations().size() >
+          kMaxFusedPayloadOps)
+    return false;
   return failed(emit::matchGemm(consumer)) && !emit::matchLookup(consumer);
 }
 
-LogicalResult mlir::tp::prepareForCudaEmission(ModuleOp module) {
-  if (failed(prepareForEmission(module)))
-    return failure();
+LogicalResult mlir::tp::emit::fuseElementwiseChains(ModuleOp module) {
   RewritePatternSet patterns(module.getContext());
   linalg::populateElementwiseOpsFusionPatterns(patterns, shouldFuse);
   // Only fusion: folding would rewrite ops the emitters handle as they are.

@@ -53,6 +53,11 @@ struct Lookup {
 /// The lookup `op` computes, if it is one.
 std::optional<Lookup> matchLookup(linalg::GenericOp op);
 
+/// Fuses each all-parallel generic into its only user where that user is a
+/// loop nest of ours (not a GEMM or a lookup), within bounds on the fused
+/// nest's operands and payload (FuseElementwise.cpp).
+LogicalResult fuseElementwiseChains(ModuleOp module);
+
 } // namespace mlir::tp::emit
 
 #endif // TP_LIB_TARGET_EMIT_LINALGMATCHERS_H

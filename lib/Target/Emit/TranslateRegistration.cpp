@@ -30,7 +30,7 @@ void mlir::tp::registerEmitCudaTranslation() {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("--emit-cuda expects a builtin.module");
-        if (failed(prepareForCudaEmission(module)))
+        if (failed(prepareForEmission(module)))
           return failure();
         return emitCuda(module, os);
       },

@@ -20,7 +20,9 @@
 namespace mlir::tp {
 
 /// Rewrites named linalg ops (except linalg.fill) into linalg.generic, the
-/// one form the emitter lowers. Idempotent.
+/// one form the emitters lower, then fuses elementwise chains into loop
+/// nests of bounded size (FuseElementwise.cpp). Both targets emit the
+/// result. Idempotent.
 LogicalResult prepareForEmission(ModuleOp module);
 
 /// Emits `module` (already prepared) as C++ to `os`. Ops the emitter cannot

@@ -19,12 +19,7 @@
 
 namespace mlir::tp {
 
-/// prepareForEmission, then fuses each all-parallel generic into its only
-/// user when that user is a generic the CUDA emitter turns into a kernel,
-/// so that an elementwise chain is one kernel. Idempotent.
-LogicalResult prepareForCudaEmission(ModuleOp module);
-
-/// Emits `module` (already prepared) as CUDA C++ to `os`. Ops the emitter
+/// Emits `module` (prepared by prepareForEmission) as CUDA C++ to `os`. Ops the emitter
 /// cannot lower are reported as errors at their location.
 LogicalResult emitCuda(ModuleOp module, llvm::raw_ostream &os);
 
