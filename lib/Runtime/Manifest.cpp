@@ -98,13 +98,15 @@ public:
       fail(std::string("missing array '") + key + "'");
     return *array;
   }
+  /// `what`, if given, names the object in errors.
   int64_t integer(const llvm::json::Object &in, const char *key, int64_t min,
-                  int64_t max) const {
+                  int64_t max, const std::string &what = "") const {
+    std::string prefix = what.empty() ? "" : what + ": ";
     std::optional<int64_t> value = in.getInteger(key);
     if (!value)
-      fail(std::string("missing integer '") + key + "'");
+      fail(prefix + "missing integer '" + key + "'");
     if (*value < min || *value > max)
-      fail(std::string("'") + key + "' is " + std::to_string(*value) +
+      fail(prefix + "'" + key + "' is " + std::to_string(*value) +
            ", outside [" + std::to_string(min) + ", " + std::to_string(max) +
            "]");
     return *value;
@@ -179,8 +181,63 @@ public:
 };
 } // namespace
 
+/// Reads how `weight` was cut from its initializer and checks that its
+/// shape is what the cut makes of the initializer's on `tp` ranks, as
+/// tp-compile's planner computes it (ArtifactPlan.cpp).
+static void parseCut(const Reader &reader, const llvm::json::Object &in,
+                     int64_t tp, WeightSpec &weight, const std::string &what) {
+  weight.initializer = reader.string(in, "initializer");
+  weight.globalShape = reader.shape(in, "global_shape", weight.dtype, what);
+  int64_t rank = static_cast<int64_t>(weight.shape.size());
+  if (static_cast<int64_t>(weight.globalShape.size()) != rank)
+    reader.fail(what + " has rank " + std::to_string(rank) +
+                " but its initializer '" + weight.initializer + "' has rank " +
+                std::to_string(weight.globalShape.size()));
+  int64_t splitDim = reader.integer(in, "split_dim", -1, rank - 1, what);
+  weight.isSplit = splitDim >= 0;
+  weight.dim = splitDim;
+  if (in.get("slice")) {
+    const llvm::json::Object &slice =
+        reader.object(in.get("slice"), what + " slice");
+    weight.isSlice = true;
+    weight.dim = reader.integer(slice, "dim", 0, rank - 1, what + " slice");
+    if (weight.isSplit && splitDim != weight.dim)
+      reader.fail(what + " is a slice of dim " + std::to_string(weight.dim) +
+                  " split on dim " + std::to_string(splitDim));
+    int64_t rows = weight.globalShape[weight.dim];
+    weight.sliceOffset =
+        reader.integer(slice, "offset", 0, rows, what + " slice");
+    weight.sliceSize = reader.integer(
+        slice, "size", 1, rows - weight.sliceOffset, what + " slice");
+  } else if (weight.dim >= 0) {
+    weight.sliceSize = weight.globalShape[weight.dim];
+  }
+  if (in.get("padded_size")) {
+    if (!weight.isSplit)
+      reader.fail(what + " is padded but not split");
+    weight.paddedSize = reader.integer(in, "padded_size", weight.sliceSize,
+                                       kMaxTensorBytes, what);
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t expected = weight.globalShape[d];
+    if (d == weight.dim) {
+      int64_t rows = weight.paddedSize ? weight.paddedSize : weight.sliceSize;
+      if (weight.isSplit && rows % tp != 0)
+        reader.fail(what + " splits " + std::to_string(rows) + " rows over " +
+                    std::to_string(tp) + " ranks");
+      expected = weight.isSplit ? rows / tp : rows;
+    }
+    if (weight.shape[d] != expected)
+      reader.fail(what + " has " + std::to_string(weight.shape[d]) +
+                  " rows in dim " + std::to_string(d) +
+                  " but its cut of initializer '" + weight.initializer + "' " +
+                  shapeText(weight.globalShape) + " makes " +
+                  std::to_string(expected));
+  }
+}
+
 static WeightSpec parseWeight(const Reader &reader,
-                              const llvm::json::Value &value,
+                              const llvm::json::Value &value, int64_t tp,
                               const std::string &where) {
   const llvm::json::Object &in = reader.object(&value, where);
   WeightSpec weight;
@@ -201,11 +258,12 @@ static WeightSpec parseWeight(const Reader &reader,
     reader.fail(what + " spans " + std::to_string(weight.bytes) +
                 " bytes, but " + weight.dtype + " " + shapeText(weight.shape) +
                 " needs " + std::to_string(asTensor.bytes()));
+  parseCut(reader, in, tp, weight, what);
   return weight;
 }
 
 static RankSpec parseRank(const Reader &reader, const llvm::json::Value &value,
-                          size_t index) {
+                          size_t index, int64_t tp) {
   std::string where = "ranks[" + std::to_string(index) + "]";
   const llvm::json::Object &in = reader.object(&value, where);
   RankSpec rank;
@@ -226,7 +284,7 @@ static RankSpec parseRank(const Reader &reader, const llvm::json::Value &value,
   rank.bytes = static_cast<uint64_t>(reader.integer(in, "bytes", 8, kMaxTensorBytes));
   std::set<std::string> names;
   for (const llvm::json::Value &w : reader.array(in, "weights")) {
-    WeightSpec weight = parseWeight(reader, w, where + " weight");
+    WeightSpec weight = parseWeight(reader, w, tp, where + " weight");
     if (!names.insert(weight.name).second)
       reader.fail(where + " lists weight '" + weight.name + "' twice");
     rank.weights.push_back(std::move(weight));
@@ -427,7 +485,7 @@ Manifest tp::rt::parseManifest(const std::string &json,
                 " are listed");
   std::set<std::string> files;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    RankSpec rank = parseRank(reader, ranks[r], r);
+    RankSpec rank = parseRank(reader, ranks[r], r, manifest.tp);
     if (rank.rank != static_cast<int64_t>(r) ||
         rank.stage != static_cast<int64_t>(r) / manifest.tp ||
         rank.tpIndex != static_cast<int64_t>(r) % manifest.tp)

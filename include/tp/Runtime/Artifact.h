@@ -56,12 +56,25 @@ struct StageSpec {
   std::vector<TensorSpec> args, results;
 };
 
+/// One weight argument of a rank: where its bytes are, and which part of
+/// which ONNX initializer they hold. Validated: the bytes lie inside the
+/// rank file, and the shape is what the cut below makes of the
+/// initializer's.
 struct WeightSpec {
   std::string name, dtype;
   std::vector<int64_t> shape;
   uint64_t fileOffset = 0, bytes = 0;
   /// The range in the safetensors data section, as its header gives it.
   uint64_t dataBegin = 0;
+  /// The initializer, its shape, and the cut: rows [sliceOffset,
+  /// sliceOffset + sliceSize) of `dim` (all of them unless `isSlice`: a
+  /// fused projection's Q, K or V), padded to `paddedSize` rows if not 0,
+  /// then split over the TP ranks on `dim` if `isSplit`. `dim` is -1 for a
+  /// replicated whole weight.
+  std::string initializer;
+  std::vector<int64_t> globalShape;
+  int64_t dim = -1, sliceOffset = 0, sliceSize = 0, paddedSize = 0;
+  bool isSplit = false, isSlice = false;
 };
 
 struct RankSpec {

@@ -19,8 +19,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
@@ -47,7 +45,9 @@ class RankReader {
 public:
   bool open(const std::string &path, std::string &error) {
     this->path = path;
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Rank files are regular files inside the artifact, as tp-run reads
+    // them: a symlink is refused.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
       error = "cannot open rank file '" + path + "': " + std::strerror(errno);
     return fd >= 0;
@@ -136,14 +136,6 @@ struct Weight {
   uint64_t bytes = 0, elementBytes = 0;
   std::map<std::string, Part> parts;
 };
-
-std::vector<int64_t> getShape(const llvm::json::Object &obj, StringRef key) {
-  std::vector<int64_t> shape;
-  if (const llvm::json::Array *array = obj.getArray(key))
-    for (const llvm::json::Value &dim : *array)
-      shape.push_back(dim.getAsInteger().value_or(0));
-  return shape;
-}
 
 bool verifyChecksum(const std::string &path, uint64_t bytes, StringRef sha256,
                     std::string &error) {
@@ -274,9 +266,11 @@ static bool isInside(StringRef path, StringRef dir) {
 
 bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
                              bool progress, std::string &error) {
-  // The runtime's checks first: SHA256SUMS, the manifest's schema.
+  // The runtime's reader: SHA256SUMS, then the manifest's schema, which
+  // also checks each part's shape against its cut of the initializer.
+  ::tp::rt::Manifest manifest;
   try {
-    (void)::tp::rt::loadManifest(artifactDir.str());
+    manifest = ::tp::rt::loadManifest(artifactDir.str());
   } catch (const ::tp::rt::Error &e) {
     error = e.what();
     return false;
@@ -286,119 +280,61 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
             artifactDir.str() + "'; write the weights elsewhere";
     return false;
   }
-  llvm::SmallString<256> manifestPath(artifactDir);
-  llvm::sys::path::append(manifestPath, "manifest.json");
-  auto buffer = llvm::MemoryBuffer::getFile(manifestPath);
-  if (!buffer) {
-    error = "cannot open '" + std::string(manifestPath) +
-            "': " + buffer.getError().message();
-    return false;
-  }
-  llvm::Expected<llvm::json::Value> parsed =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!parsed) {
-    error = "'" + std::string(manifestPath) +
-            "' is not valid JSON: " + llvm::toString(parsed.takeError());
-    return false;
-  }
-  const llvm::json::Object *manifest = parsed->getAsObject();
-  const llvm::json::Array *ranks =
-      manifest ? manifest->getArray("ranks") : nullptr;
-  int64_t tpDevices = 0;
-  if (manifest)
-    if (const llvm::json::Object *grid = manifest->getObject("grid"))
-      tpDevices = grid->getInteger("tp").value_or(0);
-  if (!ranks || tpDevices < 1) {
-    error = "'" + std::string(manifestPath) +
-            "' is not a tp-compile manifest (no grid or ranks)";
-    return false;
-  }
-  int64_t version = manifest->getInteger("format_version").value_or(0);
-  if (version != kArtifactFormatVersion) {
-    error = "'" + std::string(manifestPath) + "' has format_version " +
-            std::to_string(version) + ", but this tp-export-weights reads " +
-            std::to_string(kArtifactFormatVersion) +
-            ": compile the model again with this tp-compile";
-    return false;
-  }
+  int64_t tpDevices = manifest.tp;
 
   std::vector<std::unique_ptr<RankReader>> files;
   std::vector<Weight> weights;
   llvm::StringMap<size_t> indexOf;
-  for (const llvm::json::Value &value : *ranks) {
-    const llvm::json::Object *rank = value.getAsObject();
-    if (!rank) {
-      error = "malformed rank entry in the manifest";
-      return false;
-    }
+  for (const ::tp::rt::RankSpec &rank : manifest.rankSpecs) {
     llvm::SmallString<256> path(artifactDir);
-    llvm::sys::path::append(path, rank->getString("file").value_or(""));
-    if (!verifyChecksum(std::string(path),
-                        rank->getInteger("bytes").value_or(0),
-                        rank->getString("sha256").value_or(""), error))
+    llvm::sys::path::append(path, rank.file);
+    if (!verifyChecksum(std::string(path), rank.bytes, rank.sha256, error))
       return false;
     files.push_back(std::make_unique<RankReader>());
     if (!files.back()->open(std::string(path), error))
       return false;
-    int64_t stage = rank->getInteger("stage").value_or(0);
-    int64_t tpIndex = rank->getInteger("tp_index").value_or(0);
-    const llvm::json::Array *shards = rank->getArray("weights");
-    for (const llvm::json::Value &entryValue :
-         shards ? *shards : llvm::json::Array()) {
-      const llvm::json::Object &entry = *entryValue.getAsObject();
-      std::string name = entry.getString("initializer").value_or("").str();
-      auto [it, inserted] = indexOf.try_emplace(name, weights.size());
+    for (const ::tp::rt::WeightSpec &entry : rank.weights) {
+      auto [it, inserted] =
+          indexOf.try_emplace(entry.initializer, weights.size());
       if (inserted) {
         Weight weight;
-        weight.name = name;
-        weight.dtype = entry.getString("dtype").value_or("").str();
-        weight.globalShape = getShape(entry, "global_shape");
-        const llvm::json::Array *offsets = entry.getArray("data_offsets");
-        uint64_t localBytes = offsets && offsets->size() == 2
-                                  ? (*offsets)[1].getAsInteger().value_or(0) -
-                                        (*offsets)[0].getAsInteger().value_or(0)
-                                  : 0;
-        uint64_t localElements = 1, globalElements = 1;
-        for (int64_t dim : getShape(entry, "shape"))
-          localElements *= dim;
+        weight.name = entry.initializer;
+        weight.dtype = entry.dtype;
+        weight.globalShape = entry.globalShape;
+        weight.elementBytes = ::tp::rt::dtypeNameBytes(entry.dtype);
+        weight.bytes = weight.elementBytes;
         for (int64_t dim : weight.globalShape)
-          globalElements *= dim;
-        weight.elementBytes = localElements ? localBytes / localElements : 0;
-        weight.bytes = globalElements * weight.elementBytes;
+          weight.bytes *= dim;
         weights.push_back(std::move(weight));
       }
       Weight &weight = weights[it->second];
-      std::string key = entry.getString("name").value_or("").str();
-      auto [partIt, newPart] = weight.parts.try_emplace(key);
+      if (entry.dtype != weight.dtype ||
+          entry.globalShape != weight.globalShape) {
+        error = "the manifest's parts of initializer '" + weight.name +
+                "' disagree on its dtype or shape ('" + entry.name + "')";
+        return false;
+      }
+      auto [partIt, newPart] = weight.parts.try_emplace(entry.name);
       Part &part = partIt->second;
       if (newPart) {
-        part.key = key;
-        part.localShape = getShape(entry, "shape");
-        part.stage = stage;
-        int64_t splitDim = entry.getInteger("split_dim").value_or(-1);
-        part.split = splitDim >= 0;
-        part.dim = splitDim;
-        if (const llvm::json::Object *slice = entry.getObject("slice")) {
-          part.piece = true;
-          part.dim = slice->getInteger("dim").value_or(-1);
-          part.offset = slice->getInteger("offset").value_or(0);
-          part.size = slice->getInteger("size").value_or(0);
-        } else if (part.dim >= 0 &&
-                   size_t(part.dim) < weight.globalShape.size()) {
-          part.size = weight.globalShape[part.dim];
-        }
-        if (part.dim >= int64_t(weight.globalShape.size()) ||
-            part.localShape.size() != weight.globalShape.size() ||
-            (part.split && splitDim != part.dim)) {
-          error = "malformed manifest entry for weight '" + key + "'";
-          return false;
-        }
+        part.key = entry.name;
+        part.localShape = entry.shape;
+        part.stage = rank.stage;
+        part.split = entry.isSplit;
+        part.piece = entry.isSlice;
+        part.dim = entry.dim;
+        part.offset = entry.sliceOffset;
+        part.size = entry.sliceSize;
+      } else if (part.localShape != entry.shape ||
+                 part.split != entry.isSplit || part.dim != entry.dim ||
+                 part.offset != entry.sliceOffset) {
+        error = "the manifest's entries for '" + entry.name +
+                "' disagree between ranks";
+        return false;
       }
       // The first stage that holds a part is enough to rebuild it.
-      if (part.stage == stage)
-        part.shards[tpIndex] = {
-            files.back().get(),
-            uint64_t(entry.getInteger("file_offset").value_or(0))};
+      if (part.stage == rank.stage)
+        part.shards[rank.tpIndex] = {files.back().get(), entry.fileOffset};
     }
   }
   std::vector<std::vector<const Part *>> partsOf;
