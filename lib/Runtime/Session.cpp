@@ -1,0 +1,563 @@
+//===- Session.cpp - open an artifact once, run it many times -------------===//
+//
+// Every rank reads only its own weight file (checked against the manifest),
+// binds its stage function's arguments once, and runs it per forward pass;
+// the model's outputs end on the last stage's first rank. With threads the
+// ranks' communicators live as long as the session, so their buffer pools
+// carry over from one run to the next; with MPI this process is one rank;
+// a --target cuda artifact runs one GPU per rank (rank % visible devices)
+// through its library's C ABI.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Runtime/Session.h"
+
+#include "tp/Runtime/Communicators.h"
+#include "tp/Runtime/CudaModel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <dlfcn.h>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+using namespace tp::rt;
+
+std::string tp::rt::formatShape(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+namespace {
+
+/// One rank's bound stage: weights, argument pointers, result buffers.
+/// With micro-batches, input arguments advance by one micro-batch per call
+/// and the model's outputs collect every micro-batch's slice.
+struct BoundRank {
+  RankWeights weights;
+  std::vector<void *> args;
+  /// For each input argument: its index, whole-batch data, bytes per call.
+  std::vector<std::tuple<size_t, const char *, int64_t>> inputSlices;
+  /// Whole-batch outputs of the last stage, by result slot.
+  std::map<size_t, std::vector<char>> outputs;
+  std::vector<std::unique_ptr<char, void (*)(void *)>> results;
+  std::vector<void *> resultPointers;
+  tp_stage_fn entry = nullptr;
+  const StageSpec *stage = nullptr;
+};
+
+/// Loads rank `rank`'s weights and binds everything but the model inputs,
+/// which bindInputs points at each run's data.
+BoundRank bindRank(const Manifest &manifest, int32_t rank, void *library) {
+  BoundRank bound;
+  const RankSpec &spec = manifest.rankSpecs.at(rank);
+  bound.stage = &manifest.stages.at(spec.stage);
+  // A CUDA library has one entry point for all stages (CudaModel).
+  if (manifest.target == "cpu") {
+    std::string symbol = "tp_" + bound.stage->function;
+    bound.entry = reinterpret_cast<tp_stage_fn>(dlsym(library, symbol.c_str()));
+    if (!bound.entry)
+      throw Error(manifest.library + " has no entry point " + symbol);
+  }
+  bound.weights = loadRankWeights(manifest, rank);
+  for (const TensorSpec &arg : bound.stage->args) {
+    if (arg.kind == "input") {
+      bound.inputSlices.emplace_back(bound.args.size(), nullptr, arg.bytes());
+      bound.args.push_back(nullptr);
+    } else if (arg.kind == "weight") {
+      auto it = bound.weights.byName.find(arg.name);
+      if (it == bound.weights.byName.end())
+        throw Error("rank " + std::to_string(rank) + ": weight '" + arg.name +
+                    "' is not in " + spec.file);
+      bound.args.push_back(it->second);
+    } else {
+      throw Error("stage argument of unknown kind '" + arg.kind + "'");
+    }
+  }
+  for (const TensorSpec &result : bound.stage->results) {
+    bound.results.emplace_back(static_cast<char *>(allocate(result.bytes())),
+                               release);
+    bound.resultPointers.push_back(bound.results.back().get());
+    if (result.kind == "output")
+      bound.outputs[bound.resultPointers.size() - 1].resize(
+          result.bytes() * manifest.microbatches);
+  }
+  return bound;
+}
+
+void bindInputs(BoundRank &bound, const std::map<std::string, InputView> &in) {
+  size_t next = 0;
+  for (const TensorSpec &arg : bound.stage->args)
+    if (arg.kind == "input")
+      std::get<1>(bound.inputSlices[next++]) =
+          static_cast<const char *>(in.at(arg.name).data);
+}
+
+/// One forward pass: every micro-batch through this rank's stage. Stages
+/// overlap because a send does not wait for its recv: stage 0 runs ahead
+/// into the next micro-batch while stage 1 works on the previous one.
+template <typename Call>
+void runForward(BoundRank &bound, int64_t microbatches, Call call) {
+  for (int64_t m = 0; m < microbatches; ++m) {
+    // Stage functions read their inputs and never write them.
+    for (auto &[index, data, bytes] : bound.inputSlices)
+      bound.args[index] = const_cast<char *>(data + m * bytes);
+    call();
+    for (auto &[slot, whole] : bound.outputs) {
+      size_t bytes = whole.size() / microbatches;
+      // An empty output has no buffer: memcpy of null is undefined even for
+      // 0 bytes.
+      if (bytes)
+        std::memcpy(whole.data() + m * bytes, bound.resultPointers[slot],
+                    bytes);
+    }
+  }
+}
+
+/// `warmup` untimed forward passes, then `repeat` timed ones; returns
+/// seconds per timed pass.
+template <typename Call>
+double runTimed(BoundRank &bound, int64_t microbatches, int64_t warmup,
+                int64_t repeat, Call call) {
+  for (int64_t i = 0; i < warmup; ++i)
+    runForward(bound, microbatches, call);
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < repeat; ++i)
+    runForward(bound, microbatches, call);
+  std::chrono::duration<double> elapsed =
+      std::chrono::steady_clock::now() - start;
+  return elapsed.count() / static_cast<double>(repeat);
+}
+
+/// Rank that holds the model's outputs: the last stage's first rank.
+int32_t outputRank(const Manifest &manifest) {
+  return manifest.stages.back().ranks.front();
+}
+
+/// Positions of the model outputs among the last stage's results.
+std::vector<size_t> outputSlots(const Manifest &manifest) {
+  std::vector<size_t> slots;
+  const StageSpec &last = manifest.stages.back();
+  for (const TensorSpec &output : manifest.outputs) {
+    size_t slot = 0;
+    while (slot < last.results.size() && last.results[slot].name != output.name)
+      ++slot;
+    if (slot == last.results.size())
+      throw Error("output '" + output.name + "' is not a result of " +
+                  last.function);
+    slots.push_back(slot);
+  }
+  return slots;
+}
+
+/// Reads element `i` of an integer tensor as int64 (unsigned values past
+/// INT64_MAX saturate).
+int64_t readInteger(const char *base, int64_t i, const std::string &dtype) {
+  int64_t bytes = dtypeNameBytes(dtype);
+  const char *p = base + i * bytes;
+  if (dtype[0] == 'I') {
+    switch (bytes) {
+    case 8: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
+    case 4: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case 2: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
+    default:
+      return static_cast<int8_t>(*p);
+    }
+  }
+  uint64_t x = 0;
+  std::memcpy(&x, p, bytes);
+  return static_cast<int64_t>(
+      std::min<uint64_t>(x, static_cast<uint64_t>(INT64_MAX)));
+}
+
+/// Every value of an input read as indices lies in its index range, as
+/// onnxruntime requires (an id past the vocabulary would read past a
+/// table). The error names the input, the first bad value and where it is.
+void checkIndices(const TensorSpec &input, const InputView &view) {
+  auto [low, high] = *input.indexRange;
+  const char *base = static_cast<const char *>(view.data);
+  for (int64_t i = 0, e = input.numElements(); i < e; ++i) {
+    int64_t v = readInteger(base, i, input.dtype);
+    if (v >= low && v <= high)
+      continue;
+    std::vector<int64_t> index(view.shape.size());
+    for (int64_t d = static_cast<int64_t>(index.size()) - 1, rest = i; d >= 0;
+         --d) {
+      index[d] = rest % view.shape[d];
+      rest /= view.shape[d];
+    }
+    throw Error("input '" + input.name + "' from " + view.source + ": value " +
+                std::to_string(v) + " at " + formatShape(index) +
+                " is outside the valid range [" + std::to_string(low) + ", " +
+                std::to_string(high) + "] (it indexes a table of " +
+                std::to_string(high + 1) + " entries)");
+  }
+}
+
+/// Checks `inputs` against the model's signature.
+void checkInputs(const Manifest &manifest,
+                 const std::map<std::string, InputView> &inputs) {
+  std::string expected;
+  for (const TensorSpec &input : manifest.inputs)
+    expected += (expected.empty() ? "" : ", ") + input.name;
+  for (const auto &[name, view] : inputs)
+    if (std::none_of(manifest.inputs.begin(), manifest.inputs.end(),
+                     [&](const TensorSpec &s) { return s.name == name; }))
+      throw Error("unknown input '" + name +
+                  "'; the model's inputs are: " + expected);
+  for (const TensorSpec &input : manifest.inputs) {
+    auto it = inputs.find(input.name);
+    if (it == inputs.end())
+      throw Error("missing input '" + input.name + "' (" + input.dtype + " " +
+                  formatShape(input.shape) + ")");
+    const InputView &view = it->second;
+    if (view.dtype != input.dtype || view.shape != input.shape)
+      throw Error("input '" + input.name + "' from " + view.source +
+                  ": expected " + input.dtype + " " + formatShape(input.shape) +
+                  ", got " + view.dtype + " " + formatShape(view.shape));
+    if (!view.data && input.bytes() > 0)
+      throw Error("input '" + input.name + "' from " + view.source +
+                  " has no data");
+    if (input.indexRange)
+      checkIndices(input, view);
+  }
+}
+
+/// The error of a failed run: ranks that failed on their own first, then
+/// the "aborted" echoes of their peers.
+Error collectErrors(const std::vector<std::string> &errors) {
+  std::string text;
+  for (bool echoes : {false, true})
+    for (const std::string &error : errors)
+      if (!error.empty() &&
+          (error.find(" aborted: ") != std::string::npos) == echoes)
+        text += (text.empty() ? "" : "\n") + error;
+  return Error(text);
+}
+
+bool anyError(const std::vector<std::string> &errors) {
+  return std::any_of(errors.begin(), errors.end(),
+                     [](const std::string &e) { return !e.empty(); });
+}
+
+} // namespace
+
+class Session::Impl {
+public:
+  Impl(const std::string &artifact, SessionOptions options);
+  ~Impl();
+  std::vector<OutputTensor> run(const std::map<std::string, InputView> &inputs,
+                                int64_t warmup, int64_t repeat);
+
+  SessionOptions options;
+  std::string artifact;
+  Manifest manifest;
+  void *library = nullptr;
+  double seconds = 0;
+
+private:
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(
+        static_cast<int64_t>(options.timeoutSeconds * 1000));
+  }
+  /// Binds every rank in its own thread (weights are read in parallel).
+  void bindAll();
+  void openCuda();
+  std::vector<OutputTensor> collectOutputs(const BoundRank &holder) const;
+  void runThreads(int64_t warmup, int64_t repeat);
+  void runCuda(int64_t warmup, int64_t repeat);
+  std::vector<OutputTensor> runMpi(int64_t warmup, int64_t repeat);
+
+  bool mpi = false;
+  /// Threads: every rank; MPI: this process's rank alone, at mpiRank.
+  std::vector<BoundRank> bound;
+  int32_t mpiRank = 0;
+  std::shared_ptr<ThreadWorld> world;
+  std::vector<std::unique_ptr<RankContext>> contexts;
+  std::unique_ptr<CudaModel> cuda;
+  std::vector<std::unique_ptr<CudaModel::Rank>> gpus;
+  std::mutex gpusMutex;
+  /// Set by a failed run: peers may have been left mid-collective.
+  std::string broken;
+};
+
+Session::Impl::Impl(const std::string &artifact, SessionOptions options)
+    : options(std::move(options)), artifact(artifact) {
+  manifest = loadManifest(artifact);
+  if (manifest.target != "cpu" && manifest.target != "cuda")
+    throw Error(artifact + " was compiled with --target " +
+                (manifest.target.empty() ? "none" : manifest.target) +
+                "; tp-run runs --target cpu and cuda artifacts");
+  if (this->options.launcher != "threads" && this->options.launcher != "mpi")
+    throw Error("unknown launcher '" + this->options.launcher +
+                "' (threads or mpi)");
+  mpi = this->options.launcher == "mpi";
+  if (mpi && manifest.target == "cuda")
+    throw Error("--launcher mpi does not run --target cuda artifacts yet; "
+                "use --launcher threads");
+  if (mpi && !haveMpi())
+    throw Error("this tp-run was built without MPI; use --launcher threads");
+  // The library's static constructors run when it is loaded: check it
+  // first, then check that it was compiled for this manifest.
+  std::string libraryPath = verifyLibrary(manifest);
+  library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library)
+    throw Error(std::string("cannot load ") + libraryPath + ": " + dlerror());
+  checkLibrarySignature(manifest, library);
+  if (mpi) {
+    auto context = createMpiRankContext(timeout());
+    int32_t size = context->worldSize();
+    if (size != manifest.ranks)
+      throw Error("the artifact was built for " +
+                  std::to_string(manifest.ranks) + " ranks (tp " +
+                  std::to_string(manifest.tp) + " x pp " +
+                  std::to_string(manifest.pp) + ") but mpirun started " +
+                  std::to_string(size) + " processes");
+    mpiRank = context->rank();
+    contexts.push_back(std::move(context));
+    bound.push_back(bindRank(manifest, mpiRank, library));
+    return;
+  }
+  if (manifest.target == "cuda") {
+    openCuda();
+    return;
+  }
+  bindAll();
+  world = createThreadWorld(static_cast<int32_t>(manifest.ranks), timeout());
+  for (int32_t rank = 0; rank < manifest.ranks; ++rank)
+    contexts.push_back(createThreadRankContext(world, rank));
+}
+
+Session::Impl::~Impl() {
+  // GPU ranks and communicators go first, while the library that created
+  // them is loaded. The library stays loaded (it is never dlclose'd): a
+  // CUDA runtime inside it may still run its own teardown at exit.
+  gpus.clear();
+  contexts.clear();
+  bound.clear();
+}
+
+void Session::Impl::bindAll() {
+  int32_t ranks = static_cast<int32_t>(manifest.ranks);
+  bound.resize(ranks);
+  std::vector<std::string> errors(ranks);
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        bound[rank] = bindRank(manifest, rank, library);
+      } catch (const std::exception &e) {
+        errors[rank] = e.what();
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  if (anyError(errors))
+    throw collectErrors(errors);
+}
+
+/// Host data is bound first, so that a bad weight file fails before NCCL
+/// waits for every rank; then one GPU and communicator per rank.
+void Session::Impl::openCuda() {
+  cuda = std::make_unique<CudaModel>(library);
+  int32_t ranks = static_cast<int32_t>(manifest.ranks);
+  // NCCL refuses two ranks of one communicator on the same GPU.
+  int devices = cuda->deviceCount();
+  if (devices < ranks)
+    throw Error(artifact + " runs " + std::to_string(ranks) +
+                " ranks, one per GPU, but " + std::to_string(devices) +
+                " CUDA device(s) are visible");
+  bindAll();
+  std::vector<char> id = cuda->uniqueId();
+  gpus.resize(ranks);
+  std::vector<std::string> errors(ranks);
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        auto gpu = cuda->createRank(rank, ranks, rank % devices, id);
+        std::lock_guard<std::mutex> lock(gpusMutex);
+        gpus[rank] = std::move(gpu);
+      } catch (const std::exception &e) {
+        errors[rank] = e.what();
+        std::lock_guard<std::mutex> lock(gpusMutex);
+        for (auto &gpu : gpus)
+          if (gpu)
+            gpu->abort();
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  if (anyError(errors))
+    throw collectErrors(errors);
+}
+
+std::vector<OutputTensor>
+Session::Impl::collectOutputs(const BoundRank &holder) const {
+  std::vector<OutputTensor> outputs;
+  std::vector<size_t> slots = outputSlots(manifest);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorSpec &spec = manifest.outputs[i];
+    outputs.push_back(
+        {spec.name, spec.dtype, spec.shape, holder.outputs.at(slots[i])});
+  }
+  return outputs;
+}
+
+std::vector<OutputTensor>
+Session::Impl::run(const std::map<std::string, InputView> &inputs,
+                   int64_t warmup, int64_t repeat) {
+  if (!broken.empty())
+    throw Error("this session cannot run again: an earlier run failed (" +
+                broken + ")");
+  checkInputs(manifest, inputs);
+  warmup = std::max<int64_t>(0, warmup);
+  repeat = std::max<int64_t>(1, repeat);
+  for (BoundRank &rank : bound)
+    bindInputs(rank, inputs);
+  try {
+    if (mpi)
+      return runMpi(warmup, repeat);
+    if (cuda)
+      runCuda(warmup, repeat);
+    else
+      runThreads(warmup, repeat);
+  } catch (const std::exception &e) {
+    broken = std::string(e.what()).substr(0, 200);
+    throw;
+  }
+  return collectOutputs(bound[outputRank(manifest)]);
+}
+
+void Session::Impl::runThreads(int64_t warmup, int64_t repeat) {
+  int32_t ranks = static_cast<int32_t>(manifest.ranks);
+  std::vector<std::string> errors(ranks);
+  std::vector<double> perRank(ranks, 0);
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      if (rank == options.stallRank)
+        return; // never joins a collective: the others must time out
+      try {
+        BoundRank &mine = bound[rank];
+        RankContext *context = contexts[rank].get();
+        perRank[rank] =
+            runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
+              mine.entry(context, mine.args.data(), mine.resultPointers.data());
+            });
+      } catch (const std::exception &e) {
+        errors[rank] = e.what();
+        abortThreadWorld(*world, "rank " + std::to_string(rank) + " failed");
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  if (anyError(errors))
+    throw collectErrors(errors);
+  seconds = perRank[outputRank(manifest)];
+}
+
+void Session::Impl::runCuda(int64_t warmup, int64_t repeat) {
+  int32_t ranks = static_cast<int32_t>(manifest.ranks);
+  std::vector<std::string> errors(ranks);
+  std::vector<double> perRank(ranks, 0);
+  int32_t firstFailure = -1;
+  std::vector<std::thread> threads;
+  for (int32_t rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        BoundRank &mine = bound[rank];
+        CudaModel::Rank *gpu = gpus[rank].get();
+        perRank[rank] =
+            runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
+              gpu->run(mine.stage->function, mine.args.data(),
+                       mine.resultPointers.data());
+            });
+      } catch (const std::exception &e) {
+        errors[rank] = e.what();
+        // A failing rank aborts the others' communicators.
+        std::lock_guard<std::mutex> lock(gpusMutex);
+        if (firstFailure < 0)
+          firstFailure = rank;
+        for (auto &gpu : gpus)
+          gpu->abort();
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  // The first failure is the cause; the others' are usually its echoes.
+  if (firstFailure > 0)
+    std::swap(errors[0], errors[firstFailure]);
+  if (anyError(errors)) {
+    std::string text;
+    for (const std::string &error : errors)
+      if (!error.empty())
+        text += (text.empty() ? "" : "\n") + error;
+    throw Error(text);
+  }
+  seconds = perRank[outputRank(manifest)];
+}
+
+std::vector<OutputTensor> Session::Impl::runMpi(int64_t warmup,
+                                                int64_t repeat) {
+  if (mpiRank == options.stallRank)
+    return {};
+  BoundRank &mine = bound.front();
+  RankContext &context = *contexts.front();
+  seconds = runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
+    mine.entry(&context, mine.args.data(), mine.resultPointers.data());
+  });
+  // Outputs travel to rank 0 when another rank holds them.
+  int32_t holder = outputRank(manifest);
+  if (holder == 0)
+    return mpiRank == 0 ? collectOutputs(mine) : std::vector<OutputTensor>{};
+  std::vector<size_t> slots = outputSlots(manifest);
+  std::vector<OutputTensor> outputs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorSpec &spec = manifest.outputs[i];
+    if (mpiRank == holder) {
+      context.send(0, mine.outputs.at(slots[i]).data(), spec.bytes(),
+                   "output gather");
+    } else if (mpiRank == 0) {
+      outputs.push_back(
+          {spec.name, spec.dtype, spec.shape, std::vector<char>(spec.bytes())});
+      context.recv(holder, outputs.back().data.data(), spec.bytes(),
+                   "output gather");
+    }
+  }
+  return outputs;
+}
+
+Session::Session(const std::string &artifact, SessionOptions options)
+    : impl(std::make_unique<Impl>(artifact, std::move(options))) {}
+
+Session::~Session() = default;
+
+const Manifest &Session::getManifest() const { return impl->manifest; }
+
+std::vector<OutputTensor>
+Session::run(const std::map<std::string, InputView> &inputs, int64_t warmup,
+             int64_t repeat) {
+  return impl->run(inputs, warmup, repeat);
+}
+
+double Session::getSecondsPerRun() const { return impl->seconds; }
