@@ -1,8 +1,11 @@
 # Entry points for newcomers and CI. The build itself is CMake + Ninja.
 #   make demo    install dependencies, build, compile the bundled GPT-2 model
 #                for 2 ranks on CPU, print the plan, run it and check it
-#                against its stored reference
-#   make check   build and run every test (lit + FileCheck + GoogleTest)
+#                against its stored reference; install the Python module
+#                and do the same from Python
+#   make python  install the tp_mlir Python module (python-bindings/)
+#   make check   build and run every test (lit + FileCheck + GoogleTest +
+#                pytest)
 #   make check-sanitized  the same tests on tools built with ASan + UBSan
 #                (clang-22, in build-asan)
 #   make fuzz    run each libFuzzer target in fuzz/ for FUZZ_SECONDS
@@ -22,7 +25,7 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   clang-22 libclang-rt-22-dev
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo check check-sanitized fuzz clean bench-deps zoo-deps \
+.PHONY: deps build demo python check check-sanitized fuzz clean bench-deps zoo-deps \
   zoo-site
 
 deps:
@@ -45,6 +48,17 @@ demo: deps build
 	  --output-dir $(BUILD)/gpt2-out
 	python3 utils/reference-run/compare_npy.py $(BUILD)/gpt2-out/logits.npy test/models/gpt2/logits.npy
 	@echo "artifact: $(BUILD)/gpt2.tpa (per-rank C++ in model.cpp); outputs: $(BUILD)/gpt2-out"
+	$(MAKE) python
+	cd /tmp && python3 -c "import numpy as np, tp_mlir as tp; \
+	  a = tp.compile('$(CURDIR)/test/models/gpt2/model.onnx', 2, input_shapes={'input_ids': [2, 16]}); \
+	  ids = np.load('$(CURDIR)/test/models/gpt2/input_ids.npy'); \
+	  print('tp_mlir:', a, tp.Session(a).run({'input_ids': ids})['logits'].shape)"
+
+# The Python module: built with the rest (build/python/tp_mlir), installed
+# into python3's site-packages from there.
+python: build
+	python3 -m pip install -q ./python-bindings
+	rm -rf python-bindings/build python-bindings/*.egg-info
 
 check: build
 	cmake --build $(BUILD) -j $(JOBS) --target check-tp
@@ -60,7 +74,7 @@ $(SANITIZE_BUILD)/build.ninja:
 	cmake -G Ninja -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
 	  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only -DNDEBUG" \
-	  -DTP_SANITIZE=ON -DTP_ENABLE_FUZZERS=ON \
+	  -DTP_SANITIZE=ON -DTP_ENABLE_FUZZERS=ON -DTP_ENABLE_PYTHON=OFF \
 	  -DPython3_EXECUTABLE=$$(command -v python3)
 
 check-sanitized: $(SANITIZE_BUILD)/build.ninja

@@ -86,6 +86,13 @@ for _module in ["numpy", "onnx", "onnxruntime"]:
     if subprocess.call([config.python_executable, "-c", "import " + _module],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
         config.available_features.add(_module)
+# The tp_mlir Python module, where this build made it (not in sanitized
+# builds, or without nanobind).
+import glob
+
+config.substitutions.append(("%tp_python", os.path.join(config.tp_obj_root, "python")))
+if glob.glob(os.path.join(config.tp_obj_root, "python", "tp_mlir", "_tp_mlir*.so")):
+    config.available_features.add("tp-python")
 _llvm_lib = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
 if all(os.path.exists(p) for p in [
         os.path.join(config.llvm_tools_dir, "mlir-opt"),

@@ -1,0 +1,56 @@
+//===- Compile.h - ONNX model to artifact, as a library ---------*- C++ -*-===//
+//
+// What tp-compile does, callable in process: import, plan and split, write
+// the artifact (and build its library). tp-compile is a command line over
+// it; the Python module's tp_mlir.compile is another.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_DRIVER_COMPILE_H
+#define TP_DRIVER_COMPILE_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::tp {
+
+/// tp-compile's options; each field is the flag of the same name.
+struct CompileOptions {
+  std::string model;  // the .onnx (or ONNX text) file
+  std::string output; // -o: the artifact folder
+  int64_t devices = 1;
+  bool sequenceParallel = false;
+  int64_t stages = 1; // --pp
+  int64_t microbatches = 1;
+  std::string strategy = "auto";
+  std::string config;
+  std::vector<std::string> inputShapes; // name=DIMS
+  bool padding = true;
+  bool explain = false; // the report goes to stdout
+  std::string target = "none";
+  std::string cudaArch = "sm_90";
+  std::string cxxFlags;
+  uint64_t chunkBytes = 16u << 20;
+};
+
+/// Registers every dialect and extension compileModel needs.
+void registerCompileDialects(DialectRegistry &registry);
+
+/// Compiles `options.model` into the artifact folder `options.output`,
+/// which is replaced only when the new one is complete. Every problem is
+/// reported as a diagnostic of `context` (an error at an unknown location
+/// for bad options) before failure is returned.
+LogicalResult compileModel(MLIRContext &context, const CompileOptions &options);
+
+/// One diagnostic as tp-compile prints it: "model.onnx: warning: at
+/// '/h.0/attn/MatMul': message", one line per diagnostic and note, each
+/// ending in a newline. `tool` stands in for a missing file name.
+std::string formatDiagnostic(Diagnostic &diag, StringRef tool);
+
+} // namespace mlir::tp
+
+#endif // TP_DRIVER_COMPILE_H

@@ -1,0 +1,256 @@
+//===- Compile.cpp - ONNX model to a tp-mlir artifact ---------------------===//
+//
+// Imports an ONNX model, runs the same tp-parallelize pipeline that tp-opt
+// registers, and writes the artifact folder (manifest, per-rank weight
+// shards, partitioned MLIR) and, for --target cpu or cuda, the emitted C++
+// or CUDA source and the library built from it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Driver/Compile.h"
+
+#include "tp/Dialect/Shard/ShardingExtensions.h"
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Target/Artifact/ArtifactWriter.h"
+#include "tp/Target/Emit/EmitCpp.h"
+#include "tp/Target/Emit/EmitCuda.h"
+#include "tp/Target/ONNX/ImportONNX.h"
+#include "tp/Transforms/Passes.h"
+#include "tp/Transforms/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <unistd.h>
+
+using namespace mlir;
+using namespace mlir::tp;
+
+void mlir::tp::registerCompileDialects(DialectRegistry &registry) {
+  registerONNXImportDialects(registry);
+  registry.insert<TPDialect, shard::ShardDialect>();
+  registerShardingExtensions(registry);
+}
+
+/// "model.onnx: warning: at '/h.0/attn/MatMul': message": the model file
+/// and the ONNX node from the op's location (NameLoc(node, model:0:0)).
+static void formatLine(llvm::raw_ostream &os, Location loc,
+                       DiagnosticSeverity severity, StringRef message,
+                       bool note, StringRef tool) {
+  std::string file, node;
+  loc->walk([&](Location inner) {
+    if (auto name = dyn_cast<NameLoc>(inner); name && node.empty())
+      node = name.getName().str();
+    if (auto fileLoc = dyn_cast<FileLineColLoc>(inner); fileLoc && file.empty())
+      file = fileLoc.getFilename().str();
+    return WalkResult::advance();
+  });
+  os << (file.empty() ? tool.str() : file) << ": ";
+  switch (severity) {
+  case DiagnosticSeverity::Error:
+    os << "error";
+    break;
+  case DiagnosticSeverity::Warning:
+    os << "warning";
+    break;
+  case DiagnosticSeverity::Note:
+    os << "note";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark";
+    break;
+  }
+  os << ": ";
+  // Importer messages already name their node.
+  if (!node.empty() && !note && !message.contains(node))
+    os << "at '" << node << "': ";
+  os << message << "\n";
+}
+
+std::string mlir::tp::formatDiagnostic(Diagnostic &diag, StringRef tool) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  formatLine(os, diag.getLocation(), diag.getSeverity(), diag.str(),
+             /*note=*/false, tool);
+  for (Diagnostic &note : diag.getNotes())
+    formatLine(os, note.getLocation(), note.getSeverity(), note.str(),
+               /*note=*/true, tool);
+  return text;
+}
+
+/// Builds the artifact in a fresh folder beside `path` and renames it into
+/// place only when it is complete: a failed compile leaves an existing
+/// artifact at `path` as it was. Refuses to replace anything at `path` that
+/// is not an artifact.
+static LogicalResult writeArtifactAtomically(ModuleOp module, StringRef path,
+                                             const ArtifactOptions &options) {
+  namespace fs = llvm::sys::fs;
+  Location loc = module.getLoc();
+  SmallString<256> manifest(path);
+  llvm::sys::path::append(manifest, "manifest.json");
+  if (fs::exists(path) && (!fs::is_directory(path) || !fs::exists(manifest)))
+    return emitError(loc) << "'" << path
+                          << "' exists and is not a tp-mlir artifact (a folder "
+                             "with a manifest.json); refusing to replace it";
+  std::string suffix = "." + std::to_string(::getpid());
+  std::string building = (path + ".building" + suffix).str();
+  std::string old = (path + ".old" + suffix).str();
+  (void)fs::remove_directories(building);
+  if (failed(writeArtifact(module, building, options))) {
+    (void)fs::remove_directories(building);
+    return failure();
+  }
+  bool replacing = fs::exists(path);
+  if (replacing)
+    if (std::error_code ec = fs::rename(path, old)) {
+      (void)fs::remove_directories(building);
+      return emitError(loc)
+             << "cannot move the old '" << path << "' aside: " << ec.message();
+    }
+  if (std::error_code ec = fs::rename(building, path)) {
+    if (replacing)
+      (void)fs::rename(old, path);
+    (void)fs::remove_directories(building);
+    return emitError(loc) << "cannot move the new artifact to '" << path
+                          << "': " << ec.message();
+  }
+  if (replacing)
+    (void)fs::remove_directories(old);
+  return success();
+}
+
+/// Checks the options that need no model.
+static LogicalResult checkOptions(MLIRContext &context,
+                                  const CompileOptions &options,
+                                  ONNXImportOptions &importOptions) {
+  Location loc = UnknownLoc::get(&context);
+  const std::string &target = options.target;
+  if (target != "none" && target != "cpu" && target != "cuda")
+    return emitError(loc) << "unknown --target '" << target
+                          << "'; expected none, cpu or cuda";
+  if (options.devices < 1 || options.stages < 1 || options.microbatches < 1)
+    return emitError(loc)
+           << "--devices, --pp and --microbatches must be at least 1";
+  if (options.strategy != "auto" && options.strategy != "config")
+    return emitError(loc) << "unknown --strategy '" << options.strategy
+                          << "'; expected auto or config";
+  if ((options.strategy == "config") != !options.config.empty())
+    return emitError(loc) << "--strategy=config and --config FILE go together";
+  if (options.microbatches > 1 && options.stages < 2)
+    return emitError(loc) << "--microbatches needs a pipeline (--pp 2 or more)";
+  if (target == "cuda") {
+    // Before any work: without nvcc there is no artifact to write.
+    std::string error;
+    if (findNvcc(CudaBuildOptions(), error).empty())
+      return emitError(loc) << error;
+  }
+  for (const std::string &text : options.inputShapes) {
+    std::string error;
+    if (!parseInputShape(text, importOptions, error))
+      return emitError(loc) << error;
+  }
+  return success();
+}
+
+/// Micro-batches: the stage functions are compiled for one micro-batch, a
+/// 1/M slice of every input's batch dim (dim 0); tp-run feeds them in turn.
+static LogicalResult splitIntoMicrobatches(MLIRContext &context,
+                                           const CompileOptions &options,
+                                           ONNXImportOptions &importOptions) {
+  OwningOpRef<ModuleOp> probe =
+      importONNXFile(options.model, &context, importOptions);
+  if (!probe)
+    return failure();
+  int64_t m = options.microbatches;
+  auto main = probe->lookupSymbol<func::FuncOp>("main");
+  for (BlockArgument arg : main.getArguments()) {
+    auto name =
+        main.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tp.input");
+    if (!name)
+      continue;
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (type.getRank() == 0 || type.getDimSize(0) % m != 0) {
+      InFlightDiagnostic diag = emitError(UnknownLoc::get(&context))
+                                << "--microbatches " << m
+                                << " must divide the batch dim (dim 0) of "
+                                   "input '"
+                                << name.getValue() << "'";
+      if (type.getRank())
+        diag << " (" << type.getDimSize(0) << ")";
+      else
+        diag << ", a scalar";
+      return diag;
+    }
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= m;
+    importOptions.inputShapes[name.getValue()] = shape;
+  }
+  return success();
+}
+
+LogicalResult mlir::tp::compileModel(MLIRContext &context,
+                                     const CompileOptions &options) {
+  ONNXImportOptions importOptions;
+  if (failed(checkOptions(context, options, importOptions)))
+    return failure();
+  context.loadAllAvailableDialects();
+  if (options.microbatches > 1 &&
+      failed(splitIntoMicrobatches(context, options, importOptions)))
+    return failure();
+
+  OwningOpRef<ModuleOp> module =
+      importONNXFile(options.model, &context, importOptions);
+  if (!module) {
+    if (options.microbatches > 1)
+      context.getDiagEngine().emit(UnknownLoc::get(&context),
+                                   DiagnosticSeverity::Note)
+          << "--microbatches " << options.microbatches
+          << " imports the model with dim 0 of every input divided by "
+          << options.microbatches
+          << "; a graph that fixes its batch size (a Reshape to a "
+             "constant shape) cannot be split into micro-batches";
+    return failure();
+  }
+
+  ParallelizeOptions parallelize;
+  parallelize.devices = options.devices;
+  parallelize.sequenceParallel = options.sequenceParallel;
+  parallelize.padding = options.padding;
+  parallelize.stages = options.stages;
+  parallelize.microbatches = options.microbatches;
+  parallelize.strategy = options.strategy;
+  parallelize.config = options.config;
+  PassManager pm(&context, ModuleOp::getOperationName());
+  buildParallelizePipeline(pm, parallelize);
+  if (options.explain)
+    pm.addPass(createExplain());
+  if (failed(pm.run(*module)))
+    return failure();
+
+  ArtifactOptions artifactOptions;
+  artifactOptions.chunkBytes = options.chunkBytes;
+  artifactOptions.target = options.target;
+  ModuleOp partitioned = *module;
+  if (options.target == "cuda")
+    artifactOptions.generateCode =
+        [partitioned, &options](StringRef dir, std::string &source,
+                                std::string &library) {
+          CudaBuildOptions build;
+          build.arch = options.cudaArch;
+          build.extraFlags = options.cxxFlags;
+          return buildCudaLibrary(partitioned, dir, build, source, library);
+        };
+  if (options.target == "cpu")
+    artifactOptions.generateCode =
+        [partitioned, &options](StringRef dir, std::string &source,
+                                std::string &library) {
+          BuildOptions build;
+          build.extraFlags = options.cxxFlags;
+          return buildCpuLibrary(partitioned, dir, build, source, library);
+        };
+  return writeArtifactAtomically(*module, options.output, artifactOptions);
+}

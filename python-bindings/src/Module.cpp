@@ -1,0 +1,207 @@
+//===- Module.cpp - the _tp_mlir extension of the tp_mlir package ---------===//
+//
+// The C++ half of tp_mlir: compile (tp::compileModel), Session
+// (tp::rt::Session) and export_weights (tp::exportWeights). Arrays cross as
+// numpy arrays: inputs are read in place, outputs are handed over without a
+// copy. Every C++ error becomes a Python exception carrying its message;
+// the GIL is released while a model compiles or runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Driver/Compile.h"
+#include "tp/Runtime/Session.h"
+#include "tp/Target/Artifact/WeightExport.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+/// A failed compile: every diagnostic, one per line, as tp-compile prints
+/// them.
+struct CompileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct DType {
+  const char *name;
+  nb::dlpack::dtype_code code;
+  uint8_t bits;
+};
+
+constexpr DType kDTypes[] = {
+    {"F32", nb::dlpack::dtype_code::Float, 32},
+    {"F64", nb::dlpack::dtype_code::Float, 64},
+    {"F16", nb::dlpack::dtype_code::Float, 16},
+    {"BF16", nb::dlpack::dtype_code::Bfloat, 16},
+    {"I64", nb::dlpack::dtype_code::Int, 64},
+    {"I32", nb::dlpack::dtype_code::Int, 32},
+    {"I16", nb::dlpack::dtype_code::Int, 16},
+    {"I8", nb::dlpack::dtype_code::Int, 8},
+    {"U8", nb::dlpack::dtype_code::UInt, 8},
+    {"BOOL", nb::dlpack::dtype_code::Bool, 8},
+};
+
+std::string dtypeName(nb::dlpack::dtype type) {
+  for (const DType &d : kDTypes)
+    if (static_cast<uint8_t>(d.code) == type.code && d.bits == type.bits &&
+        type.lanes == 1)
+      return d.name;
+  return "dtype(code " + std::to_string(type.code) + ", " +
+         std::to_string(type.bits) + " bits)";
+}
+
+nb::dlpack::dtype dlpackType(const std::string &name) {
+  for (const DType &d : kDTypes)
+    if (name == d.name)
+      return {static_cast<uint8_t>(d.code), d.bits, 1};
+  throw tp::rt::Error("no numpy dtype for " + name);
+}
+
+std::vector<std::string> compile(const mlir::tp::CompileOptions &options) {
+  std::string errors, warnings;
+  bool failed;
+  {
+    nb::gil_scoped_release release;
+    mlir::DialectRegistry registry;
+    mlir::tp::registerCompileDialects(registry);
+    mlir::MLIRContext context(registry);
+    context.getDiagEngine().registerHandler([&](mlir::Diagnostic &diag) {
+      std::string text = mlir::tp::formatDiagnostic(diag, "tp_mlir.compile");
+      (diag.getSeverity() == mlir::DiagnosticSeverity::Error ? errors
+                                                             : warnings) +=
+          text;
+      return mlir::success();
+    });
+    failed = mlir::failed(mlir::tp::compileModel(context, options));
+  }
+  if (failed)
+    throw CompileError(errors + warnings);
+  std::vector<std::string> lines;
+  for (size_t start = 0, end; start < warnings.size(); start = end + 1) {
+    end = warnings.find('\n', start);
+    lines.push_back(warnings.substr(start, end - start));
+  }
+  return lines;
+}
+
+using InputArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+class PySession {
+public:
+  PySession(const std::string &artifact, const std::string &launcher,
+            double timeout) {
+    tp::rt::SessionOptions options;
+    options.launcher = launcher;
+    options.timeoutSeconds = timeout;
+    nb::gil_scoped_release release;
+    session = std::make_unique<tp::rt::Session>(artifact, options);
+  }
+
+  nb::dict run(const std::map<std::string, InputArray> &arrays, int64_t warmup,
+               int64_t repeat) {
+    std::map<std::string, tp::rt::InputView> inputs;
+    for (const auto &[name, array] : arrays) {
+      std::vector<int64_t> shape(array.shape_ptr(),
+                                 array.shape_ptr() + array.ndim());
+      inputs[name] = {dtypeName(array.dtype()), shape, array.data(), "run()"};
+    }
+    std::vector<tp::rt::OutputTensor> outputs;
+    {
+      nb::gil_scoped_release release;
+      outputs = session->run(inputs, warmup, repeat);
+    }
+    nb::dict result;
+    for (tp::rt::OutputTensor &output : outputs) {
+      // The array owns the bytes the session produced: no copy.
+      auto *bytes = new std::vector<char>(std::move(output.data));
+      nb::capsule owner(bytes, [](void *p) noexcept {
+        delete static_cast<std::vector<char> *>(p);
+      });
+      std::vector<size_t> shape(output.shape.begin(), output.shape.end());
+      result[output.name.c_str()] =
+          nb::ndarray<nb::numpy>(bytes->data(), shape.size(), shape.data(),
+                                 owner, nullptr, dlpackType(output.dtype));
+    }
+    return result;
+  }
+
+  nb::list signature(bool outputs) const {
+    const tp::rt::Manifest &manifest = session->getManifest();
+    nb::list list;
+    for (const tp::rt::TensorSpec &spec :
+         outputs ? manifest.outputs : manifest.inputs)
+      list.append(nb::make_tuple(spec.name, spec.dtype, spec.shape));
+    return list;
+  }
+
+  double secondsPerRun() const { return session->getSecondsPerRun(); }
+  int64_t ranks() const { return session->getManifest().ranks; }
+
+private:
+  std::unique_ptr<tp::rt::Session> session;
+};
+
+} // namespace
+
+NB_MODULE(_tp_mlir, m) {
+  m.doc() = "tp-mlir's compiler and runtime (use the tp_mlir package)";
+  static nb::exception<tp::rt::Error> error(m, "TPError", PyExc_RuntimeError);
+  nb::exception<CompileError>(m, "CompileError", error.ptr());
+
+  nb::class_<mlir::tp::CompileOptions>(m, "CompileOptions")
+      .def(nb::init<>())
+      .def_rw("model", &mlir::tp::CompileOptions::model)
+      .def_rw("output", &mlir::tp::CompileOptions::output)
+      .def_rw("devices", &mlir::tp::CompileOptions::devices)
+      .def_rw("sequence_parallel", &mlir::tp::CompileOptions::sequenceParallel)
+      .def_rw("stages", &mlir::tp::CompileOptions::stages)
+      .def_rw("microbatches", &mlir::tp::CompileOptions::microbatches)
+      .def_rw("strategy", &mlir::tp::CompileOptions::strategy)
+      .def_rw("config", &mlir::tp::CompileOptions::config)
+      .def_rw("input_shapes", &mlir::tp::CompileOptions::inputShapes)
+      .def_rw("padding", &mlir::tp::CompileOptions::padding)
+      .def_rw("target", &mlir::tp::CompileOptions::target)
+      .def_rw("cuda_arch", &mlir::tp::CompileOptions::cudaArch)
+      .def_rw("cxx_flags", &mlir::tp::CompileOptions::cxxFlags);
+
+  m.def("compile", &compile, "options"_a,
+        "Compiles options.model into the artifact folder options.output; "
+        "returns the warnings, raises CompileError with every diagnostic.");
+
+  nb::class_<PySession>(m, "Session")
+      .def(nb::init<const std::string &, const std::string &, double>(),
+           "artifact"_a, "launcher"_a = "threads", "timeout"_a = 60.0)
+      .def("run", &PySession::run, "inputs"_a, "warmup"_a = 0, "repeat"_a = 1)
+      .def_prop_ro("inputs",
+                   [](const PySession &s) { return s.signature(false); })
+      .def_prop_ro("outputs",
+                   [](const PySession &s) { return s.signature(true); })
+      .def_prop_ro("seconds_per_run", &PySession::secondsPerRun)
+      .def_prop_ro("ranks", &PySession::ranks);
+
+  m.def(
+      "export_weights",
+      [](const std::string &artifact, const std::string &path) {
+        std::string error;
+        bool ok;
+        {
+          nb::gil_scoped_release release;
+          ok = mlir::tp::exportWeights(artifact, path, /*progress=*/false,
+                                       error);
+        }
+        if (!ok)
+          throw tp::rt::Error(error);
+      },
+      "artifact"_a, "path"_a);
+}

@@ -1,0 +1,148 @@
+"""tp-mlir from Python: compile an ONNX model for N devices, run it.
+
+    import numpy as np, tp_mlir as tp
+    artifact = tp.compile("model.onnx", 2, input_shapes={"input_ids": [2, 16]})
+    logits = tp.Session(artifact).run({"input_ids": ids})["logits"]
+
+`compile` is tp-compile, `Session` is tp-run's runtime (one process, one
+thread per rank) and `Artifact.export_weights` is tp-export-weights; they
+share the C++ code of the command-line tools, so they accept and refuse the
+same things with the same messages (docs/python.md).
+"""
+
+import json
+import os
+import tempfile
+import warnings
+
+import numpy as np
+
+from . import _tp_mlir
+from ._tp_mlir import CompileError, TPError
+
+__all__ = ["Artifact", "CompileError", "Session", "TPError", "compile"]
+
+
+class Artifact:
+    """A compiled artifact folder (what tp-compile -o writes)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        if not os.path.isfile(os.path.join(self.path, "manifest.json")):
+            raise TPError(f"'{self.path}' is not a tp-mlir artifact "
+                          "(no manifest.json)")
+
+    @property
+    def manifest(self):
+        """manifest.json as a dict (read as it is; Session verifies it)."""
+        with open(os.path.join(self.path, "manifest.json")) as f:
+            return json.load(f)
+
+    def export_weights(self, path):
+        """Writes the unsharded weights to `path` (safetensors), bit-exact
+        with the model's initializers, as tp-export-weights does."""
+        _tp_mlir.export_weights(self.path, os.fspath(path))
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return f"Artifact({self.path!r})"
+
+
+def _shape_text(dims):
+    return "x".join(str(int(d)) for d in dims)
+
+
+def compile(model, devices, *, target="cpu", pipeline_stages=1,
+            microbatches=1, sequence_parallel=False, strategy="auto",
+            config=None, input_shapes=None, padding=True, output=None,
+            cxx_flags=""):
+    """Compiles `model` (a path, or the bytes of an ONNX model) for
+    `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
+
+    input_shapes: {"input_ids": [2, 16]} for inputs with dynamic dims.
+    config: the --strategy=config rules, a path or a dict (implies
+    strategy="config"). output: the artifact folder to write; by default a
+    new temporary folder. Warnings (weights left whole, padding) are issued
+    with `warnings.warn`; errors raise CompileError with every diagnostic,
+    naming the model's nodes.
+    """
+    with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
+        options = _tp_mlir.CompileOptions()
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            path = os.path.join(scratch, "model.onnx")
+            with open(path, "wb") as f:
+                f.write(model)
+            options.model = path
+        else:
+            options.model = os.fspath(model)
+        if output is None:
+            output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"),
+                                  "model.tpa")
+        options.output = os.fspath(output)
+        options.devices = int(devices)
+        options.stages = int(pipeline_stages)
+        options.microbatches = int(microbatches)
+        options.sequence_parallel = bool(sequence_parallel)
+        options.padding = bool(padding)
+        options.target = target
+        options.cxx_flags = cxx_flags
+        if config is not None:
+            if isinstance(config, dict):
+                config_path = os.path.join(scratch, "config.json")
+                with open(config_path, "w") as f:
+                    json.dump(config, f)
+                config = config_path
+            options.config = os.fspath(config)
+            if strategy == "auto":
+                strategy = "config"
+        options.strategy = strategy
+        options.input_shapes = [f"{name}={_shape_text(dims)}"
+                                for name, dims in (input_shapes or {}).items()]
+        for line in _tp_mlir.compile(options):
+            warnings.warn(line, stacklevel=2)
+    return Artifact(output)
+
+
+class Session:
+    """An artifact opened once: verified (checksums, schema, the library's
+    signature), every rank's weights loaded, one thread per rank. `run`
+    then executes the forward pass as often as wanted."""
+
+    def __init__(self, artifact, launcher="threads", timeout=60.0):
+        self.artifact = artifact if isinstance(artifact, Artifact) \
+            else Artifact(artifact)
+        self._session = _tp_mlir.Session(self.artifact.path, launcher,
+                                         float(timeout))
+
+    @property
+    def inputs(self):
+        """[(name, dtype, shape)] of the model's inputs."""
+        return self._session.inputs
+
+    @property
+    def outputs(self):
+        """[(name, dtype, shape)] of the model's outputs."""
+        return self._session.outputs
+
+    @property
+    def ranks(self):
+        return self._session.ranks
+
+    @property
+    def seconds_per_run(self):
+        """Seconds per timed forward pass of the last `run`."""
+        return self._session.seconds_per_run
+
+    def run(self, inputs, warmup=0, repeat=1):
+        """Runs the model on `inputs` ({name: array}); returns {name:
+        numpy array} of its outputs. Arrays are read in place when they are
+        C-contiguous; their dtype and shape must be the model's (TPError
+        names the input otherwise)."""
+        arrays = {name: np.ascontiguousarray(value)
+                  for name, value in inputs.items()}
+        return self._session.run(arrays, int(warmup), int(repeat))
+
+    def __repr__(self):
+        return f"Session({self.artifact.path!r}, ranks={self.ranks})"
