@@ -228,8 +228,16 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   buildParallelizePipeline(pm, parallelize);
   if (options.explain)
     pm.addPass(createExplain());
+  if (!options.explainJson.empty()) {
+    ExplainOptions explainOptions;
+    explainOptions.json = true;
+    explainOptions.output = options.explainJson;
+    pm.addPass(createExplain(explainOptions));
+  }
   if (failed(pm.run(*module)))
     return failure();
+  if (!options.writeArtifact)
+    return success();
 
   ArtifactOptions artifactOptions;
   artifactOptions.chunkBytes = options.chunkBytes;

@@ -15,8 +15,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <map>
 
@@ -132,12 +134,23 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       for (int64_t d : grid.getShape())
         devices *= d;
     }
+    std::string error;
+    std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
+    if (!file) {
+      module.emitError("tp-explain: ") << error;
+      return signalPassFailure();
+    }
+    os = &file->os();
     module.walk([&](func::FuncOp func) {
       if (!func.isExternal())
         explain(func, devices, gridName);
     });
+    file->keep();
     markAllAnalysesPreserved();
   }
+
+  /// Where the report goes (`output`).
+  llvm::raw_ostream *os = nullptr;
 
   void explain(func::FuncOp func, int64_t devices, StringRef gridName) {
     std::vector<WeightInfo> weights;
@@ -278,7 +291,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  int64_t activationBytes, int64_t largestActivation,
                  bool tensorParallel, bool sequenceParallel,
                  bool pipelineParallel) {
-    llvm::raw_ostream &os = llvm::outs();
+    llvm::raw_ostream &os = *this->os;
     os << "tp-explain: @" << func.getName() << " on " << devices << " device(s)"
        << (gridName.empty() ? "" : " (grid @") << gridName
        << (gridName.empty() ? "" : ")") << "\n";
@@ -386,8 +399,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"support", llvm::json::Object{{"tensor", tensorParallel},
                                        {"sequence", sequenceParallel},
                                        {"pipeline", pipelineParallel}}}};
-    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
-                 << "\n";
+    *os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
   }
 };
 

@@ -173,7 +173,9 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("padding", &mlir::tp::CompileOptions::padding)
       .def_rw("target", &mlir::tp::CompileOptions::target)
       .def_rw("cuda_arch", &mlir::tp::CompileOptions::cudaArch)
-      .def_rw("cxx_flags", &mlir::tp::CompileOptions::cxxFlags);
+      .def_rw("cxx_flags", &mlir::tp::CompileOptions::cxxFlags)
+      .def_rw("explain_json", &mlir::tp::CompileOptions::explainJson)
+      .def_rw("write_artifact", &mlir::tp::CompileOptions::writeArtifact);
 
   m.def("compile", &compile, "options"_a,
         "Compiles options.model into the artifact folder options.output; "

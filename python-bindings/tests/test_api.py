@@ -211,3 +211,30 @@ def test_export_weights_is_bit_exact(gpt2, tmp_path):
         assert np.array_equal(array, initializers[name]), name
     with pytest.raises(tp.TPError, match="inside the artifact"):
         gpt2.export_weights(os.path.join(gpt2.path, "rank-0.safetensors"))
+
+
+def test_explain_and_is_model_supported():
+    plan = tp.explain(os.path.join(MODELS, "gpt2", "model.onnx"), 2,
+                      input_shapes={"input_ids": [2, 16]})
+    # The vocabulary-parallel embedding's all-reduce, two per layer (2
+    # layers), and the all-gather of the vocabulary-split logits:
+    # Megatron-LM's count.
+    kinds = [c["kind"] for c in plan["collectives"]]
+    assert kinds == ["all_reduce"] * 5 + ["all_gather"], kinds
+    assert plan["collectives"][0]["node"] == "/wte/Gather"
+    assert plan["collectives"][0]["bytes_sent_per_rank"] == 2 * 16 * 64 * 4
+    assert plan["weight_bytes_per_device"] < plan["model_weight_bytes"]
+    assert plan["support"] == {"tensor": True, "sequence": True,
+                               "pipeline": True}
+    stages = tp.explain(os.path.join(MODELS, "gpt2", "model.onnx"), 2,
+                        pipeline_stages=2,
+                        input_shapes={"input_ids": [2, 16]})
+    assert len(stages) == 2
+    assert tp.is_model_supported(os.path.join(MODELS, "bert", "model.onnx")) \
+        == (True, True, True)
+    # The CNN has no row-parallel block to end in a reduce-scatter, and no
+    # residual blocks to cut a pipeline between.
+    assert tp.is_model_supported(os.path.join(MODELS, "cnn", "model.onnx")) \
+        == (True, False, False)
+    with pytest.raises(tp.CompileError, match="input_ids"):
+        tp.is_model_supported(os.path.join(MODELS, "gpt2", "model.onnx"))

@@ -20,7 +20,8 @@ import numpy as np
 from . import _tp_mlir
 from ._tp_mlir import CompileError, TPError
 
-__all__ = ["Artifact", "CompileError", "Session", "TPError", "compile"]
+__all__ = ["Artifact", "CompileError", "Session", "TPError", "compile",
+           "explain", "is_model_supported"]
 
 
 class Artifact:
@@ -54,6 +55,44 @@ def _shape_text(dims):
     return "x".join(str(int(d)) for d in dims)
 
 
+def _run_compile(model, devices, output, *, target, pipeline_stages,
+                 microbatches, sequence_parallel, strategy, config,
+                 input_shapes, padding, cxx_flags="", explain_json=""):
+    with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
+        options = _tp_mlir.CompileOptions()
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            path = os.path.join(scratch, "model.onnx")
+            with open(path, "wb") as f:
+                f.write(model)
+            options.model = path
+        else:
+            options.model = os.fspath(model)
+        options.write_artifact = output is not None
+        options.output = os.fspath(output) if output is not None else ""
+        options.devices = int(devices)
+        options.stages = int(pipeline_stages)
+        options.microbatches = int(microbatches)
+        options.sequence_parallel = bool(sequence_parallel)
+        options.padding = bool(padding)
+        options.target = target
+        options.cxx_flags = cxx_flags
+        options.explain_json = explain_json
+        if config is not None:
+            if isinstance(config, dict):
+                config_path = os.path.join(scratch, "config.json")
+                with open(config_path, "w") as f:
+                    json.dump(config, f)
+                config = config_path
+            options.config = os.fspath(config)
+            if strategy == "auto":
+                strategy = "config"
+        options.strategy = strategy
+        options.input_shapes = [f"{name}={_shape_text(dims)}"
+                                for name, dims in (input_shapes or {}).items()]
+        for line in _tp_mlir.compile(options):
+            warnings.warn(line, stacklevel=3)
+
+
 def compile(model, devices, *, target="cpu", pipeline_stages=1,
             microbatches=1, sequence_parallel=False, strategy="auto",
             config=None, input_shapes=None, padding=True, output=None,
@@ -68,41 +107,50 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
     with `warnings.warn`; errors raise CompileError with every diagnostic,
     naming the model's nodes.
     """
-    with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
-        options = _tp_mlir.CompileOptions()
-        if isinstance(model, (bytes, bytearray, memoryview)):
-            path = os.path.join(scratch, "model.onnx")
-            with open(path, "wb") as f:
-                f.write(model)
-            options.model = path
-        else:
-            options.model = os.fspath(model)
-        if output is None:
-            output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"),
-                                  "model.tpa")
-        options.output = os.fspath(output)
-        options.devices = int(devices)
-        options.stages = int(pipeline_stages)
-        options.microbatches = int(microbatches)
-        options.sequence_parallel = bool(sequence_parallel)
-        options.padding = bool(padding)
-        options.target = target
-        options.cxx_flags = cxx_flags
-        if config is not None:
-            if isinstance(config, dict):
-                config_path = os.path.join(scratch, "config.json")
-                with open(config_path, "w") as f:
-                    json.dump(config, f)
-                config = config_path
-            options.config = os.fspath(config)
-            if strategy == "auto":
-                strategy = "config"
-        options.strategy = strategy
-        options.input_shapes = [f"{name}={_shape_text(dims)}"
-                                for name, dims in (input_shapes or {}).items()]
-        for line in _tp_mlir.compile(options):
-            warnings.warn(line, stacklevel=2)
+    if output is None:
+        output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"), "model.tpa")
+    _run_compile(model, devices, output, target=target,
+                 pipeline_stages=pipeline_stages, microbatches=microbatches,
+                 sequence_parallel=sequence_parallel, strategy=strategy,
+                 config=config, input_shapes=input_shapes, padding=padding,
+                 cxx_flags=cxx_flags)
     return Artifact(output)
+
+
+def explain(model, devices, *, pipeline_stages=1, sequence_parallel=False,
+            strategy="auto", config=None, input_shapes=None, padding=True):
+    """The plan tp-compile would make, as data (tp-explain's JSON): per
+    weight its role, block, local type and bytes (and slice and padding);
+    per collective its kind, node, block and the bytes each rank sends; the
+    contractions left replicated and why; weight and activation bytes per
+    device; and the (tensor, sequence, pipeline) support triple. A dict; a
+    list of one dict per stage function when pipeline_stages > 1. Nothing is
+    written."""
+    with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
+        report = os.path.join(scratch, "explain.json")
+        _run_compile(model, devices, None, target="none",
+                     pipeline_stages=pipeline_stages, microbatches=1,
+                     sequence_parallel=sequence_parallel, strategy=strategy,
+                     config=config, input_shapes=input_shapes,
+                     padding=padding, explain_json=report)
+        with open(report) as f:
+            text = f.read()
+    decoder, plans, at = json.JSONDecoder(), [], 0
+    while text[at:].strip():
+        plan, end = decoder.raw_decode(text, at)
+        plans.append(plan)
+        at = end
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return plans if int(pipeline_stages) > 1 else plans[0]
+
+
+def is_model_supported(model, input_shapes=None):
+    """(tensor, sequence, pipeline): whether tensor, sequence and pipeline
+    parallelism apply to `model`, as optimum-neuron's is_model_supported
+    answers, found by planning it for 2 devices (explain's "support")."""
+    support = explain(model, 2, input_shapes=input_shapes)["support"]
+    return (support["tensor"], support["sequence"], support["pipeline"])
 
 
 class Session:

@@ -31,6 +31,10 @@ struct CompileOptions {
   std::vector<std::string> inputShapes; // name=DIMS
   bool padding = true;
   bool explain = false; // the report goes to stdout
+  /// If set, the plan as tp-explain's JSON goes to this file.
+  std::string explainJson;
+  /// False: plan and explain only, write no artifact (`output` unused).
+  bool writeArtifact = true;
   std::string target = "none";
   std::string cudaArch = "sm_90";
   std::string cxxFlags;

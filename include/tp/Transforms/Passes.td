@@ -105,11 +105,15 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
     Then the contractions left replicated and why, weight and activation
     bytes per device, and the (tensor, sequence, pipeline) support triple
     (what optimum-neuron's `is_model_supported` returns) for this model.
-    `--tp-explain=json` prints one JSON object instead. The IR is unchanged.
+    `--tp-explain=json` prints one JSON object (per function) instead, and
+    `output=FILE` prints to FILE instead of stdout (the Python module's
+    `explain` reads it from there). The IR is unchanged.
   }];
   let options = [
     Option<"json", "json", "bool", /*default=*/"false",
-           "Print the explanation as one JSON object">
+           "Print the explanation as one JSON object">,
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "File to print to ('-': stdout)">
   ];
 }
 
