@@ -93,6 +93,18 @@ import glob
 config.substitutions.append(("%tp_python", os.path.join(config.tp_obj_root, "python")))
 if glob.glob(os.path.join(config.tp_obj_root, "python", "tp_mlir", "_tp_mlir*.so")):
     config.available_features.add("tp-python")
+# Debian's python3 has torch (python3-torch) and, with the zoo's site
+# folder (make zoo-site), transformers: tp_mlir.from_torch's test runs
+# there (same CPython 3.11 ABI as the module).
+_debian_python = "/usr/bin/python3"
+_hf_site = os.path.join(config.tp_src_root, "test", "models", "hf", ".cache", "site")
+config.substitutions.append(("%debian_python", _debian_python))
+config.substitutions.append(("%hf_site", _hf_site))
+if os.path.exists(_debian_python) and subprocess.call(
+        [_debian_python, "-c", "import torch, pytest, numpy"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0 and \
+        os.path.isdir(os.path.join(_hf_site, "transformers")):
+    config.available_features.add("debian-torch")
 _llvm_lib = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
 if all(os.path.exists(p) for p in [
         os.path.join(config.llvm_tools_dir, "mlir-opt"),

@@ -21,7 +21,7 @@ from . import _tp_mlir
 from ._tp_mlir import CompileError, TPError
 
 __all__ = ["Artifact", "CompileError", "Session", "TPError", "compile",
-           "explain", "is_model_supported"]
+           "explain", "from_torch", "is_model_supported"]
 
 
 class Artifact:
@@ -151,6 +151,41 @@ def is_model_supported(model, input_shapes=None):
     answers, found by planning it for 2 devices (explain's "support")."""
     support = explain(model, 2, input_shapes=input_shapes)["support"]
     return (support["tensor"], support["sequence"], support["pipeline"])
+
+
+def from_torch(module, example_inputs, devices, *, input_names=None,
+               output_names=None, opset=17, **compile_options):
+    """Exports `module` (a torch.nn.Module, in eval mode) with
+    torch.onnx.export on `example_inputs` (a tensor or a tuple of them) and
+    compiles the export for `devices` ranks with `compile(...,
+    **compile_options)`. Input names default to input_0, input_1, ... and
+    output names to output_0, ...; the export's shapes are those of the
+    example inputs, so no input_shapes are needed. Needs torch."""
+    import torch
+
+    if module.training:
+        raise TPError("from_torch: the module is in training mode; call "
+                      ".eval() first (dropout and batch norm would be "
+                      "exported as training ops)")
+    if not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    input_names = list(input_names or
+                       [f"input_{i}" for i in range(len(example_inputs))])
+    with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
+        path = os.path.join(scratch, "model.onnx")
+        with torch.no_grad():
+            outputs = module(*example_inputs)
+        count = len(outputs) if isinstance(outputs, (tuple, list)) else 1
+        output_names = list(output_names or
+                            [f"output_{i}" for i in range(count)])
+        with torch.no_grad():
+            torch.onnx.export(module, example_inputs, path,
+                              input_names=input_names,
+                              output_names=output_names,
+                              opset_version=opset,
+                              do_constant_folding=True)
+        return compile(path, devices, **compile_options)
 
 
 class Session:
