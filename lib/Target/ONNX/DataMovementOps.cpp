@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::tp::onnx_import;
@@ -201,13 +202,18 @@ LogicalResult convertSplit(NodeContext &ctx) {
     int64_t n = ctx.opset >= 18 && ctx.attr("num_outputs")
                     ? ctx.attrInt("num_outputs", 1)
                     : ctx.getNumOutputs();
+    if (n < 1)
+      return ctx.emitError() << "num_outputs is " << n
+                             << "; it must be at least 1";
     int64_t chunk = (dim + n - 1) / n;
     for (int64_t i = 0; i < n; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
   }
   int64_t total = 0;
   for (int64_t s : sizes)
-    total += s;
+    if (s < 0 || llvm::AddOverflow(total, s, total))
+      return ctx.emitError() << "split " << formatShape(sizes)
+                             << " has a negative size or overflows";
   if (total != dim || sizes.size() != ctx.getNumOutputs())
     return ctx.emitError() << "split " << formatShape(sizes) << " into "
                            << ctx.getNumOutputs() << " outputs does not add "
