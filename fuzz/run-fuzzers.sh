@@ -4,6 +4,9 @@
 # written. Findings go to BUILD/fuzz/findings/; exits non-zero if any target
 # found one.
 #   usage: fuzz/run-fuzzers.sh BUILD [SECONDS] [TARGET...]
+# FUZZ_SEED (default 1) fixes libFuzzer's random seed, so that a run
+# repeats the same inputs in the same order (CI's is reproducible: a finding
+# there is found again by the same command); FUZZ_SEED=0 draws a new one.
 set -uo pipefail
 build=${1:?usage: $0 BUILD [SECONDS] [TARGET...]}
 seconds=${2:-60}
@@ -33,7 +36,7 @@ for target in "${targets[@]}"; do
   cp "$src/corpus/$target"/* "$corpus"/
   log="$work/$target.log"
   echo "== $target: $seconds s, -max_len=${maxLen[$target]:-4096}"
-  "$build/bin/$target" -max_total_time="$seconds" \
+  "$build/bin/$target" -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" \
     -max_len="${maxLen[$target]:-4096}" -timeout=25 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$work/findings/$target-" \
     "$corpus" > "$log" 2>&1

@@ -58,6 +58,10 @@ struct ConstTensor {
 
 /// Constants with more elements than this are emitted as IR, not folded.
 constexpr int64_t kMaxFoldedElements = 1 << 16;
+/// Sequences are unrolled at import, one value per element: longer ones
+/// are refused (a SplitToSequence of a 66M-element dim into pairs would be
+/// 33M ops).
+constexpr int64_t kMaxSequenceLength = 4096;
 
 /// One ONNX value during import: its type, and either an SSA value, an
 /// import-time constant, or both. An ONNX sequence is held only here, as

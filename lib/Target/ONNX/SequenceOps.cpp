@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::tp::onnx_import;
@@ -208,7 +209,16 @@ LogicalResult convertSplitToSequence(NodeContext &ctx) {
   int64_t dim = x.shape[*axis];
   SmallVector<int64_t> sizes;
   bool keepDims = true;
+  // Sequences are unrolled at import: one value per element.
+  auto tooLong = [&](int64_t elements) {
+    return ctx.emitError() << "splitting dim " << *axis << " of "
+                           << formatShape(x.shape) << " makes a sequence of "
+                           << elements << " tensors; sequences are unrolled "
+                           << "at import, up to " << kMaxSequenceLength;
+  };
   if (!ctx.hasInput(1)) {
+    if (dim > kMaxSequenceLength)
+      return tooLong(dim);
     sizes.assign(dim, 1);
     keepDims = ctx.attrInt("keepdims", 1) != 0;
   } else {
@@ -219,14 +229,20 @@ LogicalResult convertSplitToSequence(NodeContext &ctx) {
       int64_t chunk = split->front();
       if (chunk <= 0)
         return ctx.emitError() << "split " << chunk << " is not positive";
+      int64_t pieces = dim / chunk + (dim % chunk != 0);
+      if (pieces > kMaxSequenceLength)
+        return tooLong(pieces);
       for (int64_t offset = 0; offset < dim; offset += chunk)
         sizes.push_back(std::min(chunk, dim - offset));
     } else {
       sizes = *split;
+      if (static_cast<int64_t>(sizes.size()) > kMaxSequenceLength)
+        return tooLong(sizes.size());
       int64_t total = 0;
+      bool bad = false;
       for (int64_t s : sizes)
-        total += s;
-      if (total != dim || llvm::any_of(sizes, [](int64_t s) { return s < 0; }))
+        bad |= s < 0 || llvm::AddOverflow(total, s, total);
+      if (bad || total != dim)
         return ctx.emitError()
                << "split " << formatShape(sizes) << " does not add up to dim "
                << *axis << " of " << formatShape(x.shape);
