@@ -413,8 +413,17 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
   }
   const onnx::OpSchema *schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
-  if (!schema)
+  if (!schema) {
+    // An op of a later opset (SplitToSequence at opset 7): the converters
+    // would read inputs nothing checked.
+    if (const onnx::OpSchema *newest = onnx::OpSchemaRegistry::Schema(
+            node.op_type(), known->second.second, ""))
+      return emitError(loc)
+             << "node '" << getNodeName(node) << "' (" << node.op_type()
+             << ") is not an op of opset " << opset << "; it was introduced "
+             << "in opset " << newest->since_version();
     return success();
+  }
   int inputs = node.input_size(), outputs = node.output_size();
   auto fail = [&](StringRef what, int have, int lo, int hi) {
     InFlightDiagnostic diag = emitError(loc)
