@@ -518,7 +518,10 @@ LogicalResult convertPad(NodeContext &ctx) {
     high[a] = (*pads)[i + axes.size()];
     if (low[a] < 0 || high[a] < 0)
       return ctx.emitError() << "negative pads are not supported";
-    shape[a] += low[a] + high[a];
+    if (llvm::AddOverflow(shape[a], low[a], shape[a]) ||
+        llvm::AddOverflow(shape[a], high[a], shape[a]))
+      return ctx.emitError() << "pads " << formatShape(*pads) << " make dim "
+                             << a << " larger than fits in 64 bits";
   }
   Value input = ctx.operand(0);
   if (llvm::all_of(low, [](int64_t v) { return v == 0; }) &&

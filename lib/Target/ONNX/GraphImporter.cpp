@@ -399,7 +399,18 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
   }
   if (opset > known->second.second) {
     // A newer opset may add inputs and outputs but keeps the ones an op
-    // needs, which the converters read without checking (Concat's first).
+    // needs, which the converters read without checking (Concat's first,
+    // Gather's indices).
+    if (latest)
+      for (int i = 0; i < node.input_size() &&
+                      i < static_cast<int>(latest->inputs().size());
+           ++i)
+        if (node.input(i).empty() &&
+            latest->inputs()[i].GetOption() == onnx::OpSchema::Single)
+          return emitError(loc)
+                 << "node '" << getNodeName(node) << "' (" << node.op_type()
+                 << "): required input " << i << " ('"
+                 << latest->inputs()[i].GetName() << "') is missing";
     if (latest && (node.input_size() < latest->min_input() ||
                    node.output_size() < latest->min_output()))
       return emitError(loc)
