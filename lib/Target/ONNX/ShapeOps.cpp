@@ -217,7 +217,8 @@ LogicalResult convertRange(NodeContext &ctx) {
   if (!(count <= static_cast<double>(kMaxFoldedElements)))
     return ctx.emitError() << "range of " << count
                            << " elements is too large to build at import";
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+  // A negative count is an empty range (and -4e28 fits no int64).
+  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   ConstTensor r;
   r.dtype = start->dtype;
   r.shape = {n};
