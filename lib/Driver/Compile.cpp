@@ -142,6 +142,19 @@ static LogicalResult checkOptions(MLIRContext &context,
     return emitError(loc) << "--strategy=config and --config FILE go together";
   if (options.microbatches > 1 && options.stages < 2)
     return emitError(loc) << "--microbatches needs a pipeline (--pp 2 or more)";
+  if (options.maxSeq < 0 || options.maxBatch < 1)
+    return emitError(loc) << "--max-seq must be positive and --max-batch at "
+                             "least 1";
+  if (options.maxSeq == 1)
+    return emitError(loc) << "--max-seq 1 leaves no room for a prompt and a "
+                             "new token; give 2 or more";
+  if (options.maxSeq > 0 && options.sequenceParallel)
+    return emitError(loc) << "--sequence-parallel splits the tokens of a "
+                             "forward pass, and a decode step has one; "
+                             "leave it out with --max-seq";
+  if (options.maxSeq > 0 && options.microbatches > 1)
+    return emitError(loc) << "--microbatches with --max-seq: a decode step "
+                             "runs all its sequences at once";
   if (target == "cuda") {
     // Before any work: without nvcc there is no artifact to write.
     std::string error;
@@ -153,6 +166,72 @@ static LogicalResult checkOptions(MLIRContext &context,
     if (!parseInputShape(text, importOptions, error))
       return emitError(loc) << error;
   }
+  return success();
+}
+
+/// Generation (--max-seq S --max-batch B): the decode step of a decoder
+/// exported with its cache, optimum's text-generation-with-past layout. Its
+/// inputs are shaped for one token of B sequences: input_ids and
+/// position_ids [B, 1], attention_mask [B, S], and each past_key_values.*
+/// input S - 1 positions on its one symbolic dim after the batch;
+/// tp-kv-cache then grows those into caches of S positions.
+static LogicalResult setDecodeShapes(MLIRContext &context,
+                                     const CompileOptions &options,
+                                     ONNXImportOptions &importOptions) {
+  Location loc = FileLineColLoc::get(&context, options.model, 0, 0);
+  if (!importOptions.inputShapes.empty())
+    return emitError(loc) << "--max-seq chooses the input shapes itself (one "
+                             "token of --max-batch sequences); leave out "
+                             "--input-shape";
+  FailureOr<SmallVector<ONNXGraphInput>> inputs =
+      readONNXGraphInputs(options.model, &context);
+  if (failed(inputs))
+    return failure();
+  int64_t batch = options.maxBatch, seq = options.maxSeq;
+  bool haveIds = false, haveCache = false;
+  for (const ONNXGraphInput &input : *inputs) {
+    StringRef name = input.name;
+    SmallVector<int64_t> shape(input.dims);
+    auto fail = [&](const Twine &why) {
+      return emitError(loc) << "--max-seq: input '" << name << "' " << why;
+    };
+    if (shape.empty())
+      return fail("has no declared shape");
+    if (shape[0] >= 0 && shape[0] != batch)
+      return fail("has a fixed batch of " + Twine(shape[0]) +
+                  "; compile with --max-batch " + Twine(shape[0]));
+    shape[0] = batch;
+    if (name == "input_ids" || name == "position_ids" ||
+        name == "attention_mask") {
+      if (shape.size() != 2)
+        return fail("must be [batch, sequence]");
+      shape[1] = name == "attention_mask" ? seq : 1;
+      haveIds |= name == "input_ids";
+    } else if (name.starts_with("past_key_values.") ||
+               name.starts_with("past.")) {
+      SmallVector<size_t> symbolic;
+      for (size_t d = 1; d < shape.size(); ++d)
+        if (shape[d] < 0)
+          symbolic.push_back(d);
+      if (symbolic.size() != 1)
+        return fail("must have exactly one symbolic dim after the batch (the "
+                    "past positions); it has " +
+                    Twine(symbolic.size()));
+      shape[symbolic.front()] = seq - 1;
+      haveCache = true;
+    } else {
+      return fail("is none of input_ids, attention_mask, position_ids and "
+                  "past_key_values.*, the inputs of a decoder exported with "
+                  "its cache");
+    }
+    importOptions.inputShapes[name] = shape;
+  }
+  if (!haveIds || !haveCache)
+    return emitError(loc) << "--max-seq needs a decoder exported with its KV "
+                             "cache (inputs input_ids and "
+                             "past_key_values.{i}.key/value); this model has "
+                          << (haveIds ? "no past_key_values inputs"
+                                      : "no input_ids input");
   return success();
 }
 
@@ -198,6 +277,9 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   if (failed(checkOptions(context, options, importOptions)))
     return failure();
   context.loadAllAvailableDialects();
+  if (options.maxSeq > 0 &&
+      failed(setDecodeShapes(context, options, importOptions)))
+    return failure();
   if (options.microbatches > 1 &&
       failed(splitIntoMicrobatches(context, options, importOptions)))
     return failure();
@@ -225,6 +307,11 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.strategy = options.strategy;
   parallelize.config = options.config;
   PassManager pm(&context, ModuleOp::getOperationName());
+  if (options.maxSeq > 0) {
+    KVCacheOptions cache;
+    cache.maxSeq = options.maxSeq;
+    pm.addPass(createKVCache(cache));
+  }
   buildParallelizePipeline(pm, parallelize);
   if (options.explain)
     pm.addPass(createExplain());
@@ -242,6 +329,8 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   ArtifactOptions artifactOptions;
   artifactOptions.chunkBytes = options.chunkBytes;
   artifactOptions.target = options.target;
+  artifactOptions.maxSeq = options.maxSeq;
+  artifactOptions.maxBatch = options.maxSeq > 0 ? options.maxBatch : 0;
   ModuleOp partitioned = *module;
   if (options.target == "cuda")
     artifactOptions.generateCode =

@@ -385,6 +385,19 @@ static void validateStages(const Reader &reader, Manifest &manifest) {
                         " " + shapeText(arg.shape) + " but " + rank.file +
                         " holds " + it->dtype + " " + shapeText(it->shape));
         }
+      } else if (arg.kind == "cache") {
+        // A KV cache: the runtime allocates it; each name once per stage.
+        if (manifest.maxSeq == 0)
+          reader.fail(where + " has a KV cache argument '" + arg.name +
+                      "' but the manifest has no 'generation'");
+        if (arg.name.empty() ||
+            std::count_if(stage.args.begin(), stage.args.end(),
+                          [&](const TensorSpec &other) {
+                            return other.kind == "cache" &&
+                                   other.name == arg.name;
+                          }) != 1)
+          reader.fail(where + " has a KV cache argument without a name of "
+                              "its own");
       } else {
         reader.fail(where + " has an argument of unknown kind '" + arg.kind +
                     "'");
@@ -477,6 +490,11 @@ Manifest tp::rt::parseManifest(const std::string &json,
     manifest.outputs.push_back(reader.tensor(value, "output", "model output"));
   validateSignature(reader, manifest.inputs, "input");
   validateSignature(reader, manifest.outputs, "output");
+  if (const llvm::json::Value *generation = root.get("generation")) {
+    const llvm::json::Object &in = reader.object(generation, "'generation'");
+    manifest.maxSeq = reader.integer(in, "max_seq", 2, kMaxSequence);
+    manifest.maxBatch = reader.integer(in, "max_batch", 1, kMaxSequence);
+  }
 
   const llvm::json::Array &ranks = reader.array(root, "ranks");
   if (static_cast<int64_t>(ranks.size()) != manifest.ranks)

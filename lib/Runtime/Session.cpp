@@ -48,6 +48,9 @@ struct BoundRank {
   /// Whole-batch outputs of the last stage, by result slot.
   std::map<size_t, std::vector<char>> outputs;
   std::vector<std::unique_ptr<char, void (*)(void *)>> results;
+  /// KV caches, zeroed once and kept between runs (the decode step writes
+  /// them in place).
+  std::vector<std::unique_ptr<char, void (*)(void *)>> caches;
   std::vector<void *> resultPointers;
   tp_stage_fn entry = nullptr;
   const StageSpec *stage = nullptr;
@@ -77,6 +80,11 @@ BoundRank bindRank(const Manifest &manifest, int32_t rank, void *library) {
         throw Error("rank " + std::to_string(rank) + ": weight '" + arg.name +
                     "' is not in " + spec.file);
       bound.args.push_back(it->second);
+    } else if (arg.kind == "cache") {
+      bound.caches.emplace_back(static_cast<char *>(allocate(arg.bytes())),
+                                release);
+      std::memset(bound.caches.back().get(), 0, arg.bytes());
+      bound.args.push_back(bound.caches.back().get());
     } else {
       throw Error("stage argument of unknown kind '" + arg.kind + "'");
     }
@@ -553,6 +561,8 @@ Session::Session(const std::string &artifact, SessionOptions options)
 Session::~Session() = default;
 
 const Manifest &Session::getManifest() const { return impl->manifest; }
+
+const SessionOptions &Session::getOptions() const { return impl->options; }
 
 std::vector<OutputTensor>
 Session::run(const std::map<std::string, InputView> &inputs, int64_t warmup,

@@ -24,6 +24,7 @@
 #include "tp/Transforms/Passes.h"
 
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Dialect/TP/TPOps.h"
 #include "tp/Transforms/TensorParallelPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -117,6 +118,10 @@ public:
     }
   }
 
+  /// Whether apply() changes the type of a KV cache argument (and so the
+  /// function's type).
+  bool changesArguments() const { return cachesWiden; }
+
   bool contains(Operation *op) const {
     return llvm::any_of(op->getResults(),
                         [&](Value v) { return values.contains(v); });
@@ -149,12 +154,28 @@ private:
            slice.getStaticSizes()[dim] == slice.getSourceType().getDimSize(dim);
   }
 
+  /// True if `v` is a KV cache argument (tp-kv-cache): the runtime
+  /// allocates it at the shape the function declares, so it widens with its
+  /// padded heads, and it is never read through a pad (it is written in
+  /// place).
+  static bool isCache(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                    : func::FuncOp();
+    return func &&
+           func.getArgAttr(arg.getArgNumber(), TPDialect::kCacheAttrName);
+  }
+
   /// True if the producer of `v` can be rewritten to make it wider on
   /// `w.dim`; otherwise the use reads `v` through a pad.
   static bool canWidenProducer(Value v, Widening w) {
+    if (isCache(v))
+      return true;
     Operation *def = v.getDefiningOp();
     if (!def)
       return false;
+    if (auto update = dyn_cast<CacheUpdateOp>(def))
+      return static_cast<int64_t>(update.getDim()) != w.dim;
     if (isa<tensor::EmptyOp>(def))
       return true;
     if (auto op = dyn_cast<linalg::LinalgOp>(def))
@@ -191,9 +212,17 @@ private:
   }
 
   LogicalResult widenProducer(Value v, Widening w) {
+    if (isCache(v)) {
+      cachesWiden = true;
+      return success();
+    }
     Operation *def = v.getDefiningOp();
     if (!def || isa<tensor::EmptyOp>(def))
       return success(def != nullptr);
+    if (auto update = dyn_cast<CacheUpdateOp>(def))
+      return success(static_cast<int64_t>(update.getDim()) != w.dim &&
+                     succeeded(require(update.getUpdateMutable(), w)) &&
+                     succeeded(require(update.getCacheMutable(), w)));
     if (auto op = dyn_cast<linalg::LinalgOp>(def)) {
       AffineMap map = op.getIndexingMapMatchingResult(cast<OpResult>(v));
       return widenLoop(op, cast<AffineDimExpr>(map.getResult(w.dim)).getPosition(),
@@ -256,6 +285,9 @@ private:
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
       return success(keepsWhole(slice, w.dim) &&
                      succeeded(widen(slice.getResult(), w)));
+    if (auto update = dyn_cast<CacheUpdateOp>(user))
+      return success(static_cast<int64_t>(update.getDim()) != w.dim &&
+                     succeeded(widen(update.getResult(), w)));
     if (auto concat = dyn_cast<tensor::ConcatOp>(user))
       return success(concat.getDim() != uint64_t(w.dim) &&
                      succeeded(widen(concat.getResult(), w)));
@@ -333,6 +365,7 @@ private:
   llvm::MapVector<OpOperand *, Widening> pads;
   DenseMap<std::pair<Operation *, unsigned>, int64_t> loops;
   int64_t columns = 0, rows = 0;
+  bool cachesWiden = false;
 };
 
 struct PadAttentionHeads
@@ -366,6 +399,12 @@ struct PadAttentionHeads
             !block.isWorthPadding())
           continue;
         block.apply();
+        if (block.changesArguments()) {
+          func::FuncOp func = getOperation();
+          func.setType(FunctionType::get(&getContext(),
+                                         func.getBody().getArgumentTypes(),
+                                         func.getResultTypes()));
+        }
         done.push_back(std::move(block));
         break;
       }

@@ -117,13 +117,22 @@ struct PlanTensorParallel
                                  /*annotate_for_users=*/true);
       weight.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
+    // A KV cache splits by heads, as the keys or values written into it.
+    for (auto [cache, dim] : plan.caches) {
+      OpBuilder::InsertionGuard guard(b);
+      Value sharding = createSplitSharding(b, cache.getLoc(), dim);
+      auto shardOp = shard::ShardOp::create(b, cache.getLoc(), cache, sharding,
+                                            /*annotate_for_users=*/true);
+      cache.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+    }
     // Upstream partition needs every tensor argument read through exactly
     // one shard.shard (it crashes on an unused argument and rejects one that
     // an op reads inside its body, like an embedding table), so everything
     // the plan does not split is annotated as replicated.
     for (BlockArgument arg : func.getArguments()) {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
-      if (!type || type.getRank() == 0 || plan.splits.count(arg))
+      if (!type || type.getRank() == 0 || plan.splits.count(arg) ||
+          plan.caches.count(arg))
         continue;
       auto sharding = shard::ShardingOp::create(
           b, arg.getLoc(), FlatSymbolRefAttr::get(ctx, kGridName),

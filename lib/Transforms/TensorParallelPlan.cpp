@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tp/Transforms/TensorParallelPlan.h"
+#include "tp/Dialect/TP/TPOps.h"
 
 #include "tp/Dialect/TP/TPDialect.h"
 
@@ -154,6 +155,8 @@ struct SplitTracker {
   llvm::MapVector<Operation *, int64_t> rows;
   /// Weights applied elementwise on the way, with their split dim.
   llvm::MapVector<Value, int64_t> biases;
+  /// KV caches written on the way, with their split dim.
+  llvm::MapVector<Value, int64_t> caches;
   bool reachesResult = false;
   /// The failure is a dim that does not divide by the device count.
   bool uneven = false;
@@ -179,10 +182,18 @@ bool SplitTracker::follow(Value value, int64_t dim) {
     } else if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
       ok = followLinalg(op, use, dim);
     } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
-      // The split lands on the outermost dim of the group (heads, for
-      // [B, S, H*D] -> [B, S, H, D]); it must divide by the devices.
-      int64_t outer = expand.getReassociationIndices()[dim].front();
-      int64_t size = expand.getResultType().getDimSize(outer);
+      // The split lands on the outermost non-unit dim of the group (heads,
+      // for [B, S, H*D] -> [B, S, H, D]; H*D for [B, H*D] -> [B, 1, H*D],
+      // a one-token step); it must divide by the devices.
+      RankedTensorType resultType = expand.getResultType();
+      ReassociationIndices group = expand.getReassociationIndices()[dim];
+      int64_t outer = group.front();
+      for (int64_t d : group)
+        if (resultType.getDimSize(d) != 1) {
+          outer = d;
+          break;
+        }
+      int64_t size = resultType.getDimSize(outer);
       if (size % devices != 0) {
         uneven = true;
         return fail(user, "splits dim " + Twine(dim) + " into dim " +
@@ -198,13 +209,15 @@ bool SplitTracker::follow(Value value, int64_t dim) {
       auto it = llvm::find_if(groups, [&](const ReassociationIndices &g) {
         return llvm::is_contained(g, dim);
       });
-      if (it->front() != dim) {
-        int64_t outer = 1;
-        for (int64_t d : *it) {
-          if (d == dim)
-            break;
-          outer *= collapse.getSrcType().getDimSize(d);
-        }
+      // Unit dims outside the split one hold no data: [B, 1, H*D] ->
+      // [B, H*D] keeps the split whole.
+      int64_t outer = 1;
+      for (int64_t d : *it) {
+        if (d == dim)
+          break;
+        outer *= collapse.getSrcType().getDimSize(d);
+      }
+      if (outer != 1) {
         return fail(user, "merges split dim " + Twine(dim) +
                               " under an outer dim of " + Twine(outer) +
                               " (it lies inside each of them, as a K/V "
@@ -223,6 +236,12 @@ bool SplitTracker::follow(Value value, int64_t dim) {
           slice.getStaticStrides()[dim] != 1)
         return fail(user, "slices the split dim " + Twine(dim));
       ok = follow(slice.getResult(), dim);
+    } else if (auto update = dyn_cast<CacheUpdateOp>(user)) {
+      // A KV cache splits as the keys or values written into it (by heads).
+      if (static_cast<int64_t>(update.getDim()) == dim)
+        return fail(user, "writes the cache along the split dim");
+      caches[update.getCache()] = dim;
+      ok = follow(update.getResult(), dim);
     } else if (auto concat = dyn_cast<tensor::ConcatOp>(user)) {
       if (static_cast<int64_t>(concat.getDim()) == dim)
         return fail(user, "concatenates along the split dim");
@@ -411,6 +430,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     for (auto &[arg, dim] : tracker.biases)
       if (!plan.splits.count(arg) && isReadAsOperandOnly(arg))
         plan.splits[arg] = {dim, SplitRole::Bias, block};
+    for (auto &[cache, dim] : tracker.caches)
+      plan.caches[cache] = dim;
   });
   return plan;
 }

@@ -38,6 +38,15 @@ static cl::opt<int64_t>
     microbatches("microbatches", cl::init(1),
                  cl::desc("Micro-batches per step for the 1F1B schedule"),
                  cl::cat(category));
+static cl::opt<int64_t>
+    maxSeq("max-seq", cl::init(0),
+           cl::desc("Compile the decode step of a decoder exported with its "
+                    "KV cache, for contexts of up to this many tokens"),
+           cl::cat(category));
+static cl::opt<int64_t>
+    maxBatch("max-batch", cl::init(1),
+             cl::desc("Sequences decoded at once (with --max-seq)"),
+             cl::cat(category));
 static cl::opt<std::string> strategy("strategy", cl::init("auto"),
                                      cl::desc("auto or config"),
                                      cl::cat(category));
@@ -91,6 +100,8 @@ int main(int argc, char **argv) {
   options.sequenceParallel = sequenceParallel;
   options.stages = stages;
   options.microbatches = microbatches;
+  options.maxSeq = maxSeq;
+  options.maxBatch = maxBatch;
   options.strategy = strategy;
   options.config = config;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());

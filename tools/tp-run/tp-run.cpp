@@ -14,6 +14,7 @@
 #include "tp/Runtime/Session.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <malloc.h>
@@ -39,13 +40,18 @@ struct Options {
   int64_t repeat = 1, warmup = 0;
   int64_t stallRank = -1; // testing: this rank never enters its stage
   bool quiet = false;
+  int64_t generate = -1; // --generate T: new tokens per prompt
+  int64_t eos = -1;
 };
 
 [[noreturn]] void usage(const std::string &message) {
   std::cerr << "tp-run: error: " << message << "\n"
             << "usage: tp-run ARTIFACT --input NAME=FILE.npy ... "
                "[--output-dir DIR] [--launcher threads|mpi] [--ranks N] "
-               "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet]\n";
+               "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet]\n"
+               "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
+               "[--input attention_mask=FILE.npy] [--eos ID] "
+               "[--output-dir DIR]\n";
   std::exit(2);
 }
 
@@ -111,6 +117,14 @@ Options parseOptions(int argc, char **argv) {
       options.warmup = integer(value(i, "--warmup"), "--warmup");
     } else if (matches(arg, "--debug-stall-rank")) {
       options.stallRank = integer(value(i, "--debug-stall-rank"), arg);
+    } else if (matches(arg, "--generate")) {
+      options.generate = integer(value(i, "--generate"), "--generate");
+      if (options.generate < 0)
+        usage("--generate needs a number of new tokens, 0 or more");
+    } else if (matches(arg, "--eos")) {
+      options.eos = integer(value(i, "--eos"), "--eos");
+      if (options.eos < 0)
+        usage("--eos needs a token id, 0 or more");
     } else if (arg == "--quiet") {
       options.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -188,6 +202,65 @@ void writeOutputs(const Options &options,
   }
 }
 
+/// An int64 [batch, length] input of --generate, as values.
+std::vector<int64_t> readTokens(const Options &options,
+                                const std::map<std::string, NpyArray> &arrays,
+                                const std::string &name, int64_t &batch,
+                                int64_t &length) {
+  const NpyArray &array = arrays.at(name);
+  const std::string &path = options.inputs.at(name);
+  if (array.descr != "<i8" || array.shape.size() != 2 || array.shape[0] < 1 ||
+      array.shape[1] < 1)
+    throw Error(path + ": --generate reads " + name +
+                " as int64 [batch, length], got " + dtypeOfDescr(array.descr) +
+                " " + formatShape(array.shape));
+  if (batch >= 0 && (array.shape[0] != batch || array.shape[1] != length))
+    throw Error(path + ": " + name + " is " + formatShape(array.shape) +
+                " but input_ids is " + formatShape({batch, length}));
+  batch = array.shape[0];
+  length = array.shape[1];
+  std::vector<int64_t> values(batch * length);
+  std::memcpy(values.data(), array.data.data(), values.size() * 8);
+  return values;
+}
+
+int generate(const Options &options, Session &session,
+             const std::map<std::string, NpyArray> &arrays) {
+  for (const auto &[name, path] : options.inputs)
+    if (name != "input_ids" && name != "attention_mask")
+      throw Error(path +
+                  ": --generate reads input_ids and attention_mask; "
+                  "tp-run feeds the decode step's other inputs itself, "
+                  "not '" +
+                  name + "'");
+  if (!arrays.count("input_ids"))
+    throw Error("--generate needs the prompts: --input input_ids=FILE.npy");
+  int64_t batch = -1, length = 0;
+  std::vector<int64_t> ids =
+      readTokens(options, arrays, "input_ids", batch, length);
+  std::vector<int64_t> mask;
+  if (arrays.count("attention_mask"))
+    mask = readTokens(options, arrays, "attention_mask", batch, length);
+  GenerateOptions generateOptions;
+  generateOptions.maxNewTokens = options.generate;
+  generateOptions.eosTokenId = options.eos;
+  Generation result = session.generate(ids, batch, mask, generateOptions);
+  OutputTensor tokens{"tokens", "I64", {result.batch, result.length}, {}};
+  tokens.data.resize(result.tokens.size() * sizeof(int64_t));
+  std::memcpy(tokens.data.data(), result.tokens.data(), tokens.data.size());
+  writeOutputs(options, {tokens});
+  const Manifest &manifest = session.getManifest();
+  std::cout << "prefill: " << result.prefillSeconds * 1e3 << " ms for "
+            << length << " prompt tokens x " << batch << "\n"
+            << "decode: " << result.secondsPerToken * 1e3 << " ms per token ("
+            << result.decodeSteps << " steps, " << manifest.ranks << " ranks), "
+            << (result.secondsPerToken > 0
+                    ? static_cast<double>(batch) / result.secondsPerToken
+                    : 0)
+            << " tokens/s\n";
+  return 0;
+}
+
 int run(const Options &options) {
   SessionOptions sessionOptions;
   sessionOptions.launcher = options.launcher;
@@ -201,6 +274,8 @@ int run(const Options &options) {
                 std::to_string(manifest.pp) + "), not " +
                 std::to_string(options.ranks));
   std::map<std::string, NpyArray> arrays = readInputs(options);
+  if (options.generate >= 0)
+    return generate(options, session, arrays);
   std::map<std::string, InputView> inputs;
   for (const auto &[name, array] : arrays)
     inputs[name] = {dtypeOfDescr(array.descr), array.shape, array.data.data(),

@@ -29,6 +29,11 @@ struct CompileOptions {
   std::string strategy = "auto";
   std::string config;
   std::vector<std::string> inputShapes; // name=DIMS
+  /// --max-seq: compile the decode step of a decoder exported with its KV
+  /// cache, for contexts of up to this many tokens (0: one forward pass).
+  int64_t maxSeq = 0;
+  /// --max-batch: sequences decoded at once.
+  int64_t maxBatch = 1;
   bool padding = true;
   bool explain = false; // the report goes to stdout
   /// If set, the plan as tp-explain's JSON goes to this file.

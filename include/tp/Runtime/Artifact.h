@@ -30,6 +30,9 @@ namespace tp::rt {
 constexpr int64_t kArtifactFormatVersion = TP_ARTIFACT_FORMAT_VERSION;
 /// The most ranks a manifest may declare.
 constexpr int64_t kMaxRanks = 4096;
+/// The longest context, and the largest batch, a decode step may be
+/// compiled for.
+constexpr int64_t kMaxSequence = int64_t(1) << 24;
 /// The most bytes one tensor or one rank file may have (256 TiB).
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
 
@@ -37,7 +40,7 @@ constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
 /// Validated: dtype known, dims non-negative, bytes() below
 /// kMaxTensorBytes.
 struct TensorSpec {
-  std::string kind; // input, weight, output, send
+  std::string kind; // input, weight, cache, output, send
   std::string name;
   std::string dtype; // safetensors spelling: F32, I64, BOOL, ...
   std::vector<int64_t> shape;
@@ -89,6 +92,9 @@ struct Manifest {
   std::string dir;
   std::string target, library, source;
   int64_t tp = 1, pp = 1, microbatches = 1, ranks = 1;
+  /// Generation (`generation` in the manifest): the decode step's longest
+  /// context and its batch; 0 for an artifact of one forward pass.
+  int64_t maxSeq = 0, maxBatch = 0;
   std::vector<StageSpec> stages;
   std::vector<TensorSpec> inputs, outputs;
   std::vector<RankSpec> rankSpecs;

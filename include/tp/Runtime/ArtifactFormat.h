@@ -17,7 +17,9 @@
 /// 4: `SHA256SUMS` covers every file of the artifact; the model library
 /// exports `tp_model_signature`; inputs read as indices carry
 /// `index_range`.
-#define TP_ARTIFACT_FORMAT_VERSION 4
+/// 5: `generation` ({max_seq, max_batch}) and stage arguments of kind
+/// `cache` (a KV cache the runtime allocates) for a decode step.
+#define TP_ARTIFACT_FORMAT_VERSION 5
 
 /// The checksum file, in `sha256sum` format ("<hex>  <name>" per line), so
 /// that `sha256sum -c SHA256SUMS` inside the artifact checks it too. The

@@ -138,7 +138,7 @@ struct StageInfo {
   StageFn function;
   int32_t numArgs, numResults;
   const int64_t *argBytes;
-  /// Weights are uploaded once and kept on the device.
+  /// Weights and KV caches are uploaded once and kept on the device.
   const bool *argIsWeight;
   const int64_t *resultBytes;
 };
@@ -328,6 +328,37 @@ void copyBox(Rank *context, T *dst, const T *src, const Box &box,
     return;
   copyBoxKernel<T><<<blocksFor(count), kThreads, 0, context->stream>>>(
       dst, src, box, count);
+  TP_CUDA_CHECK_LAUNCH(site);
+}
+
+template <typename T>
+__global__ void writeCacheKernel(T *cache, const T *update,
+                                 const int64_t *position, int64_t slots,
+                                 int64_t count, int64_t inner, int64_t total) {
+  int64_t at = *position;
+  // The runtime checks the position before every step; a bad one writes
+  // nothing rather than outside the cache.
+  if (at < 0 || at > slots - count)
+    return;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o = i / (count * inner), rest = i % (count * inner);
+    cache[(o * slots + at) * inner + rest] = update[i];
+  }
+}
+
+/// tp.cache_update: writes `update`, [outer, count, inner], at positions
+/// [*position, *position + count) of `cache`, [outer, slots, inner]. The
+/// position is read on the device, so a captured step can be replayed.
+template <typename T>
+void writeCache(Rank *context, T *cache, const T *update,
+                const int64_t *position, int64_t outer, int64_t slots,
+                int64_t count, int64_t inner, const char *site) {
+  int64_t total = outer * count * inner;
+  if (total == 0)
+    return;
+  writeCacheKernel<T><<<blocksFor(total), kThreads, 0, context->stream>>>(
+      cache, update, position, slots, count, inner, total);
   TP_CUDA_CHECK_LAUNCH(site);
 }
 

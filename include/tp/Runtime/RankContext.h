@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -148,6 +149,24 @@ private:
   // where it was.
   std::unordered_set<void *> inUse;
 };
+
+/// tp.cache_update: writes `update`, [outer, count, inner] elements, at
+/// positions [position, position + count) of `cache`, [outer, slots,
+/// inner]. A position outside the cache is an error, never a write.
+template <typename T>
+inline void writeCache(T *cache, const T *update, int64_t position,
+                       int64_t outer, int64_t slots, int64_t count,
+                       int64_t inner, const char *site) {
+  if (position < 0 || position > slots - count)
+    throw Error(std::string(site) + ": position " + std::to_string(position) +
+                " and " + std::to_string(count) +
+                " new entries do not fit a cache of " + std::to_string(slots) +
+                " positions");
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(cache + (o * slots + position) * inner,
+                update + o * count * inner,
+                static_cast<size_t>(count * inner) * sizeof(T));
+}
 
 } // namespace tp::rt
 

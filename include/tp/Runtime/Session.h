@@ -48,6 +48,26 @@ struct OutputTensor {
   std::vector<char> data;
 };
 
+/// Session::generate's options (tp-run --generate).
+struct GenerateOptions {
+  /// Tokens to add after each prompt.
+  int64_t maxNewTokens = 0;
+  /// A sequence stops once it produces this token, and is padded with it
+  /// after; -1: no stop token.
+  int64_t eosTokenId = -1;
+};
+
+/// Prompts and the tokens generated after them.
+struct Generation {
+  /// [batch, length] int64, row-major.
+  std::vector<int64_t> tokens;
+  int64_t batch = 0, length = 0;
+  /// Seconds for the prompt's steps (through the first new token), and
+  /// per decode step after it.
+  double prefillSeconds = 0, secondsPerToken = 0;
+  int64_t decodeSteps = 0;
+};
+
 class Session {
 public:
   /// Opens `artifact`: the checks of loadManifest, verifyLibrary and
@@ -60,6 +80,7 @@ public:
   Session &operator=(const Session &) = delete;
 
   const Manifest &getManifest() const;
+  const SessionOptions &getOptions() const;
 
   /// Checks `inputs` against the model's inputs (names, dtypes, shapes, and
   /// the index range of token ids), then runs the forward pass `warmup`
@@ -73,6 +94,18 @@ public:
   /// Seconds per timed run of the last run(), on the rank that holds the
   /// outputs.
   double getSecondsPerRun() const;
+
+  /// Greedy generation with an artifact compiled with --max-seq:
+  /// `promptIds` is [batch, promptLength] int64 (batch up to the compiled
+  /// --max-batch), `attentionMask` the same shape, 0 on the left padding of
+  /// shorter prompts (empty: all ones). Each step runs the decode program
+  /// on one token per sequence, at the next position of the ranks' KV
+  /// caches; the prompt runs through it token by token. Throws Error for
+  /// an artifact without a decode step, a batch over the compiled one, or
+  /// a prompt and new tokens longer than --max-seq.
+  Generation generate(const std::vector<int64_t> &promptIds, int64_t batch,
+                      const std::vector<int64_t> &attentionMask,
+                      const GenerateOptions &options);
 
   class Impl;
 

@@ -7,6 +7,8 @@
 #ifndef TP_TRANSFORMS_PASSES_H
 #define TP_TRANSFORMS_PASSES_H
 
+#include "tp/Dialect/TP/TPDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

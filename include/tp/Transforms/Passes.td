@@ -357,6 +357,42 @@ def OffsetVocabLookups : Pass<"tp-offset-vocab-lookups",
                            "::mlir::arith::ArithDialect"];
 }
 
+def KVCache : Pass<"tp-kv-cache", "::mlir::ModuleOp"> {
+  let summary = "Turn an export's past/present key-value pairs into "
+                "persistent caches written in place";
+  let description = [{
+    A decoder exported with its KV cache (`torch.onnx.export` with
+    `use_cache=True`, optimum's `text-generation-with-past` layout) takes
+    the keys and values of the tokens before as inputs
+    (`past_key_values.{i}.key`), concatenates each with the step's own, and
+    returns the concatenation (`present.{i}.key`) for the caller to feed
+    back. Run that way, every step copies the whole cache twice.
+
+    This pass finds each such pair by structure — an input whose only use is
+    the first operand of a two-operand `tensor.concat` that `@main` returns
+    — and rewrites it:
+    - the input becomes a `tp.cache` argument holding all `max-seq`
+      positions, which the runtime allocates once per rank and keeps
+      between calls;
+    - the concat becomes `tp.cache_update` of the step's entries at
+      `cache_position`, a new scalar i64 input;
+    - the returned concatenation is dropped from the results.
+
+    The model must be imported with `max-seq - L` past positions for a
+    step of L tokens (a decode step: L = 1), so that the attention that
+    reads the concatenation reads the whole cache, its unfilled positions
+    masked by `attention_mask`; or with 0 past positions (a prefill), so
+    that attention reads the step's own entries and the cache update only
+    writes. Any other past length, or no pair at all, is an error.
+    Partition then splits each cache as its keys or values split (by heads).
+  }];
+  let options = [
+    Option<"maxSeq", "max-seq", "int64_t", /*default=*/"0",
+           "Positions each cache holds (the longest context)">
+  ];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
+}
+
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose tensor-parallel weight splits and write them as "
                 "shard annotations";

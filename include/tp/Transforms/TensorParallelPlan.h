@@ -38,6 +38,9 @@ struct TensorParallelPlan {
     /// explained, but not warned about.
     bool intended = false;
   };
+  /// KV caches (tp.cache arguments) that split as the keys or values
+  /// written into them, with the dim (their heads).
+  llvm::MapVector<Value, int64_t> caches;
   /// Weight contractions left replicated, with the reason.
   SmallVector<Replicated> replicated;
 };

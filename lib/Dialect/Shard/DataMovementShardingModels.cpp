@@ -1,15 +1,16 @@
 //===- DataMovementShardingModels.cpp - slices, concats, pads -------------===//
 //
 // ShardingInterface models for tensor.extract_slice, insert_slice, concat
-// and pad. A dim that the op does not cut (a slice that keeps the whole
-// dim, a concat along another dim, a dim without padding) can stay split: every
-// rank slices or concatenates its own shard, with no communication. The cut dim
-// is kept whole: a split asked of it is replicated, and partition gathers
-// around the op.
+// and pad, and tp.cache_update. A dim that the op does not cut (a slice that
+// keeps the whole dim, a concat along another dim, a dim without padding) can
+// stay split: every rank slices or concatenates its own shard, with no
+// communication. The cut dim is kept whole: a split asked of it is replicated,
+// and partition gathers around the op.
 //
 //===----------------------------------------------------------------------===//
 
 #include "DataMovementShardingModels.h"
+#include "tp/Dialect/TP/TPOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -296,6 +297,52 @@ struct InsertSliceShardingModel
   }
 };
 
+/// tp.cache_update: the cache, the update and the result split alike on
+/// every dim but the positions' (each rank keeps the K/V of its own heads);
+/// the position is replicated.
+struct CacheUpdateShardingModel
+    : public ShardingInterface::ExternalModel<CacheUpdateShardingModel,
+                                              tp::CacheUpdateOp> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(
+        cast<tp::CacheUpdateOp>(op).getCache().getType().getRank(),
+        utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto update = cast<tp::CacheUpdateOp>(op);
+    int64_t rank = update.getCache().getType().getRank();
+    AffineMap id = AffineMap::getMultiDimIdentityMap(rank, op->getContext());
+    AffineMap scalar = AffineMap::get(rank, 0, op->getContext());
+    return {id, id, scalar, id};
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    auto update = cast<tp::CacheUpdateOp>(op);
+    SmallVector<bool> cut(update.getCache().getType().getRank(), false);
+    cut[update.getDim()] = true;
+    return replicateCutLoops(shard::detail::defaultGetShardingOption(
+                                 op, operandShardings, resultShardings),
+                             cut);
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    auto update = cast<tp::CacheUpdateOp>(op);
+    auto local = tp::CacheUpdateOp::create(
+        builder, op->getLoc(), partitionedOperands[1].getType(),
+        partitionedOperands[0], partitionedOperands[1], partitionedOperands[2],
+        update.getDimAttr());
+    return mapLocal(op, local, partitionMap);
+  }
+};
+
 } // namespace
 
 void mlir::tp::registerDataMovementShardingModels(DialectRegistry &registry) {
@@ -304,5 +351,8 @@ void mlir::tp::registerDataMovementShardingModels(DialectRegistry &registry) {
     tensor::ConcatOp::attachInterface<ConcatShardingModel>(*ctx);
     tensor::PadOp::attachInterface<PadShardingModel>(*ctx);
     tensor::InsertSliceOp::attachInterface<InsertSliceShardingModel>(*ctx);
+  });
+  registry.addExtension(+[](MLIRContext *ctx, tp::TPDialect *) {
+    tp::CacheUpdateOp::attachInterface<CacheUpdateShardingModel>(*ctx);
   });
 }

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Dialect/TP/TPOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 
@@ -18,7 +19,13 @@ using namespace mlir::tp;
 
 #include "tp/Dialect/TP/TPDialect.cpp.inc"
 
-void TPDialect::initialize() { registerAttributes(); }
+void TPDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "tp/Dialect/TP/TPOps.cpp.inc"
+      >();
+}
 
 /// Every tp name tag is a non-empty string.
 static LogicalResult verifyNameTag(Operation *op, NamedAttribute attr) {
@@ -78,7 +85,8 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                   unsigned index,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kWeightAttrName || name == kInputAttrName)
+  if (name == kWeightAttrName || name == kInputAttrName ||
+      name == kCacheAttrName)
     return verifyNameTag(op, attr);
   if (name == kLayoutAttrName)
     return verifyArgLayout(op, index, attr);
@@ -156,4 +164,31 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   return op->emitOpError() << "unknown attribute '" << name << "'";
+}
+
+//===----------------------------------------------------------------------===//
+// tp.cache_update
+//===----------------------------------------------------------------------===//
+
+#define GET_OP_CLASSES
+#include "tp/Dialect/TP/TPOps.cpp.inc"
+
+LogicalResult CacheUpdateOp::verify() {
+  RankedTensorType cache = getCache().getType();
+  RankedTensorType update = getUpdate().getType();
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= cache.getRank())
+    return emitOpError() << "dim " << dim << " is outside the cache's rank "
+                         << cache.getRank();
+  if (update.getRank() != cache.getRank() ||
+      update.getElementType() != cache.getElementType())
+    return emitOpError() << "update " << update << " and cache " << cache
+                         << " differ in rank or element type";
+  for (int64_t d = 0; d < cache.getRank(); ++d) {
+    if (d == dim ? update.getDimSize(d) > cache.getDimSize(d)
+                 : update.getDimSize(d) != cache.getDimSize(d))
+      return emitOpError() << "update " << update << " does not fit cache "
+                           << cache << " on dim " << d;
+  }
+  return success();
 }

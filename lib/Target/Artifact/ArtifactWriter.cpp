@@ -295,7 +295,7 @@ static void writeBindings(llvm::json::OStream &json, StringRef key,
         std::string name;
         for (auto [attrName, attrKind] :
              {std::pair("tp.weight", "weight"), std::pair("tp.input", "input"),
-              std::pair("tp.output", "output")})
+              std::pair("tp.cache", "cache"), std::pair("tp.output", "output")})
           if (auto attr = attrs ? attrs.getAs<StringAttr>(attrName) : nullptr) {
             kind = attrKind;
             name = attr.getValue().str();
@@ -357,6 +357,11 @@ static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
     });
     writeSignature(json, "inputs", plan.inputs);
     writeSignature(json, "outputs", plan.outputs);
+    if (options.maxSeq > 0)
+      json.attributeObject("generation", [&] {
+        json.attribute("max_seq", options.maxSeq);
+        json.attribute("max_batch", options.maxBatch);
+      });
     json.attributeArray("ranks", [&] {
       for (const RankPlan &rank : plan.ranks)
         json.object([&] {

@@ -9,6 +9,7 @@
 #include "tp/Target/Artifact/ModelSignature.h"
 
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Dialect/TP/TPOps.h"
 #include "tp/Target/Emit/EmitCpp.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -316,6 +317,8 @@ LogicalResult CppEmitter::emitOp(Operation *op) {
     return emitTensorOp(op);
   if (isa<arith::ArithDialect, math::MathDialect>(op->getDialect()))
     return emitScalarOp(op);
+  if (isa<CacheUpdateOp>(op))
+    return emitCacheUpdate(op);
   return op->emitError("code generation does not support ") << op->getName();
 }
 
@@ -401,6 +404,9 @@ static std::string describeArg(func::FuncOp func, unsigned index) {
   if (auto input =
           func.getArgAttrOfType<StringAttr>(index, TPDialect::kInputAttrName))
     return ("input \"" + input.getValue() + "\"").str();
+  if (auto cache =
+          func.getArgAttrOfType<StringAttr>(index, TPDialect::kCacheAttrName))
+    return ("KV cache \"" + cache.getValue() + "\"").str();
   return "argument";
 }
 

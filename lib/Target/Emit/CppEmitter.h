@@ -117,6 +117,13 @@ public:
                                        StringRef value);
   virtual void emitZeroBuffer(Value result);
   virtual LogicalResult emitFromElements(tensor::FromElementsOp op);
+  /// tp.cache_update, in place: the result aliases the cache argument.
+  LogicalResult emitCacheUpdate(Operation *op);
+  /// The target's call that writes `update` ([outer, count, inner]) at
+  /// `position` of a cache of `slots` positions.
+  virtual void emitCacheWrite(Value cache, Value update, Value position,
+                              int64_t outer, int64_t slots, int64_t count,
+                              int64_t inner, StringRef site);
   LogicalResult emitConstant(Operation *op);
   LogicalResult emitShardOp(Operation *op);
   LogicalResult emitCall(Operation *op);

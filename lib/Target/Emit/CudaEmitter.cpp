@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaEmitter.h"
+#include "tp/Dialect/TP/TPOps.h"
 #include "tp/Target/Artifact/ModelSignature.h"
 
 #include "tp/Target/Emit/EmitCuda.h"
@@ -106,6 +107,8 @@ LogicalResult CudaEmitter::emitDeviceOp(Operation *op) {
     return emitCudaExtract(extract);
   if (isa<tensor::TensorDialect>(op->getDialect()))
     return emitTensorOp(op);
+  if (isa<CacheUpdateOp>(op))
+    return emitCacheUpdate(op);
   return op->emitError("CUDA code generation does not support ")
          << op->getName();
 }
@@ -184,7 +187,11 @@ LogicalResult CudaEmitter::emitStageTable(raw_indented_ostream &out) {
           [&](unsigned i) { out << bytesOf(func.getArgumentTypes()[i]); });
     array("bool", prefix + "_argIsWeight", func.getNumArguments(),
           [&](unsigned i) {
-            out << (func.getArgAttr(i, "tp.weight") ? "true" : "false");
+            // A KV cache too: uploaded once (zeros) and then written on
+            // the device, step after step.
+            bool resident = func.getArgAttr(i, TPDialect::kWeightAttrName) ||
+                            func.getArgAttr(i, TPDialect::kCacheAttrName);
+            out << (resident ? "true" : "false");
           });
     array("std::int64_t", prefix + "_resultBytes", func.getNumResults(),
           [&](unsigned i) { out << bytesOf(func.getResultTypes()[i]); });

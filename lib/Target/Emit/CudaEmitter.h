@@ -55,6 +55,9 @@ public:
                                StringRef value) override;
   void emitZeroBuffer(Value result) override;
   LogicalResult emitFromElements(tensor::FromElementsOp op) override;
+  void emitCacheWrite(Value cache, Value update, Value position, int64_t outer,
+                      int64_t slots, int64_t count, int64_t inner,
+                      StringRef site) override;
   /// A host read of one element: the forward waits for its stream here.
   LogicalResult emitCudaExtract(tensor::ExtractOp op);
   /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).

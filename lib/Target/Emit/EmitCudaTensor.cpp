@@ -119,3 +119,13 @@ LogicalResult CudaEmitter::emitFromElements(tensor::FromElementsOp op) {
   os << "}\n";
   return success();
 }
+
+void CudaEmitter::emitCacheWrite(Value cache, Value update, Value position,
+                                 int64_t outer, int64_t slots, int64_t count,
+                                 int64_t inner, StringRef site) {
+  // The position stays in device memory: a captured decode step replays
+  // with the position of each token.
+  os << "tp::cuda::writeCache(context, " << name(cache) << ", " << name(update)
+     << ", " << name(position) << ", " << outer << "LL, " << slots << "LL, "
+     << count << "LL, " << inner << "LL, " << site << ");\n";
+}

@@ -8,11 +8,15 @@
 
 #include "CppEmitter.h"
 
+#include "tp/Dialect/TP/TPOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
 using namespace mlir;
+using namespace mlir::tp;
 using namespace mlir::tp::emit;
 
 LogicalResult CppEmitter::emitConstant(Operation *op) {
@@ -214,4 +218,40 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     return emitFillBuffer(op, result, name(splat.getInput()));
   }
   return op->emitError("code generation does not support ") << op->getName();
+}
+
+LogicalResult CppEmitter::emitCacheUpdate(Operation *op) {
+  auto update = cast<CacheUpdateOp>(op);
+  // In place is only right when nothing else reads the cache: the
+  // runtime's buffer, read by this op alone (tp-kv-cache makes it so).
+  auto cache = dyn_cast<BlockArgument>(update.getCache());
+  auto func = cache ? dyn_cast<func::FuncOp>(cache.getOwner()->getParentOp())
+                    : func::FuncOp();
+  if (!func ||
+      !func.getArgAttr(cache.getArgNumber(), TPDialect::kCacheAttrName) ||
+      !cache.hasOneUse())
+    return op->emitError("code generation writes a KV cache in place: its "
+                         "cache must be a 'tp.cache' argument that nothing "
+                         "else reads");
+  ArrayRef<int64_t> shape = update.getCache().getType().getShape();
+  int64_t dim = update.getDim();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (int64_t d = dim + 1, e = shape.size(); d < e; ++d)
+    inner *= shape[d];
+  alias(update.getResult(), update.getCache());
+  emitCacheWrite(update.getCache(), update.getUpdate(), update.getPosition(),
+                 outer, shape[dim],
+                 update.getUpdate().getType().getDimSize(dim), inner,
+                 siteLiteral(op, "cache_update"));
+  return success();
+}
+
+void CppEmitter::emitCacheWrite(Value cache, Value update, Value position,
+                                int64_t outer, int64_t slots, int64_t count,
+                                int64_t inner, StringRef site) {
+  os << "tp::rt::writeCache(" << name(cache) << ", " << name(update) << ", "
+     << name(position) << "[0], " << outer << "LL, " << slots << "LL, " << count
+     << "LL, " << inner << "LL, " << site << ");\n";
 }

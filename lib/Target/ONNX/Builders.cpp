@@ -182,6 +182,29 @@ getCommonRefinement(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   return fine;
 }
 
+/// Upstream's reassociation with each group's leading unit dims moved to
+/// the group before: [B·S, H] -> [B, 1, H] (a one-token step) groups as
+/// [[0, 1], [2]], so the unit dim joins the batch, as it does for S > 1,
+/// and H stays the lead dim of its group (where the planner's splits land).
+static std::optional<SmallVector<ReassociationIndices>>
+getReassociation(RankedTensorType fine, RankedTensorType coarse) {
+  std::optional<SmallVector<ReassociationIndices>> groups =
+      getReassociationIndicesForReshape(fine, coarse);
+  if (!groups)
+    return groups;
+  for (size_t g = 1; g < groups->size(); ++g) {
+    ReassociationIndices &group = (*groups)[g];
+    auto firstReal = llvm::find_if(
+        group, [&](int64_t d) { return fine.getDimSize(d) != 1; });
+    if (firstReal == group.begin() || firstReal == group.end())
+      continue;
+    ReassociationIndices &before = (*groups)[g - 1];
+    before.append(group.begin(), firstReal);
+    group.erase(group.begin(), firstReal);
+  }
+  return groups;
+}
+
 Value mlir::tp::onnx_import::buildReshape(OpBuilder &b, Location loc,
                                           Value input,
                                           ArrayRef<int64_t> shape) {
@@ -199,10 +222,10 @@ Value mlir::tp::onnx_import::buildReshape(OpBuilder &b, Location loc,
     return tensor::ExpandShapeOp::create(b, loc, dstType, input,
                                          ArrayRef<ReassociationIndices>{});
   if (srcType.getRank() > dstType.getRank()) {
-    if (auto re = getReassociationIndicesForReshape(srcType, dstType))
+    if (auto re = getReassociation(srcType, dstType))
       return tensor::CollapseShapeOp::create(b, loc, dstType, input, *re);
   } else if (srcType.getRank() < dstType.getRank()) {
-    if (auto re = getReassociationIndicesForReshape(dstType, srcType))
+    if (auto re = getReassociation(dstType, srcType))
       return tensor::ExpandShapeOp::create(b, loc, dstType, input, *re);
   }
   // Neither a pure split nor a pure merge of dims: split to the finest

@@ -24,6 +24,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include "onnx/defs/schema.h"
@@ -697,6 +698,37 @@ mlir::tp::importONNXBuffer(StringRef bytes, StringRef path, MLIRContext *ctx,
   if (failed(parseModel(bytes, path, loc, model)))
     return nullptr;
   return GraphImporter(ctx, model, path, options).run();
+}
+
+FailureOr<SmallVector<ONNXGraphInput>>
+mlir::tp::readONNXGraphInputs(StringRef path, MLIRContext *ctx) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return emitError(UnknownLoc::get(ctx))
+           << "cannot open '" << path << "': " << buffer.getError().message();
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  onnx::ModelProto model;
+  if (failed(parseModel((*buffer)->getBuffer(), path, loc, model)))
+    return failure();
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &init : model.graph().initializer())
+    initializers.insert(init.name());
+  SmallVector<ONNXGraphInput> inputs;
+  for (const onnx::ValueInfoProto &info : model.graph().input()) {
+    if (initializers.contains(info.name()))
+      continue;
+    ONNXGraphInput input;
+    input.name = info.name();
+    if (info.type().has_tensor_type() && info.type().tensor_type().has_shape())
+      for (const auto &dim : info.type().tensor_type().shape().dim()) {
+        bool known = dim.has_dim_value() && dim.dim_value() >= 0;
+        input.dims.push_back(known ? dim.dim_value() : -1);
+        input.dimParams.push_back(known ? "" : dim.dim_param());
+      }
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
 }
 
 SmallVector<StringRef> mlir::tp::getSupportedONNXOps() {

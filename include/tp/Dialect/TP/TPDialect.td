@@ -2,7 +2,8 @@
 //
 // The tp dialect owns the `tp.*` attributes that the importer writes on
 // @main (weights, input/output names, where the model lives) and verifies
-// them. Computation stays in upstream dialects.
+// them. Computation stays in upstream dialects, but for the one op they
+// lack (TPOps.td: the in-place write of a KV cache).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +47,10 @@ def TP_Dialect : Dialect {
     - `tp.stage = K` on a pipeline stage function, and `tp.pipeline =
       {stages, microbatches, schedule, flops}` on the module
       (tp-plan-pipeline).
+    - `tp.cache = "<input name>"` on an argument: a KV cache that the
+      runtime owns and keeps between calls (tp-kv-cache): the export's
+      `past_key_values` input, grown to every position of the context.
+      Only a `tp.cache_update` reads it.
     - `tp.model = "<path>"` and `tp.external_data = ["<file>", ...]` on the
       module: where the weights live.
   }];
@@ -72,6 +77,7 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kEmbeddingAttrName = "tp.embedding";
     static constexpr llvm::StringLiteral kLoopSizesAttrName = "tp.loop_sizes";
     static constexpr llvm::StringLiteral kPipelineAttrName = "tp.pipeline";
+    static constexpr llvm::StringLiteral kCacheAttrName = "tp.cache";
   }];
 }
 

@@ -48,6 +48,20 @@ void registerONNXImportDialects(DialectRegistry &registry);
 /// Registers `--import-onnx` (with `--input-shape`) for tp-translate.
 void registerImportONNXTranslation();
 
+/// A graph input as the model declares it (initializers listed as inputs
+/// left out): each dim its size, or -1 where it is symbolic or missing.
+struct ONNXGraphInput {
+  std::string name;
+  llvm::SmallVector<int64_t> dims;
+  /// The dim's symbolic name (dim_param), empty where the dim is static.
+  llvm::SmallVector<std::string> dimParams;
+};
+
+/// Reads the declared inputs of the model at `path` without importing it.
+/// Diagnostics go to the context's handler.
+FailureOr<llvm::SmallVector<ONNXGraphInput>>
+readONNXGraphInputs(llvm::StringRef path, MLIRContext *context);
+
 /// The ONNX op types that the importer converts.
 llvm::SmallVector<llvm::StringRef> getSupportedONNXOps();
 

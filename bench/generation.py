@@ -1,0 +1,309 @@
+"""Text generation on CPU ranks: tp-mlir's decode step on 1 and 2 ranks, vs
+onnxruntime's own KV-cache loop, transformers' generate() and the
+`tensor_parallel` library's generate() on 2 CPU shards, in one run.
+
+The model is a GPT-2-small-shaped decoder (default 12 layers, hidden 768,
+12 heads, vocab 50304, 1024 positions; random weights re-drawn so that
+activations are O(1), as the zoo's are), built under Debian's python3 +
+python3-torch with transformers from bench/.cache/site (`make bench-deps`)
+and exported with its KV cache in optimum's text-generation-with-past layout
+(test/models/hf/export_with_past.py's WithPast). Per batch size, greedy,
+--prompt tokens then --new tokens:
+
+  torch generate        model.generate(do_sample=False), 1 thread
+  tensor_parallel x2    tensor_parallel.tensor_parallel(model, ["cpu", "cpu"])
+                        .generate(...), one torch thread per shard
+  onnxruntime loop      the exported model in onnxruntime (1 intra-op
+                        thread): the prompt in one call, then one call per
+                        token feeding present.* back as past_key_values.*
+  tp-mlir x1 / x2       tp-compile --max-seq (prompt + new) --max-batch B
+                        --target cpu --devices 1 / 2, tp-run --generate with
+                        1 / 2 ranks as threads, one BLAS thread each
+
+It prints prefill time, decode ms per token and tokens/s for each, the
+2-rank speed-up of decode (the issue's target: >= 1.6x) and whether each
+one's tokens equal torch's. It asserts nothing.
+
+Usage:
+  python3 bench/generation.py                      # batch 1 and 8
+  python3 bench/generation.py --layers 2 --batch 1 --new 8   # quick
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CACHE = os.path.join(HERE, ".cache")
+SITE = os.path.join(CACHE, "site")
+
+
+# --- Runs under Debian's python3 (torch, transformers, tensor_parallel) ---
+
+def _build(a):
+    import math
+    import torch
+    import transformers
+    cfg = transformers.GPT2Config(
+        vocab_size=a.vocab, n_positions=1024, n_embd=a.hidden,
+        n_layer=a.layers, n_head=a.heads, resid_pdrop=0, embd_pdrop=0,
+        attn_pdrop=0)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for module in model.modules():
+            for name, p in module.named_parameters(recurse=False):
+                if isinstance(module, torch.nn.Embedding):
+                    p.copy_(torch.randn(p.shape, generator=gen))
+                elif isinstance(module, torch.nn.LayerNorm):
+                    p.copy_((1.0 if name == "weight" else 0.0) +
+                            0.1 * torch.randn(p.shape, generator=gen))
+                elif p.dim() >= 2:
+                    p.copy_(torch.randn(p.shape, generator=gen) /
+                            math.sqrt(p.shape[0]))
+                else:
+                    p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+    return model
+
+
+def worker_export(a):
+    import torch
+    sys.path.insert(0, os.path.join(REPO, "test", "models", "hf"))
+    from export_with_past import WithPast
+    model = _build(a)
+    layers, heads, dim = a.layers, a.heads, a.hidden // a.heads
+    past = [torch.randn(1, heads, 3, dim) for _ in range(2 * layers)]
+    kinds = [f"{i}.{k}" for i in range(layers) for k in ("key", "value")]
+    inputs = (["input_ids", "attention_mask", "position_ids"] +
+              [f"past_key_values.{k}" for k in kinds])
+    outputs = ["logits"] + [f"present.{k}" for k in kinds]
+    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
+               "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
+               "position_ids": {0: "batch", 1: "sequence"},
+               "logits": {0: "batch", 1: "sequence"}}
+    for n in inputs[3:]:
+        dynamic[n] = {0: "batch", 2: "past_sequence"}
+    for n in outputs[1:]:
+        dynamic[n] = {0: "batch", 2: "past_sequence + sequence"}
+    ids = torch.zeros(1, 2, dtype=torch.int64)
+    torch.onnx.export(WithPast(model, layers),
+                      (ids, torch.ones(1, 5, dtype=torch.int64),
+                       torch.tensor([[3, 4]]), *past),
+                      a.out, input_names=inputs, output_names=outputs,
+                      dynamic_axes=dynamic, opset_version=17,
+                      do_constant_folding=True)
+
+
+def worker_generate(a):
+    import torch
+    import transformers.generation.utils as generation_utils
+    generation_utils.is_fsdp_managed_module = lambda module: False
+    torch.set_num_threads(1)
+    model = _build(a)
+    if a.impl == "tensor_parallel":
+        import tensor_parallel
+        model = tensor_parallel.tensor_parallel(model, ["cpu"] * 2)
+    ids = torch.from_numpy(np.load(a.ids))
+    kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=False,
+                  max_new_tokens=a.new, min_new_tokens=a.new, pad_token_id=0)
+    with torch.no_grad():
+        model.generate(ids[:, :4], **dict(kwargs, max_new_tokens=2,
+                                         min_new_tokens=2))  # warm-up
+        start = time.perf_counter()
+        first = model.generate(ids, **dict(kwargs, max_new_tokens=1,
+                                           min_new_tokens=1))
+        prefill = time.perf_counter() - start
+        start = time.perf_counter()
+        tokens = model.generate(ids, **kwargs)
+        total = time.perf_counter() - start
+    del first
+    np.save(a.tokens, tokens.numpy())
+    print(json.dumps({"prefill": prefill,
+                      "per_token": (total - prefill) / max(1, a.new - 1)}))
+
+
+# --- Runs under the pyenv python3 (numpy, onnxruntime) ---
+
+def torch_env(a, threads=1):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1",
+               TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore")
+    env["PYTHONPATH"] = a.site
+    return env
+
+
+def model_args(a):
+    return ["--layers", str(a.layers), "--hidden", str(a.hidden), "--heads",
+            str(a.heads), "--vocab", str(a.vocab)]
+
+
+def run_torch(a, impl, ids_path, tokens_path):
+    p = subprocess.run(
+        [a.torch_python, __file__, "--worker", "generate", "--impl", impl,
+         "--ids", ids_path, "--tokens", tokens_path, "--new", str(a.new)] +
+        model_args(a), capture_output=True, text=True, env=torch_env(a))
+    if p.returncode != 0:
+        return None, p.stderr.strip().splitlines()[-1:]
+    return json.loads(p.stdout.strip().splitlines()[-1]), None
+
+
+def run_onnxruntime(model, ids, a):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model, options,
+                                   providers=["CPUExecutionProvider"])
+    batch, prompt = ids.shape
+    names = [i.name for i in session.get_inputs()]
+    pasts = [n for n in names if n.startswith("past_key_values.")]
+    heads, dim = a.heads, a.hidden // a.heads
+
+    def step(tokens, past, start):
+        length = tokens.shape[1]
+        feed = {"input_ids": tokens,
+                "attention_mask": np.ones((batch, start + length), np.int64),
+                "position_ids": np.broadcast_to(
+                    np.arange(start, start + length, dtype=np.int64),
+                    (batch, length)).copy()}
+        feed.update(zip(pasts, past))
+        out = session.run(None, feed)
+        return out[0][:, -1].argmax(-1), out[1:]
+
+    empty = [np.zeros((batch, heads, 0, dim), np.float32) for _ in pasts]
+    step(ids[:, :4], empty, 0)  # warm-up
+    begin = time.perf_counter()
+    token, past = step(ids, empty, 0)
+    prefill = time.perf_counter() - begin
+    tokens = [token]
+    begin = time.perf_counter()
+    for t in range(1, a.new):
+        token, past = step(tokens[-1][:, None], past, prompt + t - 1)
+        tokens.append(token)
+    per_token = (time.perf_counter() - begin) / max(1, a.new - 1)
+    return ({"prefill": prefill, "per_token": per_token},
+            np.concatenate([ids, np.stack(tokens, 1)], 1))
+
+
+def run_tp(a, model, devices, ids_path, work):
+    artifact = os.path.join(work, f"d{devices}.tpa")
+    subprocess.run([os.path.join(a.build_bin, "tp-compile"), model,
+                    "--target", "cpu", "--devices", str(devices), "--max-seq",
+                    str(a.prompt + a.new), "--max-batch", str(a.batch_now),
+                    "-o", artifact], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    out = os.path.join(work, f"out{devices}")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    p = subprocess.run([os.path.join(a.build_bin, "tp-run"), artifact,
+                        "--generate", str(a.new), "--input",
+                        f"input_ids={ids_path}", "--output-dir", out,
+                        "--quiet"], check=True, capture_output=True,
+                       text=True, env=env)
+    prefill = float(re.search(r"prefill: ([0-9.e+-]+) ms", p.stdout).group(1))
+    per_token = float(re.search(r"decode: ([0-9.e+-]+) ms per token",
+                                p.stdout).group(1))
+    return ({"prefill": prefill / 1e3, "per_token": per_token / 1e3},
+            np.load(os.path.join(out, "tokens.npy")))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--prompt", type=int, default=32)
+    ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--build-bin", default=os.path.join(REPO, "build", "bin"))
+    ap.add_argument("--torch-python", default="/usr/bin/python3")
+    ap.add_argument("--site", default=SITE)
+    ap.add_argument("--no-torch", action="store_true",
+                    help="skip torch generate and tensor_parallel")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--impl", help=argparse.SUPPRESS)
+    ap.add_argument("--ids", help=argparse.SUPPRESS)
+    ap.add_argument("--tokens", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker == "export":
+        return worker_export(a)
+    if a.worker == "generate":
+        return worker_generate(a)
+
+    key = f"gen_L{a.layers}_h{a.hidden}_a{a.heads}_v{a.vocab}"
+    model = os.path.join(CACHE, key, "model.onnx")
+    if not os.path.exists(model):
+        os.makedirs(os.path.dirname(model), exist_ok=True)
+        subprocess.run([a.torch_python, __file__, "--worker", "export",
+                        "--out", model] + model_args(a), check=True,
+                       env=torch_env(a))
+    print(f"# generation.py {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} "
+          f"cores")
+    print(f"# GPT-2-shaped decoder: {a.layers} layers, hidden {a.hidden}, "
+          f"{a.heads} heads, vocab {a.vocab}; greedy, prompt {a.prompt}, "
+          f"{a.new} new tokens")
+    print(f"{'batch':>5} {'what':<20} {'prefill ms':>10} {'ms/token':>9} "
+          f"{'tokens/s':>9}  tokens")
+    with tempfile.TemporaryDirectory(prefix="tp-gen-") as work:
+        for batch in a.batch:
+            a.batch_now = batch
+            rng = np.random.default_rng(batch)
+            ids = rng.integers(3, a.vocab, size=(batch, a.prompt),
+                               dtype=np.int64)
+            ids_path = os.path.join(work, f"ids{batch}.npy")
+            np.save(ids_path, ids)
+            results, reference = [], None
+            if not a.no_torch:
+                for impl, label in (("torch", "torch generate"),
+                                    ("tensor_parallel", "tensor_parallel x2")):
+                    path = os.path.join(work, f"{impl}{batch}.npy")
+                    figures, error = run_torch(a, impl, ids_path, path)
+                    tokens = np.load(path) if figures else None
+                    if impl == "torch" and figures:
+                        reference = tokens
+                    results.append((label, figures, tokens, error))
+            results.append(("onnxruntime loop",
+                            *run_onnxruntime(model, ids, a), None))
+            if reference is None:
+                reference = results[-1][2]
+            for devices in (1, 2):
+                results.append((f"tp-mlir x{devices}",
+                                *run_tp(a, model, devices, ids_path, work),
+                                None))
+            for label, figures, tokens, error in results:
+                if not figures:
+                    print(f"{batch:>5} {label:<20} failed: {error}")
+                    continue
+                same = "equal" if np.array_equal(tokens, reference) else \
+                    "DIFFER"
+                print(f"{batch:>5} {label:<20} "
+                      f"{figures['prefill'] * 1e3:>10.1f} "
+                      f"{figures['per_token'] * 1e3:>9.2f} "
+                      f"{batch / figures['per_token']:>9.1f}  {same}")
+            by = {label: figures for label, figures, _, _ in results}
+            one, two = by["tp-mlir x1"], by["tp-mlir x2"]
+            print(f"{batch:>5} decode 2 ranks vs 1: "
+                  f"{one['per_token'] / two['per_token']:.2f}x (target >= "
+                  f"1.6x); vs onnxruntime: "
+                  f"{by['onnxruntime loop']['per_token'] / one['per_token']:.2f}x"
+                  f" (1 rank)")
+            if by.get("tensor_parallel x2"):
+                print(f"{batch:>5} tensor_parallel x2 / tp-mlir x2 per token: "
+                      f"{by['tensor_parallel x2']['per_token'] / two['per_token']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

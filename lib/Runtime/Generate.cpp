@@ -1,0 +1,183 @@
+//===- Generate.cpp - greedy generation over a decode step ----------------===//
+//
+// Session::generate: runs the decode program of an artifact compiled with
+// --max-seq once per position, feeding each sequence's next token, its
+// attention mask over the cache and its position, while the ranks keep
+// their KV caches between steps.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Runtime/Session.h"
+
+#include <chrono>
+#include <cstring>
+
+using namespace tp::rt;
+
+namespace {
+
+/// The decode step's input `name`, which must be I64 of `shape`.
+const TensorSpec *findInput(const Manifest &manifest, const std::string &name,
+                            const std::vector<int64_t> &shape, bool required) {
+  for (const TensorSpec &input : manifest.inputs) {
+    if (input.name != name)
+      continue;
+    if (input.dtype != "I64" || input.shape != shape)
+      throw Error(manifest.dir + ": the decode step's input '" + name +
+                  "' is " + input.dtype + " " + formatShape(input.shape) +
+                  "; generation feeds I64 " + formatShape(shape));
+    return &input;
+  }
+  if (required)
+    throw Error(manifest.dir + ": the decode step has no input '" + name + "'");
+  return nullptr;
+}
+
+/// The index of the largest of `count` values; the first on ties, as
+/// torch.argmax.
+int64_t argmax(const float *values, int64_t count) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < count; ++i)
+    if (values[i] > values[best])
+      best = i;
+  return best;
+}
+
+} // namespace
+
+Generation Session::generate(const std::vector<int64_t> &promptIds,
+                             int64_t batch,
+                             const std::vector<int64_t> &attentionMask,
+                             const GenerateOptions &options) {
+  const Manifest &manifest = getManifest();
+  if (manifest.maxSeq == 0)
+    throw Error(manifest.dir + " has no decode step: compile the model, "
+                               "exported with its KV cache, with tp-compile "
+                               "--max-seq S");
+  // Every rank picks the next token from the logits, which only rank 0
+  // gets under MPI.
+  if (getOptions().launcher != "threads")
+    throw Error("generation runs with --launcher threads; --launcher " +
+                getOptions().launcher + " does not generate yet");
+  int64_t slots = manifest.maxSeq, rows = manifest.maxBatch;
+  if (batch < 1 || batch > rows)
+    throw Error("a batch of " + std::to_string(batch) + " prompts, but " +
+                manifest.dir + " decodes up to " + std::to_string(rows) +
+                " at once (tp-compile --max-batch)");
+  if (promptIds.empty() || promptIds.size() % batch != 0)
+    throw Error("the prompt ids do not form " + std::to_string(batch) +
+                " rows");
+  int64_t promptLength = static_cast<int64_t>(promptIds.size()) / batch;
+  if (!attentionMask.empty() && attentionMask.size() != promptIds.size())
+    throw Error("attention_mask has " + std::to_string(attentionMask.size()) +
+                " values for " + std::to_string(promptIds.size()) +
+                " prompt ids");
+  if (options.maxNewTokens < 0)
+    throw Error("a negative number of new tokens");
+  if (promptLength + options.maxNewTokens > slots)
+    throw Error("a prompt of " + std::to_string(promptLength) + " tokens and " +
+                std::to_string(options.maxNewTokens) +
+                " new ones need a context of " +
+                std::to_string(promptLength + options.maxNewTokens) + ", but " +
+                manifest.dir + " was compiled for " + std::to_string(slots) +
+                " (tp-compile --max-seq)");
+
+  findInput(manifest, "input_ids", {rows, 1}, true);
+  findInput(manifest, "attention_mask", {rows, slots}, true);
+  bool hasPositions = findInput(manifest, "position_ids", {rows, 1}, false);
+  findInput(manifest, "cache_position", {}, true);
+  const TensorSpec *logits = nullptr;
+  for (const TensorSpec &output : manifest.outputs)
+    if (output.name == "logits")
+      logits = &output;
+  if (!logits || logits->dtype != "F32" || logits->shape.size() != 3 ||
+      logits->shape[0] != rows || logits->shape[1] != 1)
+    throw Error(manifest.dir + ": the decode step has no F32 [" +
+                std::to_string(rows) + ", 1, vocabulary] output 'logits'");
+  int64_t vocab = logits->shape[2];
+
+  int64_t length = promptLength + options.maxNewTokens;
+  // Rows past `batch` repeat the first prompt; their tokens are dropped.
+  std::vector<int64_t> sequence(rows * length, 0), mask(rows * slots, 0),
+      promptMask(rows * promptLength, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t from = r < batch ? r : 0;
+    std::memcpy(&sequence[r * length], &promptIds[from * promptLength],
+                promptLength * sizeof(int64_t));
+    if (!attentionMask.empty())
+      std::memcpy(&promptMask[r * promptLength],
+                  &attentionMask[from * promptLength],
+                  promptLength * sizeof(int64_t));
+  }
+  std::vector<int64_t> ids(rows), positions(rows), seen(rows, 0);
+  std::vector<bool> done(rows, false);
+  int64_t position = 0;
+  auto view = [](const std::vector<int64_t> &data, std::vector<int64_t> shape,
+                 const char *name) {
+    return InputView{"I64", std::move(shape), data.data(),
+                     std::string("generation's ") + name};
+  };
+
+  Generation result;
+  result.batch = batch;
+  result.length = length;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start = Clock::now();
+  // Step t reads the token at position t and picks the one after it.
+  int64_t lastStep = length - 1;
+  for (int64_t t = 0; t < lastStep; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      ids[r] = sequence[r * length + t];
+      int64_t m = t < promptLength ? promptMask[r * promptLength + t] : 1;
+      mask[r * slots + t] = m;
+      // transformers' positions under left padding: the count of real
+      // tokens so far, minus one; 1 on padding.
+      seen[r] += m != 0;
+      positions[r] = m != 0 ? seen[r] - 1 : 1;
+    }
+    position = t;
+    std::vector<int64_t> cachePosition{position};
+    std::map<std::string, InputView> inputs{
+        {"input_ids", view(ids, {rows, 1}, "input_ids")},
+        {"attention_mask", view(mask, {rows, slots}, "attention_mask")},
+        {"cache_position", view(cachePosition, {}, "cache_position")}};
+    if (hasPositions)
+      inputs["position_ids"] = view(positions, {rows, 1}, "position_ids");
+    std::vector<OutputTensor> outputs = run(inputs);
+    if (t + 1 == promptLength) {
+      result.prefillSeconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      start = Clock::now();
+    }
+    if (t + 1 < promptLength)
+      continue;
+    const OutputTensor *out = nullptr;
+    for (const OutputTensor &o : outputs)
+      if (o.name == "logits")
+        out = &o;
+    const float *values = reinterpret_cast<const float *>(out->data.data());
+    bool allDone = true;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t next =
+          done[r] ? options.eosTokenId : argmax(values + r * vocab, vocab);
+      sequence[r * length + t + 1] = next;
+      done[r] =
+          done[r] || (options.eosTokenId >= 0 && next == options.eosTokenId);
+      allDone &= r >= batch || done[r];
+    }
+    if (t + 1 > promptLength)
+      ++result.decodeSteps;
+    if (allDone) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t u = t + 2; u < length; ++u)
+          sequence[r * length + u] = options.eosTokenId;
+      break;
+    }
+  }
+  if (result.decodeSteps > 0)
+    result.secondsPerToken =
+        std::chrono::duration<double>(Clock::now() - start).count() /
+        static_cast<double>(result.decodeSteps);
+  result.tokens.assign(sequence.begin(), sequence.begin() + batch * length);
+  return result;
+}

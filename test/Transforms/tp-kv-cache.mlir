@@ -1,0 +1,82 @@
+// RUN: tp-opt %s -split-input-file --tp-kv-cache=max-seq=8 -verify-diagnostics | FileCheck %s
+
+#id = affine_map<(b, h, s, d) -> (b, h, s, d)>
+
+// A decode step (one new position after 7): the past input becomes a cache
+// of all 8 positions, written at the new cache_position input; attention
+// reads the cache; the present output is gone.
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: %[[IDS:[^:]+]]: tensor<1x1xi64> {tp.input = "input_ids"}
+// CHECK-SAME: %[[CACHE:[^:]+]]: tensor<1x2x8x4xf32> {tp.cache = "past_key_values.0.key"}
+// CHECK-SAME: %[[POS:[^:]+]]: tensor<i64> {tp.input = "cache_position"}
+// CHECK-SAME: -> (tensor<1x2x8x4xf32> {tp.output = "scores"})
+// CHECK: %[[NEW:.+]] = linalg.fill
+// CHECK: %[[K:.+]] = tp.cache_update %[[NEW]] into %[[CACHE]][%[[POS]]] dim = 2 : tensor<1x2x1x4xf32> into tensor<1x2x8x4xf32>, tensor<i64>
+// CHECK: %[[S:.+]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x2x8x4xf32>)
+// CHECK-NOT: tensor.concat
+// CHECK: return %[[S]] : tensor<1x2x8x4xf32>
+func.func @main(%ids: tensor<1x1xi64> {tp.input = "input_ids"},
+                %past: tensor<1x2x7x4xf32> {tp.input = "past_key_values.0.key"})
+    -> (tensor<1x2x8x4xf32> {tp.output = "scores"},
+        tensor<1x2x8x4xf32> {tp.output = "present.0.key"}) {
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<1x2x1x4xf32>
+  %new = linalg.fill ins(%one : f32) outs(%e : tensor<1x2x1x4xf32>) -> tensor<1x2x1x4xf32>
+  %kv = tensor.concat dim(2) %past, %new : (tensor<1x2x7x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x8x4xf32>
+  %e2 = tensor.empty() : tensor<1x2x8x4xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%kv : tensor<1x2x8x4xf32>) outs(%e2 : tensor<1x2x8x4xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %m = arith.mulf %x, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x8x4xf32>
+  return %s, %kv : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
+}
+
+// -----
+
+#id = affine_map<(b, h, s, d) -> (b, h, s, d)>
+
+// A prefill (no past positions): attention reads the step's own entries;
+// the cache update only writes, and stays (it is declared to write memory).
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: %[[CACHE:[^:]+]]: tensor<1x2x8x4xf32> {tp.cache = "past_key_values.0.key"}
+// CHECK-SAME: %[[POS:[^:]+]]: tensor<i64> {tp.input = "cache_position"}
+// CHECK: %[[NEW:.+]] = linalg.fill
+// CHECK: tp.cache_update %[[NEW]] into %[[CACHE]][%[[POS]]] dim = 2 : tensor<1x2x3x4xf32> into tensor<1x2x8x4xf32>, tensor<i64>
+// CHECK: linalg.generic {{.*}} ins(%[[NEW]] : tensor<1x2x3x4xf32>)
+func.func @main(%past: tensor<1x2x0x4xf32> {tp.input = "past_key_values.0.key"})
+    -> (tensor<1x2x3x4xf32> {tp.output = "scores"},
+        tensor<1x2x3x4xf32> {tp.output = "present.0.key"}) {
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<1x2x3x4xf32>
+  %new = linalg.fill ins(%one : f32) outs(%e : tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %kv = tensor.concat dim(2) %past, %new : (tensor<1x2x0x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %e2 = tensor.empty() : tensor<1x2x3x4xf32>
+  %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%kv : tensor<1x2x3x4xf32>) outs(%e2 : tensor<1x2x3x4xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %m = arith.mulf %x, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x3x4xf32>
+  return %s, %kv : tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Past positions that are neither max-seq - 1 (a step) nor 0 (a prefill).
+func.func @main(%past: tensor<1x2x5x4xf32> {tp.input = "past_key_values.0.key"},
+                %new: tensor<1x2x1x4xf32> {tp.input = "new"})
+    -> (tensor<1x2x6x4xf32> {tp.output = "present.0.key"}) {
+  // expected-error @+1 {{tp-kv-cache: input 'past_key_values.0.key' has 5 past positions and the step 1; with max-seq 8 a step of 1 needs 7 (or 0, a prefill)}}
+  %kv = tensor.concat dim(2) %past, %new : (tensor<1x2x5x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x6x4xf32>
+  return %kv : tensor<1x2x6x4xf32>
+}
+
+// -----
+
+// No past/present pair: a model exported without its cache.
+// expected-error @+1 {{tp-kv-cache: no KV cache in the model}}
+func.func @main(%x: tensor<2x3xf32> {tp.input = "x"}) -> (tensor<2x3xf32> {tp.output = "y"}) {
+  return %x : tensor<2x3xf32>
+}
