@@ -118,8 +118,9 @@ def worker_generate(a):
     kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=False,
                   max_new_tokens=a.new, min_new_tokens=a.new, pad_token_id=0)
     with torch.no_grad():
-        model.generate(ids[:, :4], **dict(kwargs, max_new_tokens=2,
-                                         min_new_tokens=2))  # warm-up
+        model.generate(ids[:, :4], **dict(  # warm-up
+            kwargs, attention_mask=torch.ones_like(ids[:, :4]),
+            max_new_tokens=2, min_new_tokens=2))
         start = time.perf_counter()
         first = model.generate(ids, **dict(kwargs, max_new_tokens=1,
                                            min_new_tokens=1))

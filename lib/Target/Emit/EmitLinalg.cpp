@@ -257,6 +257,31 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
        << gemm.n << ")\n";
   if (batched)
     e.os << "for (std::int64_t b = 0; b < " << gemm.batch << "; ++b)\n  ";
+  // One row or one column (a decode step's projections: one token): a
+  // matrix-vector product. sgemm would pack the whole weight on every call,
+  // which costs more than the product itself.
+  if (gemm.m == 1 || gemm.n == 1) {
+    bool row = gemm.m == 1;
+    // The matrix and how it is stored; the vector is contiguous either way.
+    Value matrix = row ? gemm.rhs : gemm.lhs;
+    Value vector = row ? gemm.lhs : gemm.rhs;
+    int64_t matrixStride = row ? gemm.strideRhs : gemm.strideLhs;
+    int64_t vectorStride = row ? gemm.strideLhs : gemm.strideRhs;
+    // Row: y[N] = op(B)^T x, B stored [K, N] (or [N, K] if transposed);
+    // column: y[M] = op(A) x, A stored [M, K] (or [K, M]).
+    bool stored = row ? !gemm.transRhs : gemm.transLhs;
+    int64_t rows = row ? (gemm.transRhs ? gemm.n : gemm.k)
+                       : (gemm.transLhs ? gemm.k : gemm.m);
+    int64_t cols = row ? (gemm.transRhs ? gemm.k : gemm.n)
+                       : (gemm.transLhs ? gemm.m : gemm.k);
+    int64_t ld = row ? gemm.ldb : gemm.lda;
+    e.os << "cblas_" << (isDouble ? "d" : "s") << "gemv(CblasRowMajor, "
+         << (stored ? "CblasTrans" : "CblasNoTrans") << ", " << rows << ", "
+         << cols << ", " << one << ", " << pointer(matrix, matrixStride) << ", "
+         << ld << ", " << pointer(vector, vectorStride) << ", 1, " << beta
+         << ", " << pointer(out, gemm.strideOut) << ", 1);\n";
+    return success();
+  }
   e.os << "cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "
        << trans(gemm.transLhs) << ", " << trans(gemm.transRhs) << ", "
        << gemm.m << ", " << gemm.n << ", " << gemm.k << ", " << one << ", "
