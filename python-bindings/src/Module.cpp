@@ -17,6 +17,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -145,6 +146,35 @@ public:
     return list;
   }
 
+  /// Session::generate on [batch, length] int64 prompts (and mask).
+  nb::ndarray<nb::numpy, int64_t>
+  generate(nb::ndarray<int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> ids,
+           std::optional<
+               nb::ndarray<int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>
+               mask,
+           int64_t maxNewTokens, int64_t eos) {
+    int64_t batch = static_cast<int64_t>(ids.shape(0));
+    std::vector<int64_t> prompt(ids.data(), ids.data() + ids.size());
+    std::vector<int64_t> attention;
+    if (mask)
+      attention.assign(mask->data(), mask->data() + mask->size());
+    tp::rt::GenerateOptions options;
+    options.maxNewTokens = maxNewTokens;
+    options.eosTokenId = eos;
+    tp::rt::Generation result;
+    {
+      nb::gil_scoped_release release;
+      result = session->generate(prompt, batch, attention, options);
+    }
+    auto *tokens = new std::vector<int64_t>(std::move(result.tokens));
+    nb::capsule owner(tokens, [](void *p) noexcept {
+      delete static_cast<std::vector<int64_t> *>(p);
+    });
+    size_t shape[2] = {static_cast<size_t>(result.batch),
+                       static_cast<size_t>(result.length)};
+    return nb::ndarray<nb::numpy, int64_t>(tokens->data(), 2, shape, owner);
+  }
+
   double secondsPerRun() const { return session->getSecondsPerRun(); }
   int64_t ranks() const { return session->getManifest().ranks; }
 
@@ -175,7 +205,9 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("cuda_arch", &mlir::tp::CompileOptions::cudaArch)
       .def_rw("cxx_flags", &mlir::tp::CompileOptions::cxxFlags)
       .def_rw("explain_json", &mlir::tp::CompileOptions::explainJson)
-      .def_rw("write_artifact", &mlir::tp::CompileOptions::writeArtifact);
+      .def_rw("write_artifact", &mlir::tp::CompileOptions::writeArtifact)
+      .def_rw("max_seq", &mlir::tp::CompileOptions::maxSeq)
+      .def_rw("max_batch", &mlir::tp::CompileOptions::maxBatch);
 
   m.def("compile", &compile, "options"_a,
         "Compiles options.model into the artifact folder options.output; "
@@ -185,6 +217,8 @@ NB_MODULE(_tp_mlir, m) {
       .def(nb::init<const std::string &, const std::string &, double>(),
            "artifact"_a, "launcher"_a = "threads", "timeout"_a = 60.0)
       .def("run", &PySession::run, "inputs"_a, "warmup"_a = 0, "repeat"_a = 1)
+      .def("generate", &PySession::generate, "input_ids"_a,
+           "attention_mask"_a.none(), "max_new_tokens"_a, "eos"_a)
       .def_prop_ro("inputs",
                    [](const PySession &s) { return s.signature(false); })
       .def_prop_ro("outputs",

@@ -57,7 +57,8 @@ def _shape_text(dims):
 
 def _run_compile(model, devices, output, *, target, pipeline_stages,
                  microbatches, sequence_parallel, strategy, config,
-                 input_shapes, padding, cxx_flags="", explain_json=""):
+                 input_shapes, padding, cxx_flags="", explain_json="",
+                 max_seq=None, max_batch=1):
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
         options = _tp_mlir.CompileOptions()
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -77,6 +78,8 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
         options.target = target
         options.cxx_flags = cxx_flags
         options.explain_json = explain_json
+        options.max_seq = int(max_seq or 0)
+        options.max_batch = int(max_batch)
         if config is not None:
             if isinstance(config, dict):
                 config_path = os.path.join(scratch, "config.json")
@@ -96,11 +99,13 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
 def compile(model, devices, *, target="cpu", pipeline_stages=1,
             microbatches=1, sequence_parallel=False, strategy="auto",
             config=None, input_shapes=None, padding=True, output=None,
-            cxx_flags=""):
+            cxx_flags="", max_seq=None, max_batch=1):
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
 
     input_shapes: {"input_ids": [2, 16]} for inputs with dynamic dims.
+    max_seq, max_batch: compile the decode step of a decoder exported with
+    its KV cache (tp-compile --max-seq, --max-batch), for Session.generate.
     config: the --strategy=config rules, a path or a dict (implies
     strategy="config"). output: the artifact folder to write; by default a
     new temporary folder. Warnings (weights left whole, padding) are issued
@@ -113,7 +118,7 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
                  pipeline_stages=pipeline_stages, microbatches=microbatches,
                  sequence_parallel=sequence_parallel, strategy=strategy,
                  config=config, input_shapes=input_shapes, padding=padding,
-                 cxx_flags=cxx_flags)
+                 cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch)
     return Artifact(output)
 
 
@@ -226,6 +231,27 @@ class Session:
         arrays = {name: np.ascontiguousarray(value)
                   for name, value in inputs.items()}
         return self._session.run(arrays, int(warmup), int(repeat))
+
+    def generate(self, input_ids, max_new_tokens, attention_mask=None,
+                 eos_token_id=None):
+        """Greedy generation, as tp-run --generate: `input_ids` int64
+        [batch, prompt] (batch up to the artifact's max_batch; shorter
+        prompts left-padded, with `attention_mask` 0 there), then
+        `max_new_tokens` new tokens; returns int64 [batch, prompt +
+        max_new_tokens]. A sequence that produces `eos_token_id` stops and
+        is padded with it. The artifact must be compiled with max_seq
+        (TPError otherwise, and for a prompt that does not fit)."""
+        ids = np.ascontiguousarray(input_ids, dtype=np.int64)
+        if ids.ndim != 2:
+            raise TPError(f"input_ids must be [batch, length], got shape "
+                          f"{list(ids.shape)}")
+        mask = (np.ascontiguousarray(attention_mask, dtype=np.int64)
+                if attention_mask is not None else None)
+        if mask is not None and mask.shape != ids.shape:
+            raise TPError(f"attention_mask has shape {list(mask.shape)}, "
+                          f"input_ids {list(ids.shape)}")
+        eos = -1 if eos_token_id is None else int(eos_token_id)
+        return self._session.generate(ids, mask, int(max_new_tokens), eos)
 
     def __repr__(self):
         return f"Session({self.artifact.path!r}, ranks={self.ranks})"

@@ -1,0 +1,87 @@
+"""tp_mlir.Session.generate on the decoders exported with their KV cache
+(test/models/hf/with-past): the tokens of transformers' greedy generate(),
+stored by test/models/hf/export_with_past.py, exactly; and its errors.
+
+Run with the module on the path: PYTHONPATH=build/python pytest
+python-bindings/tests (lit's Python/api.test does this).
+"""
+import os
+
+import numpy as np
+import pytest
+
+import tp_mlir as tp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+WITH_PAST = os.path.join(ROOT, "test", "models", "hf", "with-past")
+
+
+def load(model, name):
+    return np.load(os.path.join(WITH_PAST, model, name + ".npy"))
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    """GPT-2 with its cache on 2 ranks, up to 24 tokens of 2 sequences."""
+    out = tmp_path_factory.mktemp("gpt2") / "gen.tpa"
+    return tp.compile(os.path.join(WITH_PAST, "gpt2", "model.onnx"), 2,
+                      max_seq=24, max_batch=2, output=out)
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_generate_matches_transformers(model, tmp_path):
+    artifact = tp.compile(os.path.join(WITH_PAST, model, "model.onnx"), 2,
+                          max_seq=24, max_batch=2, output=tmp_path / "g.tpa")
+    session = tp.Session(artifact)
+    greedy = load(model, "greedy")
+    prompt = load(model, "input_ids")
+    tokens = session.generate(prompt, greedy.shape[1] - prompt.shape[1],
+                              attention_mask=load(model, "attention_mask"))
+    assert tokens.dtype == np.int64
+    np.testing.assert_array_equal(tokens, greedy)
+
+
+def test_generate_runs_again_and_with_fewer_prompts(gpt2):
+    """One session, many generations: the caches are reused, and a batch
+    smaller than max_batch runs (the spare row is dropped)."""
+    session = tp.Session(gpt2)
+    greedy = load("gpt2", "greedy")
+    prompt = load("gpt2", "input_ids")
+    new = greedy.shape[1] - prompt.shape[1]
+    # Row 0 has no padding: alone, it gives the same tokens.
+    for _ in range(2):
+        np.testing.assert_array_equal(session.generate(prompt[:1], new),
+                                      greedy[:1])
+
+
+def test_generate_stops_at_eos(gpt2):
+    session = tp.Session(gpt2)
+    greedy = load("gpt2", "greedy")
+    prompt = load("gpt2", "input_ids")
+    eos = int(greedy[0, prompt.shape[1] + 1])
+    tokens = session.generate(prompt[:1], 6, eos_token_id=eos)
+    stop = prompt.shape[1] + 1
+    np.testing.assert_array_equal(tokens[0, :stop + 1], greedy[0, :stop + 1])
+    assert (tokens[0, stop:] == eos).all()
+
+
+def test_generate_errors(gpt2, tmp_path):
+    session = tp.Session(gpt2)
+    prompt = load("gpt2", "input_ids")
+    with pytest.raises(tp.TPError, match="compiled for 24"):
+        session.generate(prompt, 20)
+    with pytest.raises(tp.TPError, match="decodes up to 2 at once"):
+        session.generate(np.concatenate([prompt, prompt]), 2)
+    with pytest.raises(tp.TPError, match=r"must be \[batch, length\]"):
+        session.generate(prompt[0], 2)
+    with pytest.raises(tp.TPError, match="attention_mask has shape"):
+        session.generate(prompt, 2, attention_mask=prompt[:, :3])
+    with pytest.raises(tp.TPError, match="outside the valid range"):
+        session.generate(np.full((1, 3), 10**6, np.int64), 2)
+    forward = tp.compile(os.path.join(ROOT, "test", "models", "gpt2",
+                                      "model.onnx"), 1,
+                         input_shapes={"input_ids": [2, 16]},
+                         output=tmp_path / "f.tpa")
+    with pytest.raises(tp.TPError, match="has no decode step"):
+        tp.Session(forward).generate(prompt, 2)
