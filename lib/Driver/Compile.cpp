@@ -20,11 +20,14 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <unistd.h>
 
 using namespace mlir;
@@ -123,6 +126,14 @@ static LogicalResult writeArtifactAtomically(ModuleOp module, StringRef path,
   return success();
 }
 
+int64_t mlir::tp::getPrefillLength(const CompileOptions &options) {
+  if (options.maxSeq == 0 || options.prefillLength == 0)
+    return 0;
+  if (options.prefillLength > 0)
+    return options.prefillLength;
+  return std::min<int64_t>(options.maxSeq, kDefaultPrefillLength);
+}
+
 /// Checks the options that need no model.
 static LogicalResult checkOptions(MLIRContext &context,
                                   const CompileOptions &options,
@@ -152,6 +163,13 @@ static LogicalResult checkOptions(MLIRContext &context,
     return emitError(loc) << "--sequence-parallel splits the tokens of a "
                              "forward pass, and a decode step has one; "
                              "leave it out with --max-seq";
+  if (options.prefillLength < -1)
+    return emitError(loc) << "--prefill-len must be 0 or more";
+  if (options.prefillLength > 0 && options.maxSeq == 0)
+    return emitError(loc) << "--prefill-len needs --max-seq";
+  if (options.prefillLength > options.maxSeq && options.maxSeq > 0)
+    return emitError(loc) << "--prefill-len " << options.prefillLength
+                          << " is longer than --max-seq " << options.maxSeq;
   if (options.maxSeq > 0 && options.microbatches > 1)
     return emitError(loc) << "--microbatches with --max-seq: a decode step "
                              "runs all its sequences at once";
@@ -169,15 +187,17 @@ static LogicalResult checkOptions(MLIRContext &context,
   return success();
 }
 
-/// Generation (--max-seq S --max-batch B): the decode step of a decoder
-/// exported with its cache, optimum's text-generation-with-past layout. Its
-/// inputs are shaped for one token of B sequences: input_ids and
+/// Generation (--max-seq S --max-batch B): the programs of a decoder
+/// exported with its cache, optimum's text-generation-with-past layout, for
+/// `tokens` tokens of B sequences. The decode step (1 token): input_ids and
 /// position_ids [B, 1], attention_mask [B, S], and each past_key_values.*
-/// input S - 1 positions on its one symbolic dim after the batch;
-/// tp-kv-cache then grows those into caches of S positions.
-static LogicalResult setDecodeShapes(MLIRContext &context,
-                                     const CompileOptions &options,
-                                     ONNXImportOptions &importOptions) {
+/// input S - 1 positions on its one symbolic dim after the batch. The
+/// prefill (--prefill-len C tokens): [B, C], [B, C] and no past positions.
+/// tp-kv-cache then makes the past inputs caches of S positions.
+static LogicalResult setGenerationShapes(MLIRContext &context,
+                                         const CompileOptions &options,
+                                         int64_t tokens,
+                                         ONNXImportOptions &importOptions) {
   Location loc = FileLineColLoc::get(&context, options.model, 0, 0);
   if (!importOptions.inputShapes.empty())
     return emitError(loc) << "--max-seq chooses the input shapes itself (one "
@@ -187,7 +207,8 @@ static LogicalResult setDecodeShapes(MLIRContext &context,
       readONNXGraphInputs(options.model, &context);
   if (failed(inputs))
     return failure();
-  int64_t batch = options.maxBatch, seq = options.maxSeq;
+  int64_t batch = options.maxBatch;
+  int64_t past = tokens == 1 ? options.maxSeq - 1 : 0;
   bool haveIds = false, haveCache = false;
   for (const ONNXGraphInput &input : *inputs) {
     StringRef name = input.name;
@@ -205,7 +226,7 @@ static LogicalResult setDecodeShapes(MLIRContext &context,
         name == "attention_mask") {
       if (shape.size() != 2)
         return fail("must be [batch, sequence]");
-      shape[1] = name == "attention_mask" ? seq : 1;
+      shape[1] = name == "attention_mask" ? past + tokens : tokens;
       haveIds |= name == "input_ids";
     } else if (name.starts_with("past_key_values.") ||
                name.starts_with("past.")) {
@@ -217,7 +238,7 @@ static LogicalResult setDecodeShapes(MLIRContext &context,
         return fail("must have exactly one symbolic dim after the batch (the "
                     "past positions); it has " +
                     Twine(symbolic.size()));
-      shape[symbolic.front()] = seq - 1;
+      shape[symbolic.front()] = past;
       haveCache = true;
     } else {
       return fail("is none of input_ids, attention_mask, position_ids and "
@@ -232,6 +253,48 @@ static LogicalResult setDecodeShapes(MLIRContext &context,
                              "past_key_values.{i}.key/value); this model has "
                           << (haveIds ? "no past_key_values inputs"
                                       : "no input_ids input");
+  return success();
+}
+
+/// Moves the partitioned prefill program into the decode step's module: its
+/// functions are renamed (@main -> @prefill, @main_stage<k> ->
+/// @prefill_stage<k>, others get a `prefill_` prefix) and its stages tagged
+/// tp.prefill_stage; the grids must be the decode step's.
+static LogicalResult mergePrefill(ModuleOp decode, ModuleOp prefill) {
+  MLIRContext *ctx = decode.getContext();
+  for (auto grid : prefill.getOps<shard::GridOp>()) {
+    auto other = decode.lookupSymbol<shard::GridOp>(grid.getSymName());
+    if (!other || other.getShape() != grid.getShape())
+      return emitError(decode.getLoc())
+             << "the prefill program's grid @" << grid.getSymName()
+             << " differs from the decode step's";
+  }
+  bool pipelined = prefill.lookupSymbol("pipeline") != nullptr;
+  SmallVector<func::FuncOp> funcs(prefill.getOps<func::FuncOp>());
+  for (func::FuncOp func : funcs) {
+    StringRef name = func.getSymName();
+    std::string renamed = name.starts_with("main")
+                              ? ("prefill" + name.drop_front(4)).str()
+                              : ("prefill_" + name).str();
+    if (decode.lookupSymbol(renamed))
+      return func.emitError("the prefill program's function @")
+             << renamed << " clashes with the decode step's";
+    if (failed(SymbolTable::replaceAllSymbolUses(
+            func, StringAttr::get(ctx, renamed), prefill)))
+      return func.emitError("cannot rename @") << name;
+    func.setSymName(renamed);
+    if (Attribute stage = func->getAttr(TPDialect::kStageAttrName)) {
+      func->removeAttr(TPDialect::kStageAttrName);
+      func->setAttr(TPDialect::kPrefillStageAttrName, stage);
+    } else if (!pipelined && name == "main") {
+      func->setAttr(TPDialect::kPrefillStageAttrName,
+                    IntegerAttr::get(IntegerType::get(ctx, 64), 0));
+    }
+  }
+  for (func::FuncOp func : funcs) {
+    func->remove();
+    decode.push_back(func);
+  }
   return success();
 }
 
@@ -278,7 +341,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     return failure();
   context.loadAllAvailableDialects();
   if (options.maxSeq > 0 &&
-      failed(setDecodeShapes(context, options, importOptions)))
+      failed(setGenerationShapes(context, options, 1, importOptions)))
     return failure();
   if (options.microbatches > 1 &&
       failed(splitIntoMicrobatches(context, options, importOptions)))
@@ -326,11 +389,34 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   if (!options.writeArtifact)
     return success();
 
+  // Generation: the prompt's program beside the decode step, on the same
+  // weights and caches.
+  int64_t prefillLength = getPrefillLength(options);
+  if (prefillLength > 0) {
+    ONNXImportOptions prefillImport;
+    if (failed(setGenerationShapes(context, options, prefillLength,
+                                   prefillImport)))
+      return failure();
+    OwningOpRef<ModuleOp> prefill =
+        importONNXFile(options.model, &context, prefillImport);
+    if (!prefill)
+      return failure();
+    PassManager prefillPm(&context, ModuleOp::getOperationName());
+    KVCacheOptions cache;
+    cache.maxSeq = options.maxSeq;
+    prefillPm.addPass(createKVCache(cache));
+    buildParallelizePipeline(prefillPm, parallelize);
+    if (failed(prefillPm.run(*prefill)) ||
+        failed(mergePrefill(*module, *prefill)))
+      return failure();
+  }
+
   ArtifactOptions artifactOptions;
   artifactOptions.chunkBytes = options.chunkBytes;
   artifactOptions.target = options.target;
   artifactOptions.maxSeq = options.maxSeq;
   artifactOptions.maxBatch = options.maxSeq > 0 ? options.maxBatch : 0;
+  artifactOptions.prefillLength = prefillLength;
   ModuleOp partitioned = *module;
   if (options.target == "cuda")
     artifactOptions.generateCode =

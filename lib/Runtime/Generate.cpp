@@ -16,20 +16,22 @@ using namespace tp::rt;
 
 namespace {
 
-/// The decode step's input `name`, which must be I64 of `shape`.
-const TensorSpec *findInput(const Manifest &manifest, const std::string &name,
+/// The program's input `name` (of `inputs`), which must be I64 of
+/// `shape`.
+const TensorSpec *findInput(const std::vector<TensorSpec> &inputs,
+                            const std::string &dir, const std::string &name,
                             const std::vector<int64_t> &shape, bool required) {
-  for (const TensorSpec &input : manifest.inputs) {
+  for (const TensorSpec &input : inputs) {
     if (input.name != name)
       continue;
     if (input.dtype != "I64" || input.shape != shape)
-      throw Error(manifest.dir + ": the decode step's input '" + name +
-                  "' is " + input.dtype + " " + formatShape(input.shape) +
+      throw Error(dir + ": the decode step's input '" + name + "' is " +
+                  input.dtype + " " + formatShape(input.shape) +
                   "; generation feeds I64 " + formatShape(shape));
     return &input;
   }
   if (required)
-    throw Error(manifest.dir + ": the decode step has no input '" + name + "'");
+    throw Error(dir + ": the decode step has no input '" + name + "'");
   return nullptr;
 }
 
@@ -82,10 +84,12 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
                 manifest.dir + " was compiled for " + std::to_string(slots) +
                 " (tp-compile --max-seq)");
 
-  findInput(manifest, "input_ids", {rows, 1}, true);
-  findInput(manifest, "attention_mask", {rows, slots}, true);
-  bool hasPositions = findInput(manifest, "position_ids", {rows, 1}, false);
-  findInput(manifest, "cache_position", {}, true);
+  findInput(manifest.inputs, manifest.dir, "input_ids", {rows, 1}, true);
+  findInput(manifest.inputs, manifest.dir, "attention_mask", {rows, slots},
+            true);
+  bool hasPositions = findInput(manifest.inputs, manifest.dir, "position_ids",
+                                {rows, 1}, false);
+  findInput(manifest.inputs, manifest.dir, "cache_position", {}, true);
   const TensorSpec *logits = nullptr;
   for (const TensorSpec &output : manifest.outputs)
     if (output.name == "logits")
@@ -123,17 +127,89 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   result.length = length;
   using Clock = std::chrono::steady_clock;
   Clock::time_point start = Clock::now();
-  // Step t reads the token at position t and picks the one after it.
+  // Picks the token after position t of each sequence from `values`, each
+  // row's logits `stride` floats apart; true once every sequence is done.
+  auto choose = [&](const float *values, int64_t stride, int64_t t) {
+    bool allDone = true;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t next =
+          done[r] ? options.eosTokenId : argmax(values + r * stride, vocab);
+      sequence[r * length + t + 1] = next;
+      done[r] =
+          done[r] || (options.eosTokenId >= 0 && next == options.eosTokenId);
+      allDone &= r >= batch || done[r];
+    }
+    if (allDone)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t u = t + 2; u < length; ++u)
+          sequence[r * length + u] = options.eosTokenId;
+    return allDone;
+  };
+  // The prompt's position t: its mask, and transformers' position under
+  // left padding (the count of real tokens so far, minus one; 1 on
+  // padding).
+  auto advance = [&](int64_t r, int64_t t) {
+    int64_t m = t < promptLength ? promptMask[r * promptLength + t] : 1;
+    mask[r * slots + t] = m;
+    seen[r] += m != 0;
+    return std::pair(m, m != 0 ? seen[r] - 1 : int64_t(1));
+  };
   int64_t lastStep = length - 1;
-  for (int64_t t = 0; t < lastStep; ++t) {
+  bool finished = false;
+
+  // The prefill program takes the prompt's first tokens at once, right-
+  // padded to its length (masked: the padded positions' cache entries are
+  // overwritten by the steps after, before they are unmasked).
+  int64_t first = 0;
+  const PrefillSpec &prefill = manifest.prefill;
+  if (prefill.length > 0 && promptLength > 1) {
+    int64_t chunk = prefill.length, count = std::min(promptLength, chunk);
+    findInput(prefill.inputs, manifest.dir, "input_ids", {rows, chunk}, true);
+    findInput(prefill.inputs, manifest.dir, "attention_mask", {rows, chunk},
+              true);
+    bool prefillPositions = findInput(prefill.inputs, manifest.dir,
+                                      "position_ids", {rows, chunk}, false);
+    findInput(prefill.inputs, manifest.dir, "cache_position", {}, true);
+    std::vector<int64_t> chunkIds(rows * chunk, 0), chunkMask(rows * chunk, 0),
+        chunkPositions(rows * chunk, 1), zero{0};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < count; ++t) {
+        chunkIds[r * chunk + t] = sequence[r * length + t];
+        auto [m, p] = advance(r, t);
+        chunkMask[r * chunk + t] = m;
+        chunkPositions[r * chunk + t] = p;
+      }
+    std::map<std::string, InputView> inputs{
+        {"input_ids", view(chunkIds, {rows, chunk}, "input_ids")},
+        {"attention_mask", view(chunkMask, {rows, chunk}, "attention_mask")},
+        {"cache_position", view(zero, {}, "cache_position")}};
+    if (prefillPositions)
+      inputs["position_ids"] =
+          view(chunkPositions, {rows, chunk}, "position_ids");
+    std::vector<OutputTensor> outputs = runPrefill(inputs);
+    first = count;
+    if (count == promptLength && lastStep >= promptLength) {
+      const OutputTensor *out = nullptr;
+      for (const OutputTensor &o : outputs)
+        if (o.name == "logits")
+          out = &o;
+      if (!out || out->shape != std::vector<int64_t>{rows, chunk, vocab})
+        throw Error(manifest.dir + ": the prefill program has no F32 [" +
+                    std::to_string(rows) + ", " + std::to_string(chunk) + ", " +
+                    std::to_string(vocab) + "] output 'logits'");
+      const float *values = reinterpret_cast<const float *>(out->data.data());
+      finished = choose(values + (count - 1) * vocab, chunk * vocab, count - 1);
+      result.prefillSeconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      start = Clock::now();
+    }
+  }
+
+  // Step t reads the token at position t and picks the one after it.
+  for (int64_t t = first; t < lastStep && !finished; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       ids[r] = sequence[r * length + t];
-      int64_t m = t < promptLength ? promptMask[r * promptLength + t] : 1;
-      mask[r * slots + t] = m;
-      // transformers' positions under left padding: the count of real
-      // tokens so far, minus one; 1 on padding.
-      seen[r] += m != 0;
-      positions[r] = m != 0 ? seen[r] - 1 : 1;
+      positions[r] = advance(r, t).second;
     }
     position = t;
     std::vector<int64_t> cachePosition{position};
@@ -155,24 +231,10 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     for (const OutputTensor &o : outputs)
       if (o.name == "logits")
         out = &o;
-    const float *values = reinterpret_cast<const float *>(out->data.data());
-    bool allDone = true;
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t next =
-          done[r] ? options.eosTokenId : argmax(values + r * vocab, vocab);
-      sequence[r * length + t + 1] = next;
-      done[r] =
-          done[r] || (options.eosTokenId >= 0 && next == options.eosTokenId);
-      allDone &= r >= batch || done[r];
-    }
+    finished =
+        choose(reinterpret_cast<const float *>(out->data.data()), vocab, t);
     if (t + 1 > promptLength)
       ++result.decodeSteps;
-    if (allDone) {
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t u = t + 2; u < length; ++u)
-          sequence[r * length + u] = options.eosTokenId;
-      break;
-    }
   }
   if (result.decodeSteps > 0)
     result.secondsPerToken =

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 using namespace tp::rt;
 
@@ -342,13 +343,20 @@ static const TensorSpec *findByName(const std::vector<TensorSpec> &list,
   return nullptr;
 }
 
-static void validateStages(const Reader &reader, Manifest &manifest) {
-  if (static_cast<int64_t>(manifest.stages.size()) != manifest.pp)
-    reader.fail("the grid has pp = " + std::to_string(manifest.pp) + " but " +
-                std::to_string(manifest.stages.size()) + " stages are listed");
-  for (size_t s = 0; s < manifest.stages.size(); ++s) {
-    const StageSpec &stage = manifest.stages[s];
-    std::string where = "stage " + std::to_string(s);
+/// Checks one program's stages (the decode step or forward pass, or a
+/// generation artifact's prefill) against the grid, the rank files and the
+/// program's `inputs` and `outputs`; `program` prefixes messages.
+static void validateStages(const Reader &reader, const Manifest &manifest,
+                           const std::vector<StageSpec> &stages,
+                           const std::vector<TensorSpec> &inputs,
+                           const std::vector<TensorSpec> &outputs,
+                           const std::string &program) {
+  if (static_cast<int64_t>(stages.size()) != manifest.pp)
+    reader.fail(program + "the grid has pp = " + std::to_string(manifest.pp) +
+                " but " + std::to_string(stages.size()) + " stages are listed");
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const StageSpec &stage = stages[s];
+    std::string where = program + "stage " + std::to_string(s);
     if (stage.stage != static_cast<int64_t>(s))
       reader.fail("stages[" + std::to_string(s) + "] is stage " +
                   std::to_string(stage.stage));
@@ -366,7 +374,7 @@ static void validateStages(const Reader &reader, Manifest &manifest) {
                   std::to_string((s + 1) * manifest.tp - 1));
     for (const TensorSpec &arg : stage.args) {
       if (arg.kind == "input") {
-        const TensorSpec *input = findByName(manifest.inputs, arg.name);
+        const TensorSpec *input = findByName(inputs, arg.name);
         if (!input || !carries(arg, *input, manifest.microbatches))
           reader.fail(where + " argument '" + arg.name + "' (" + arg.dtype +
                       " " + shapeText(arg.shape) +
@@ -405,7 +413,7 @@ static void validateStages(const Reader &reader, Manifest &manifest) {
     }
     for (const TensorSpec &result : stage.results) {
       if (result.kind == "output") {
-        const TensorSpec *output = findByName(manifest.outputs, result.name);
+        const TensorSpec *output = findByName(outputs, result.name);
         if (!output || !carries(result, *output, manifest.microbatches))
           reader.fail(where + " result '" + result.name +
                       "' is not one micro-batch of a model output");
@@ -416,8 +424,8 @@ static void validateStages(const Reader &reader, Manifest &manifest) {
     }
   }
   // Every model output is a result of the last stage, once.
-  const StageSpec &last = manifest.stages.back();
-  for (const TensorSpec &output : manifest.outputs)
+  const StageSpec &last = stages.back();
+  for (const TensorSpec &output : outputs)
     if (std::count_if(last.results.begin(), last.results.end(),
                       [&](const TensorSpec &r) {
                         return r.kind == "output" && r.name == output.name;
@@ -470,30 +478,51 @@ Manifest tp::rt::parseManifest(const std::string &json,
     reader.fail("the grid has tp " + std::to_string(manifest.tp) + " x pp " +
                 std::to_string(manifest.pp) + " but " +
                 std::to_string(manifest.ranks) + " ranks");
-  for (const llvm::json::Value &value : reader.array(root, "stages")) {
-    std::string where = "stages[" + std::to_string(manifest.stages.size()) + "]";
-    const llvm::json::Object &in = reader.object(&value, where);
-    StageSpec stage;
-    stage.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
-    stage.function = reader.string(in, "function");
-    for (int64_t rank : reader.integers(in, "ranks", 0, kMaxRanks - 1))
-      stage.ranks.push_back(static_cast<int32_t>(rank));
-    for (const llvm::json::Value &arg : reader.array(in, "args"))
-      stage.args.push_back(reader.tensor(arg, "argument", where + " argument"));
-    for (const llvm::json::Value &result : reader.array(in, "results"))
-      stage.results.push_back(reader.tensor(result, "send", where + " result"));
-    manifest.stages.push_back(std::move(stage));
-  }
-  for (const llvm::json::Value &value : reader.array(root, "inputs"))
-    manifest.inputs.push_back(reader.tensor(value, "input", "model input"));
-  for (const llvm::json::Value &value : reader.array(root, "outputs"))
-    manifest.outputs.push_back(reader.tensor(value, "output", "model output"));
-  validateSignature(reader, manifest.inputs, "input");
-  validateSignature(reader, manifest.outputs, "output");
+  // A program: its stages, inputs and outputs (the manifest's own, or a
+  // generation artifact's prefill).
+  auto parseProgram = [&](const llvm::json::Object &from,
+                          std::vector<StageSpec> &stages,
+                          std::vector<TensorSpec> &inputs,
+                          std::vector<TensorSpec> &outputs,
+                          const std::string &prefix) {
+    for (const llvm::json::Value &value : reader.array(from, "stages")) {
+      std::string where =
+          prefix + "stages[" + std::to_string(stages.size()) + "]";
+      const llvm::json::Object &in = reader.object(&value, where);
+      StageSpec stage;
+      stage.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
+      stage.function = reader.string(in, "function");
+      for (int64_t rank : reader.integers(in, "ranks", 0, kMaxRanks - 1))
+        stage.ranks.push_back(static_cast<int32_t>(rank));
+      for (const llvm::json::Value &arg : reader.array(in, "args"))
+        stage.args.push_back(
+            reader.tensor(arg, "argument", where + " argument"));
+      for (const llvm::json::Value &result : reader.array(in, "results"))
+        stage.results.push_back(
+            reader.tensor(result, "send", where + " result"));
+      stages.push_back(std::move(stage));
+    }
+    for (const llvm::json::Value &value : reader.array(from, "inputs"))
+      inputs.push_back(reader.tensor(value, "input", prefix + "model input"));
+    for (const llvm::json::Value &value : reader.array(from, "outputs"))
+      outputs.push_back(
+          reader.tensor(value, "output", prefix + "model output"));
+    validateSignature(reader, inputs, "input");
+    validateSignature(reader, outputs, "output");
+  };
+  parseProgram(root, manifest.stages, manifest.inputs, manifest.outputs, "");
   if (const llvm::json::Value *generation = root.get("generation")) {
     const llvm::json::Object &in = reader.object(generation, "'generation'");
     manifest.maxSeq = reader.integer(in, "max_seq", 2, kMaxSequence);
     manifest.maxBatch = reader.integer(in, "max_batch", 1, kMaxSequence);
+    if (const llvm::json::Value *prefill = in.get("prefill")) {
+      const llvm::json::Object &program =
+          reader.object(prefill, "'generation.prefill'");
+      manifest.prefill.length =
+          reader.integer(program, "length", 1, manifest.maxSeq);
+      parseProgram(program, manifest.prefill.stages, manifest.prefill.inputs,
+                   manifest.prefill.outputs, "prefill ");
+    }
   }
 
   const llvm::json::Array &ranks = reader.array(root, "ranks");
@@ -516,7 +545,29 @@ Manifest tp::rt::parseManifest(const std::string &json,
       reader.fail("two ranks read the same file " + rank.file);
     manifest.rankSpecs.push_back(std::move(rank));
   }
-  validateStages(reader, manifest);
+  validateStages(reader, manifest, manifest.stages, manifest.inputs,
+                 manifest.outputs, "");
+  if (manifest.prefill.length > 0) {
+    validateStages(reader, manifest, manifest.prefill.stages,
+                   manifest.prefill.inputs, manifest.prefill.outputs,
+                   "prefill ");
+    // The prefill writes the caches the decode step reads: the same ones.
+    for (size_t s = 0; s < manifest.stages.size(); ++s) {
+      auto caches = [](const StageSpec &stage) {
+        std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>
+            list;
+        for (const TensorSpec &arg : stage.args)
+          if (arg.kind == "cache")
+            list.emplace_back(arg.name, arg.dtype, arg.shape);
+        std::sort(list.begin(), list.end());
+        return list;
+      };
+      if (caches(manifest.stages[s]) != caches(manifest.prefill.stages[s]))
+        reader.fail("prefill stage " + std::to_string(s) +
+                    " does not write the KV caches that decode stage " +
+                    std::to_string(s) + " reads");
+    }
+  }
   return manifest;
 }
 
@@ -529,7 +580,10 @@ std::string tp::rt::getManifestSignature(const Manifest &manifest) {
     for (size_t i = 0; i < specs.size(); ++i)
       os << (i ? "," : "") << specs[i].dtype << shapeText(specs[i].shape);
   };
-  for (const StageSpec &stage : manifest.stages) {
+  std::vector<StageSpec> all(manifest.stages);
+  all.insert(all.end(), manifest.prefill.stages.begin(),
+             manifest.prefill.stages.end());
+  for (const StageSpec &stage : all) {
     os << stage.function << "(";
     list(stage.args);
     os << ")->(";

@@ -37,31 +37,54 @@ std::string tp::rt::formatShape(const std::vector<int64_t> &shape) {
 
 namespace {
 
+/// One program of an artifact: the forward pass (a generation artifact's
+/// decode step), or a generation artifact's prefill.
+struct Program {
+  const std::vector<StageSpec> &stages;
+  const std::vector<TensorSpec> &inputs, &outputs;
+};
+
+Program mainProgram(const Manifest &manifest) {
+  return {manifest.stages, manifest.inputs, manifest.outputs};
+}
+
+Program prefillProgram(const Manifest &manifest) {
+  return {manifest.prefill.stages, manifest.prefill.inputs,
+          manifest.prefill.outputs};
+}
+
+using Buffer = std::unique_ptr<char, void (*)(void *)>;
+
 /// One rank's bound stage: weights, argument pointers, result buffers.
 /// With micro-batches, input arguments advance by one micro-batch per call
-/// and the model's outputs collect every micro-batch's slice.
+/// and the model's outputs collect every micro-batch's slice. A rank's
+/// programs (decode step and prefill) share its weights and KV caches.
 struct BoundRank {
-  RankWeights weights;
+  std::shared_ptr<RankWeights> weights;
   std::vector<void *> args;
   /// For each input argument: its index, whole-batch data, bytes per call.
   std::vector<std::tuple<size_t, const char *, int64_t>> inputSlices;
   /// Whole-batch outputs of the last stage, by result slot.
   std::map<size_t, std::vector<char>> outputs;
   std::vector<std::unique_ptr<char, void (*)(void *)>> results;
-  /// KV caches, zeroed once and kept between runs (the decode step writes
-  /// them in place).
-  std::vector<std::unique_ptr<char, void (*)(void *)>> caches;
+  /// KV caches by name, zeroed once and kept between runs (each step
+  /// writes them in place).
+  std::shared_ptr<std::map<std::string, Buffer>> caches;
   std::vector<void *> resultPointers;
   tp_stage_fn entry = nullptr;
   const StageSpec *stage = nullptr;
 };
 
-/// Loads rank `rank`'s weights and binds everything but the model inputs,
-/// which bindInputs points at each run's data.
-BoundRank bindRank(const Manifest &manifest, int32_t rank, void *library) {
+/// Binds rank `rank`'s stage of `program` and everything but the model
+/// inputs, which bindInputs points at each run's data. The weights and
+/// caches come from `shared` (a binding of another program of the rank);
+/// without it, the rank's weights are loaded and its caches allocated.
+BoundRank bindRank(const Manifest &manifest, const Program &program,
+                   int32_t rank, void *library,
+                   const BoundRank *shared = nullptr) {
   BoundRank bound;
   const RankSpec &spec = manifest.rankSpecs.at(rank);
-  bound.stage = &manifest.stages.at(spec.stage);
+  bound.stage = &program.stages.at(spec.stage);
   // A CUDA library has one entry point for all stages (CudaModel).
   if (manifest.target == "cpu") {
     std::string symbol = "tp_" + bound.stage->function;
@@ -69,22 +92,35 @@ BoundRank bindRank(const Manifest &manifest, int32_t rank, void *library) {
     if (!bound.entry)
       throw Error(manifest.library + " has no entry point " + symbol);
   }
-  bound.weights = loadRankWeights(manifest, rank);
+  if (shared) {
+    bound.weights = shared->weights;
+    bound.caches = shared->caches;
+  } else {
+    bound.weights =
+        std::make_shared<RankWeights>(loadRankWeights(manifest, rank));
+    bound.caches = std::make_shared<std::map<std::string, Buffer>>();
+  }
   for (const TensorSpec &arg : bound.stage->args) {
     if (arg.kind == "input") {
       bound.inputSlices.emplace_back(bound.args.size(), nullptr, arg.bytes());
       bound.args.push_back(nullptr);
     } else if (arg.kind == "weight") {
-      auto it = bound.weights.byName.find(arg.name);
-      if (it == bound.weights.byName.end())
+      auto it = bound.weights->byName.find(arg.name);
+      if (it == bound.weights->byName.end())
         throw Error("rank " + std::to_string(rank) + ": weight '" + arg.name +
                     "' is not in " + spec.file);
       bound.args.push_back(it->second);
     } else if (arg.kind == "cache") {
-      bound.caches.emplace_back(static_cast<char *>(allocate(arg.bytes())),
-                                release);
-      std::memset(bound.caches.back().get(), 0, arg.bytes());
-      bound.args.push_back(bound.caches.back().get());
+      auto it = bound.caches->find(arg.name);
+      if (it == bound.caches->end()) {
+        it = bound.caches
+                 ->emplace(arg.name,
+                           Buffer(static_cast<char *>(allocate(arg.bytes())),
+                                  release))
+                 .first;
+        std::memset(it->second.get(), 0, arg.bytes());
+      }
+      bound.args.push_back(it->second.get());
     } else {
       throw Error("stage argument of unknown kind '" + arg.kind + "'");
     }
@@ -145,15 +181,15 @@ double runTimed(BoundRank &bound, int64_t microbatches, int64_t warmup,
 }
 
 /// Rank that holds the model's outputs: the last stage's first rank.
-int32_t outputRank(const Manifest &manifest) {
-  return manifest.stages.back().ranks.front();
+int32_t outputRank(const Program &program) {
+  return program.stages.back().ranks.front();
 }
 
 /// Positions of the model outputs among the last stage's results.
-std::vector<size_t> outputSlots(const Manifest &manifest) {
+std::vector<size_t> outputSlots(const Program &program) {
   std::vector<size_t> slots;
-  const StageSpec &last = manifest.stages.back();
-  for (const TensorSpec &output : manifest.outputs) {
+  const StageSpec &last = program.stages.back();
+  for (const TensorSpec &output : program.outputs) {
     size_t slot = 0;
     while (slot < last.results.size() && last.results[slot].name != output.name)
       ++slot;
@@ -221,18 +257,18 @@ void checkIndices(const TensorSpec &input, const InputView &view) {
   }
 }
 
-/// Checks `inputs` against the model's signature.
-void checkInputs(const Manifest &manifest,
+/// Checks `inputs` against the program's signature.
+void checkInputs(const Program &program,
                  const std::map<std::string, InputView> &inputs) {
   std::string expected;
-  for (const TensorSpec &input : manifest.inputs)
+  for (const TensorSpec &input : program.inputs)
     expected += (expected.empty() ? "" : ", ") + input.name;
   for (const auto &[name, view] : inputs)
-    if (std::none_of(manifest.inputs.begin(), manifest.inputs.end(),
+    if (std::none_of(program.inputs.begin(), program.inputs.end(),
                      [&](const TensorSpec &s) { return s.name == name; }))
       throw Error("unknown input '" + name +
                   "'; the model's inputs are: " + expected);
-  for (const TensorSpec &input : manifest.inputs) {
+  for (const TensorSpec &input : program.inputs) {
     auto it = inputs.find(input.name);
     if (it == inputs.end())
       throw Error("missing input '" + input.name + "' (" + input.dtype + " " +
@@ -273,8 +309,9 @@ class Session::Impl {
 public:
   Impl(const std::string &artifact, SessionOptions options);
   ~Impl();
+  /// Runs the forward pass (decode step), or with `prefill` the prefill.
   std::vector<OutputTensor> run(const std::map<std::string, InputView> &inputs,
-                                int64_t warmup, int64_t repeat);
+                                int64_t warmup, int64_t repeat, bool prefill);
 
   SessionOptions options;
   std::string artifact;
@@ -290,14 +327,21 @@ private:
   /// Binds every rank in its own thread (weights are read in parallel).
   void bindAll();
   void openCuda();
-  std::vector<OutputTensor> collectOutputs(const BoundRank &holder) const;
-  void runThreads(int64_t warmup, int64_t repeat);
-  void runCuda(int64_t warmup, int64_t repeat);
-  std::vector<OutputTensor> runMpi(int64_t warmup, int64_t repeat);
+  std::vector<OutputTensor> collectOutputs(const Program &program,
+                                           const BoundRank &holder) const;
+  void runThreads(const Program &program, std::vector<BoundRank> &ranks,
+                  int64_t warmup, int64_t repeat);
+  void runCuda(const Program &program, std::vector<BoundRank> &ranks,
+               int64_t warmup, int64_t repeat);
+  std::vector<OutputTensor> runMpi(const Program &program,
+                                   std::vector<BoundRank> &ranks,
+                                   int64_t warmup, int64_t repeat);
 
   bool mpi = false;
   /// Threads: every rank; MPI: this process's rank alone, at mpiRank.
   std::vector<BoundRank> bound;
+  /// The prefill program's bindings, beside `bound` (same weights, caches).
+  std::vector<BoundRank> prefillBound;
   int32_t mpiRank = 0;
   std::shared_ptr<ThreadWorld> world;
   std::vector<std::unique_ptr<RankContext>> contexts;
@@ -342,7 +386,11 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
                   std::to_string(size) + " processes");
     mpiRank = context->rank();
     contexts.push_back(std::move(context));
-    bound.push_back(bindRank(manifest, mpiRank, library));
+    bound.push_back(
+        bindRank(manifest, mainProgram(manifest), mpiRank, library));
+    if (manifest.prefill.length > 0)
+      prefillBound.push_back(bindRank(manifest, prefillProgram(manifest),
+                                      mpiRank, library, &bound.back()));
     return;
   }
   if (manifest.target == "cuda") {
@@ -367,12 +415,17 @@ Session::Impl::~Impl() {
 void Session::Impl::bindAll() {
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   bound.resize(ranks);
+  if (manifest.prefill.length > 0)
+    prefillBound.resize(ranks);
   std::vector<std::string> errors(ranks);
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       try {
-        bound[rank] = bindRank(manifest, rank, library);
+        bound[rank] = bindRank(manifest, mainProgram(manifest), rank, library);
+        if (manifest.prefill.length > 0)
+          prefillBound[rank] = bindRank(manifest, prefillProgram(manifest),
+                                        rank, library, &bound[rank]);
       } catch (const std::exception &e) {
         errors[rank] = e.what();
       }
@@ -420,11 +473,12 @@ void Session::Impl::openCuda() {
 }
 
 std::vector<OutputTensor>
-Session::Impl::collectOutputs(const BoundRank &holder) const {
+Session::Impl::collectOutputs(const Program &program,
+                              const BoundRank &holder) const {
   std::vector<OutputTensor> outputs;
-  std::vector<size_t> slots = outputSlots(manifest);
+  std::vector<size_t> slots = outputSlots(program);
   for (size_t i = 0; i < slots.size(); ++i) {
-    const TensorSpec &spec = manifest.outputs[i];
+    const TensorSpec &spec = program.outputs[i];
     outputs.push_back(
         {spec.name, spec.dtype, spec.shape, holder.outputs.at(slots[i])});
   }
@@ -433,30 +487,36 @@ Session::Impl::collectOutputs(const BoundRank &holder) const {
 
 std::vector<OutputTensor>
 Session::Impl::run(const std::map<std::string, InputView> &inputs,
-                   int64_t warmup, int64_t repeat) {
+                   int64_t warmup, int64_t repeat, bool prefill) {
   if (!broken.empty())
     throw Error("this session cannot run again: an earlier run failed (" +
                 broken + ")");
-  checkInputs(manifest, inputs);
+  if (prefill && manifest.prefill.length == 0)
+    throw Error(artifact + " has no prefill program");
+  Program program = prefill ? prefillProgram(manifest) : mainProgram(manifest);
+  std::vector<BoundRank> &ranks = prefill ? prefillBound : bound;
+  checkInputs(program, inputs);
   warmup = std::max<int64_t>(0, warmup);
   repeat = std::max<int64_t>(1, repeat);
-  for (BoundRank &rank : bound)
+  for (BoundRank &rank : ranks)
     bindInputs(rank, inputs);
   try {
     if (mpi)
-      return runMpi(warmup, repeat);
+      return runMpi(program, ranks, warmup, repeat);
     if (cuda)
-      runCuda(warmup, repeat);
+      runCuda(program, ranks, warmup, repeat);
     else
-      runThreads(warmup, repeat);
+      runThreads(program, ranks, warmup, repeat);
   } catch (const std::exception &e) {
     broken = std::string(e.what()).substr(0, 200);
     throw;
   }
-  return collectOutputs(bound[outputRank(manifest)]);
+  return collectOutputs(program, ranks[outputRank(program)]);
 }
 
-void Session::Impl::runThreads(int64_t warmup, int64_t repeat) {
+void Session::Impl::runThreads(const Program &program,
+                               std::vector<BoundRank> &bound, int64_t warmup,
+                               int64_t repeat) {
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   std::vector<std::string> errors(ranks);
   std::vector<double> perRank(ranks, 0);
@@ -481,10 +541,12 @@ void Session::Impl::runThreads(int64_t warmup, int64_t repeat) {
     thread.join();
   if (anyError(errors))
     throw collectErrors(errors);
-  seconds = perRank[outputRank(manifest)];
+  seconds = perRank[outputRank(program)];
 }
 
-void Session::Impl::runCuda(int64_t warmup, int64_t repeat) {
+void Session::Impl::runCuda(const Program &program,
+                            std::vector<BoundRank> &bound, int64_t warmup,
+                            int64_t repeat) {
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   std::vector<std::string> errors(ranks);
   std::vector<double> perRank(ranks, 0);
@@ -522,10 +584,12 @@ void Session::Impl::runCuda(int64_t warmup, int64_t repeat) {
         text += (text.empty() ? "" : "\n") + error;
     throw Error(text);
   }
-  seconds = perRank[outputRank(manifest)];
+  seconds = perRank[outputRank(program)];
 }
 
-std::vector<OutputTensor> Session::Impl::runMpi(int64_t warmup,
+std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
+                                                std::vector<BoundRank> &bound,
+                                                int64_t warmup,
                                                 int64_t repeat) {
   if (mpiRank == options.stallRank)
     return {};
@@ -535,13 +599,14 @@ std::vector<OutputTensor> Session::Impl::runMpi(int64_t warmup,
     mine.entry(&context, mine.args.data(), mine.resultPointers.data());
   });
   // Outputs travel to rank 0 when another rank holds them.
-  int32_t holder = outputRank(manifest);
+  int32_t holder = outputRank(program);
   if (holder == 0)
-    return mpiRank == 0 ? collectOutputs(mine) : std::vector<OutputTensor>{};
-  std::vector<size_t> slots = outputSlots(manifest);
+    return mpiRank == 0 ? collectOutputs(program, mine)
+                        : std::vector<OutputTensor>{};
+  std::vector<size_t> slots = outputSlots(program);
   std::vector<OutputTensor> outputs;
   for (size_t i = 0; i < slots.size(); ++i) {
-    const TensorSpec &spec = manifest.outputs[i];
+    const TensorSpec &spec = program.outputs[i];
     if (mpiRank == holder) {
       context.send(0, mine.outputs.at(slots[i]).data(), spec.bytes(),
                    "output gather");
@@ -567,7 +632,12 @@ const SessionOptions &Session::getOptions() const { return impl->options; }
 std::vector<OutputTensor>
 Session::run(const std::map<std::string, InputView> &inputs, int64_t warmup,
              int64_t repeat) {
-  return impl->run(inputs, warmup, repeat);
+  return impl->run(inputs, warmup, repeat, /*prefill=*/false);
+}
+
+std::vector<OutputTensor>
+Session::runPrefill(const std::map<std::string, InputView> &inputs) {
+  return impl->run(inputs, 0, 1, /*prefill=*/true);
 }
 
 double Session::getSecondsPerRun() const { return impl->seconds; }

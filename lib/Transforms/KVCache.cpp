@@ -27,14 +27,18 @@ namespace {
 /// The input the runtime sets to the first position a call writes.
 constexpr llvm::StringLiteral kPositionInput = "cache_position";
 
-/// One past/present pair: the input, the concat of it with the step's
-/// entries, and that concat returned.
+/// One past/present pair: the past input, and either the concat of it with
+/// the step's entries (which the function returns), or, for a prefill whose
+/// empty past the importer folded away, the returned present itself.
 struct CachePair {
   BlockArgument past;
   tensor::ConcatOp concat;
+  /// Without a concat: the result that returns the step's entries.
+  unsigned result = 0;
+  int64_t dim = 0;
 };
 
-std::optional<CachePair> matchPair(func::FuncOp func, BlockArgument arg) {
+std::optional<CachePair> matchConcat(func::FuncOp func, BlockArgument arg) {
   if (!func.getArgAttr(arg.getArgNumber(), TPDialect::kInputAttrName) ||
       !arg.hasOneUse())
     return std::nullopt;
@@ -46,7 +50,42 @@ std::optional<CachePair> matchPair(func::FuncOp func, BlockArgument arg) {
   });
   if (!returned)
     return std::nullopt;
-  return CachePair{arg, concat};
+  return CachePair{arg, concat, 0, static_cast<int64_t>(concat.getDim())};
+}
+
+/// A prefill's pair, where concat(empty past, new) folded to `new`: an
+/// unused input `past_key_values.X` (or `past.X`) with one dim of size 0,
+/// and the result `present.X` of its shape but for that dim. Only the
+/// names of optimum's layout tie the two together here.
+std::optional<CachePair> matchFolded(func::FuncOp func, BlockArgument arg) {
+  auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                TPDialect::kInputAttrName);
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  if (!name || !type || !arg.use_empty())
+    return std::nullopt;
+  StringRef suffix = name.getValue();
+  if (!suffix.consume_front("past_key_values.") &&
+      !suffix.consume_front("past."))
+    return std::nullopt;
+  auto zero = llvm::find(type.getShape(), 0);
+  if (zero == type.getShape().end() || llvm::count(type.getShape(), 0) != 1)
+    return std::nullopt;
+  int64_t dim = zero - type.getShape().begin();
+  for (unsigned r = 0, e = func.getNumResults(); r < e; ++r) {
+    auto output =
+        func.getResultAttrOfType<StringAttr>(r, TPDialect::kOutputAttrName);
+    auto present = dyn_cast<RankedTensorType>(func.getResultTypes()[r]);
+    if (!output || output.getValue() != ("present." + suffix).str() ||
+        !present || present.getRank() != type.getRank() ||
+        present.getElementType() != type.getElementType())
+      continue;
+    bool same = true;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      same &= d == dim || present.getDimSize(d) == type.getDimSize(d);
+    if (same)
+      return CachePair{arg, nullptr, r, dim};
+  }
+  return std::nullopt;
 }
 
 struct KVCache : tp::impl::KVCacheBase<KVCache> {
@@ -73,8 +112,10 @@ struct KVCache : tp::impl::KVCacheBase<KVCache> {
                          << kPositionInput << "'";
         return signalPassFailure();
       }
-      if (std::optional<CachePair> pair = matchPair(func, arg))
+      if (std::optional<CachePair> pair = matchConcat(func, arg))
         pairs.push_back(*pair);
+      else if (std::optional<CachePair> folded = matchFolded(func, arg))
+        pairs.push_back(*folded);
     }
     if (pairs.empty()) {
       func.emitError("tp-kv-cache: no KV cache in the model: no input is "
@@ -107,25 +148,26 @@ struct KVCache : tp::impl::KVCacheBase<KVCache> {
     auto returnOp = cast<func::ReturnOp>(func.getBody().front().back());
     llvm::BitVector dropped(func.getNumResults());
     for (CachePair &pair : pairs) {
-      int64_t dim = pair.concat.getDim();
       auto pastType = cast<RankedTensorType>(pair.past.getType());
-      Value step = pair.concat.getInputs()[1];
+      Value step = pair.concat ? pair.concat.getInputs()[1]
+                               : returnOp.getOperand(pair.result);
       auto stepType = cast<RankedTensorType>(step.getType());
-      int64_t past = pastType.getDimSize(dim), count = stepType.getDimSize(dim);
+      int64_t past = pastType.getDimSize(pair.dim),
+              count = stepType.getDimSize(pair.dim);
       auto name = func.getArgAttrOfType<StringAttr>(pair.past.getArgNumber(),
                                                     TPDialect::kInputAttrName);
+      Operation *at = pair.concat ? pair.concat.getOperation() : returnOp;
       if (past != 0 && past + count != slots)
-        return pair.concat.emitError()
+        return at->emitError()
                << "tp-kv-cache: input '" << name.getValue() << "' has " << past
                << " past positions and the step " << count << "; with max-seq "
                << slots << " a step of " << count << " needs " << slots - count
                << " (or 0, a prefill)";
       if (count > slots)
-        return pair.concat.emitError()
-               << "tp-kv-cache: a step of " << count
-               << " positions does not fit max-seq " << slots;
+        return at->emitError() << "tp-kv-cache: a step of " << count
+                               << " positions does not fit max-seq " << slots;
       SmallVector<int64_t> shape(pastType.getShape());
-      shape[dim] = slots;
+      shape[pair.dim] = slots;
       auto cacheType = RankedTensorType::get(shape, pastType.getElementType());
       pair.past.setType(cacheType);
       unsigned index = pair.past.getArgNumber();
@@ -133,10 +175,18 @@ struct KVCache : tp::impl::KVCacheBase<KVCache> {
       func.removeArgAttr(index, TPDialect::kIndexBoundAttrName);
       func.setArgAttr(index, TPDialect::kCacheAttrName, name);
 
-      OpBuilder b(pair.concat);
-      auto update = CacheUpdateOp::create(b, pair.concat.getLoc(), cacheType,
-                                          step, pair.past, positionArg,
-                                          b.getI64IntegerAttr(dim));
+      // Right after the entries are made, so that a pipeline cut (by
+      // program order) keeps the write in the stage that makes them.
+      OpBuilder b(at);
+      if (!pair.concat)
+        b.setInsertionPointAfterValue(step);
+      auto update =
+          CacheUpdateOp::create(b, at->getLoc(), cacheType, step, pair.past,
+                                positionArg, b.getI64IntegerAttr(pair.dim));
+      if (!pair.concat) {
+        dropped.set(pair.result);
+        continue;
+      }
       for (OpOperand &use : pair.concat->getUses())
         if (use.getOwner() == returnOp)
           dropped.set(use.getOperandNumber());

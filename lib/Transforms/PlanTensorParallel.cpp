@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Dialect/TP/TPOps.h"
 #include "tp/Transforms/Passes.h"
 #include "tp/Transforms/TensorParallelPlan.h"
 
@@ -125,6 +126,24 @@ struct PlanTensorParallel
                                             /*annotate_for_users=*/true);
       cache.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
+    // A prefill's cache write has no user (attention reads the step's own
+    // entries), but partition needs every result annotated: the cache's.
+    func.walk([&](CacheUpdateOp update) {
+      if (!update.getResult().use_empty())
+        return;
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(update);
+      auto it = plan.caches.find(update.getCache());
+      Value sharding =
+          it != plan.caches.end()
+              ? createSplitSharding(b, update.getLoc(), it->second)
+              : shard::ShardingOp::create(
+                    b, update.getLoc(), FlatSymbolRefAttr::get(ctx, kGridName),
+                    ArrayRef<shard::GridAxesAttr>{b.getDenseI16ArrayAttr({})})
+                    .getResult();
+      shard::ShardOp::create(b, update.getLoc(), update.getResult(), sharding,
+                             /*annotate_for_users=*/false);
+    });
     // Upstream partition needs every tensor argument read through exactly
     // one shard.shard (it crashes on an unused argument and rejects one that
     // an op reads inside its body, like an embedding table), so everything

@@ -47,6 +47,11 @@ static cl::opt<int64_t>
     maxBatch("max-batch", cl::init(1),
              cl::desc("Sequences decoded at once (with --max-seq)"),
              cl::cat(category));
+static cl::opt<int64_t> prefillLength(
+    "prefill-len", cl::init(-1),
+    cl::desc("With --max-seq: the prompt's program runs this many tokens at "
+             "once (0: none; default min(--max-seq, 64))"),
+    cl::cat(category));
 static cl::opt<std::string> strategy("strategy", cl::init("auto"),
                                      cl::desc("auto or config"),
                                      cl::cat(category));
@@ -102,6 +107,7 @@ int main(int argc, char **argv) {
   options.microbatches = microbatches;
   options.maxSeq = maxSeq;
   options.maxBatch = maxBatch;
+  options.prefillLength = prefillLength;
   options.strategy = strategy;
   options.config = config;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());

@@ -7,9 +7,12 @@ named) and every config, the export is compiled with `tp-compile --target
 cpu --max-seq S --max-batch 2 --explain` and run with `tp-run --generate N`
 on the stored prompts (two, the second left-padded); the tokens must equal
 those transformers' greedy generate() produced (greedy.npy), exactly. The
-collectives of one decode step come from the plan.
+collectives of one decode step come from the plan. `prefill=N` in a config
+is --prefill-len N (0: the prompt runs through the decode step; 4: the
+6-token prompts take the prefill program and 2 decode steps); by default
+the prefill program covers the whole prompt.
 
-    run_generation.py [name ...] [--config tp=1 --config tp=2 ...]
+    run_generation.py [name ...] [--config tp=1 --config tp=2,prefill=0 ...]
                       [--max-seq S] [--tp-compile P] [--tp-run P]
 
 One line per run:
@@ -34,7 +37,7 @@ DEFAULT_DIR = os.path.join(HERE, "..", "..", "test", "models", "hf",
 
 
 def parse_config(text):
-    config = {"tp": 1, "pp": 1}
+    config = {"tp": 1, "pp": 1, "prefill": None}
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
         if key not in config or not value.isdigit():
@@ -58,7 +61,9 @@ def run_one(args, name, entry, text, work):
         [args.tp_compile, os.path.join(folder, "model.onnx"), "--target",
          "cpu", "--explain", "--max-seq", str(args.max_seq), "--max-batch",
          str(entry["prompt"][0]), "--devices", str(config["tp"]), "--pp",
-         str(config["pp"]), "-o", artifact],
+         str(config["pp"]), "-o", artifact] +
+        ([] if config["prefill"] is None else
+         ["--prefill-len", str(config["prefill"])]),
         capture_output=True, text=True)
     head = f"{name} {text}:"
     if compiled.returncode != 0:
@@ -99,7 +104,8 @@ def main():
     with open(os.path.join(args.dir, "index.json")) as f:
         index = json.load(f)
     names = args.names or [n for n, e in index.items() if isinstance(e, dict)]
-    configs = args.config or ["tp=1", "tp=2", "tp=4", "tp=2,pp=2"]
+    configs = args.config or ["tp=1", "tp=2", "tp=4", "tp=2,pp=2",
+                              "tp=2,prefill=0", "tp=2,prefill=4"]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as work:
         for name in names:

@@ -34,6 +34,9 @@ struct CompileOptions {
   int64_t maxSeq = 0;
   /// --max-batch: sequences decoded at once.
   int64_t maxBatch = 1;
+  /// --prefill-len: the prompt's program runs this many tokens at once (0:
+  /// none, the prompt runs through the decode step; -1: the default).
+  int64_t prefillLength = -1;
   bool padding = true;
   bool explain = false; // the report goes to stdout
   /// If set, the plan as tp-explain's JSON goes to this file.
@@ -45,6 +48,13 @@ struct CompileOptions {
   std::string cxxFlags;
   uint64_t chunkBytes = 16u << 20;
 };
+
+/// The prefill program's length when --prefill-len is left out.
+constexpr int64_t kDefaultPrefillLength = 64;
+
+/// The prefill length `options` give: 0 without generation or with
+/// --prefill-len 0, else --prefill-len, by default min(--max-seq, 64).
+int64_t getPrefillLength(const CompileOptions &options);
 
 /// Registers every dialect and extension compileModel needs.
 void registerCompileDialects(DialectRegistry &registry);

@@ -88,6 +88,14 @@ struct RankSpec {
   std::vector<WeightSpec> weights;
 };
 
+/// A generation artifact's prefill program: the prompt's first `length`
+/// tokens at once, on the decode stages' ranks, weights and KV caches.
+struct PrefillSpec {
+  int64_t length = 0; // 0: none
+  std::vector<StageSpec> stages;
+  std::vector<TensorSpec> inputs, outputs;
+};
+
 struct Manifest {
   std::string dir;
   std::string target, library, source;
@@ -95,6 +103,7 @@ struct Manifest {
   /// Generation (`generation` in the manifest): the decode step's longest
   /// context and its batch; 0 for an artifact of one forward pass.
   int64_t maxSeq = 0, maxBatch = 0;
+  PrefillSpec prefill;
   std::vector<StageSpec> stages;
   std::vector<TensorSpec> inputs, outputs;
   std::vector<RankSpec> rankSpecs;

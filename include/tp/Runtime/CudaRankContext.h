@@ -163,11 +163,10 @@ struct Rank {
   ncclComm_t world = nullptr;
   std::vector<std::pair<Group, ncclComm_t>> groupComms;
   std::string lastError;
-  /// Device copies of weight arguments by (stage, argument): the host
-  /// pointer they were uploaded from, and the device buffer.
-  std::map<std::pair<const StageInfo *, int32_t>,
-           std::pair<const void *, void *>>
-      weights;
+  /// Device copies of weights and KV caches by the host buffer they were
+  /// uploaded from: its bytes, and the device buffer. Keyed by host buffer,
+  /// a generation artifact's prefill and decode step share them.
+  std::map<const void *, std::pair<int64_t, void *>> resident;
 
   /// The caller's position in `group`.
   int32_t groupIndex(Group group) const {
@@ -372,8 +371,8 @@ inline void destroy(Rank *rank) {
   (void)cudaSetDevice(rank->device);
   if (rank->stream)
     (void)cudaStreamSynchronize(rank->stream);
-  for (auto &[key, buffers] : rank->weights)
-    (void)cudaFree(buffers.second);
+  for (auto &[key, buffer] : rank->resident)
+    (void)cudaFree(buffer.second);
   for (auto &[group, comm] : rank->groupComms)
     if (comm)
       (void)ncclCommDestroy(comm);
@@ -487,11 +486,11 @@ int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
         temporaries.push_back(args[i]);
         continue;
       }
-      auto &cached = context->weights[{&info, i}];
-      if (cached.first != hostArgs[i]) {
+      auto &cached = context->resident[hostArgs[i]];
+      if (cached.first != info.argBytes[i] || !cached.second) {
         if (cached.second)
           release(context, cached.second);
-        cached = {hostArgs[i], upload(i)};
+        cached = {info.argBytes[i], upload(i)};
       }
       args[i] = cached.second;
     }

@@ -95,6 +95,12 @@ public:
   /// outputs.
   double getSecondsPerRun() const;
 
+  /// Runs a generation artifact's prefill program (its inputs and outputs
+  /// are manifest.prefill's), which writes the KV caches the decode step
+  /// reads. Throws Error as run() does, and for an artifact without one.
+  std::vector<OutputTensor>
+  runPrefill(const std::map<std::string, InputView> &inputs);
+
   /// Greedy generation with an artifact compiled with --max-seq:
   /// `promptIds` is [batch, promptLength] int64 (batch up to the compiled
   /// --max-batch), `attentionMask` the same shape, 0 on the left padding of

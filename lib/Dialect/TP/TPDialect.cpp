@@ -128,7 +128,8 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                   "tensor result";
     return success();
   }
-  if (name == kStageAttrName || name == kEmbeddingAttrName)
+  if (name == kStageAttrName || name == kEmbeddingAttrName ||
+      name == kPrefillStageAttrName)
     return verifyNonNegative(op, attr);
   if (name == kPipelineAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());

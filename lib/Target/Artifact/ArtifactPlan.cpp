@@ -13,6 +13,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <set>
+
 using namespace mlir;
 using namespace mlir::tp;
 using namespace mlir::tp::artifact;
@@ -135,7 +137,8 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
 }
 
 static void collectSignature(func::FuncOp func, unsigned stage,
-                             ArtifactPlan &plan) {
+                             std::vector<TensorSignature> &inputs,
+                             std::vector<TensorSignature> &outputs) {
   auto add = [&](std::vector<TensorSignature> &list, StringAttr name,
                  Type type) {
     TensorSignature sig;
@@ -158,20 +161,42 @@ static void collectSignature(func::FuncOp func, unsigned stage,
     if (auto attr = func.getArgAttrOfType<IntegerAttr>(
             i, TPDialect::kIndexBoundAttrName))
       bound = attr.getInt();
-    auto known = llvm::find_if(plan.inputs, [&](const TensorSignature &sig) {
+    auto known = llvm::find_if(inputs, [&](const TensorSignature &sig) {
       return sig.name == name.getValue();
     });
-    if (known != plan.inputs.end()) {
+    if (known != inputs.end()) {
       if (bound && (!known->indexBound || bound < known->indexBound))
         known->indexBound = bound;
       continue;
     }
-    add(plan.inputs, name, func.getArgument(i).getType());
-    plan.inputs.back().indexBound = bound;
+    add(inputs, name, func.getArgument(i).getType());
+    inputs.back().indexBound = bound;
   }
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     if (auto name = func.getResultAttrOfType<StringAttr>(i, "tp.output"))
-      add(plan.outputs, name, func.getResultTypes()[i]);
+      add(outputs, name, func.getResultTypes()[i]);
+}
+
+/// The weight arguments of a stage function as (rank-file key, type): a
+/// prefill stage must read exactly those of its decode stage, from the
+/// same rank file.
+static std::set<std::pair<std::string, std::string>>
+getWeightKeys(func::FuncOp func) {
+  std::set<std::pair<std::string, std::string>> keys;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto name =
+        func.getArgAttrOfType<StringAttr>(i, TPDialect::kWeightAttrName);
+    if (!name)
+      continue;
+    auto type = cast<RankedTensorType>(func.getArgumentTypes()[i]);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << type;
+    keys.insert(
+        {getPieceName(name.getValue(), getLayout(func, i), type.getRank()),
+         text});
+  }
+  return keys;
 }
 
 FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
@@ -195,9 +220,27 @@ FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
     return failure();
   plan.stageFuncs.assign(stageFuncs->begin(), stageFuncs->end());
 
+  FailureOr<SmallVector<func::FuncOp>> prefill = getPrefillFunctions(module);
+  if (failed(prefill))
+    return failure();
+  plan.prefillFuncs.assign(prefill->begin(), prefill->end());
+  if (!plan.prefillFuncs.empty() &&
+      plan.prefillFuncs.size() != plan.stageFuncs.size())
+    return module.emitError("the prefill program has ")
+           << plan.prefillFuncs.size() << " stages and the decode step "
+           << plan.stageFuncs.size();
+  for (auto [stage, func] : llvm::enumerate(plan.prefillFuncs)) {
+    collectSignature(func, stage, plan.prefillInputs, plan.prefillOutputs);
+    if (getWeightKeys(func) != getWeightKeys(plan.stageFuncs[stage]))
+      return func.emitError("the prefill program's stage ")
+             << stage << " reads other weights (or other splits of them) "
+             << "than the decode step's; both run on one copy of the "
+                "weights";
+  }
+
   llvm::StringMap<unsigned> indexOf;
   for (auto [stage, func] : llvm::enumerate(plan.stageFuncs)) {
-    collectSignature(func, stage, plan);
+    collectSignature(func, stage, plan.inputs, plan.outputs);
     // Stage functions take one micro-batch; the model's signature is the
     // whole batch, M micro-batches along dim 0.
     if (plan.microbatches > 1)

@@ -88,6 +88,10 @@ struct ArtifactPlan {
   std::vector<WeightPlan> weights; // in order of first appearance
   std::vector<RankPlan> ranks;     // rank = stage * tpDevices + tp index
   std::vector<TensorSignature> inputs, outputs;
+  /// A generation artifact's prefill program: its stage functions (on the
+  /// same ranks and weights as stageFuncs) and signature; empty without one.
+  std::vector<func::FuncOp> prefillFuncs;
+  std::vector<TensorSignature> prefillInputs, prefillOutputs;
 };
 
 /// Builds the plan; `initializers` maps names to the model's initializers.

@@ -342,25 +342,36 @@ static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
       json.attribute("microbatches", plan.microbatches);
       json.attribute("ranks", plan.tpDevices * plan.stages);
     });
-    json.attributeArray("stages", [&] {
-      for (auto [stage, func] : llvm::enumerate(plan.stageFuncs))
-        json.object([&] {
-          json.attribute("stage", int64_t(stage));
-          json.attribute("function", func::FuncOp(func).getSymName());
-          json.attributeArray("ranks", [&] {
-            for (int64_t t = 0; t < plan.tpDevices; ++t)
-              json.value(int64_t(stage) * plan.tpDevices + t);
+    auto writeStages = [&](const std::vector<func::FuncOp> &funcs) {
+      json.attributeArray("stages", [&] {
+        for (auto [stage, func] : llvm::enumerate(funcs))
+          json.object([&] {
+            json.attribute("stage", int64_t(stage));
+            json.attribute("function", func::FuncOp(func).getSymName());
+            json.attributeArray("ranks", [&] {
+              for (int64_t t = 0; t < plan.tpDevices; ++t)
+                json.value(int64_t(stage) * plan.tpDevices + t);
+            });
+            writeBindings(json, "args", func, /*results=*/false);
+            writeBindings(json, "results", func, /*results=*/true);
           });
-          writeBindings(json, "args", func, /*results=*/false);
-          writeBindings(json, "results", func, /*results=*/true);
-        });
-    });
+      });
+    };
+    writeStages(plan.stageFuncs);
     writeSignature(json, "inputs", plan.inputs);
     writeSignature(json, "outputs", plan.outputs);
     if (options.maxSeq > 0)
       json.attributeObject("generation", [&] {
         json.attribute("max_seq", options.maxSeq);
         json.attribute("max_batch", options.maxBatch);
+        // The prompt's program: same ranks, weights and caches.
+        if (!plan.prefillFuncs.empty())
+          json.attributeObject("prefill", [&] {
+            json.attribute("length", options.prefillLength);
+            writeStages(plan.prefillFuncs);
+            writeSignature(json, "inputs", plan.prefillInputs);
+            writeSignature(json, "outputs", plan.prefillOutputs);
+          });
       });
     json.attributeArray("ranks", [&] {
       for (const RankPlan &rank : plan.ranks)

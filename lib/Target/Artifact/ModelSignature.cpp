@@ -3,6 +3,7 @@
 #include "tp/Target/Artifact/ModelSignature.h"
 
 #include "ArtifactPlan.h"
+#include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Runtime/ArtifactFormat.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -46,6 +47,27 @@ mlir::tp::getStageFunctions(ModuleOp module) {
   return funcs;
 }
 
+FailureOr<SmallVector<func::FuncOp>>
+mlir::tp::getPrefillFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> funcs;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto stage =
+        func->getAttrOfType<IntegerAttr>(TPDialect::kPrefillStageAttrName);
+    if (!stage)
+      continue;
+    int64_t k = stage.getInt();
+    if (k >= static_cast<int64_t>(funcs.size()))
+      funcs.resize(k + 1);
+    if (funcs[k])
+      return func.emitError("duplicate tp.prefill_stage ") << k;
+    funcs[k] = func;
+  }
+  for (auto [k, func] : llvm::enumerate(funcs))
+    if (!func)
+      return module.emitError("no function has tp.prefill_stage = ") << k;
+  return funcs;
+}
+
 static void printType(Type type, llvm::raw_ostream &os) {
   auto shaped = dyn_cast<ShapedType>(type);
   os << artifact::getDTypeName(shaped ? shaped.getElementType() : type)
@@ -57,7 +79,8 @@ static void printType(Type type, llvm::raw_ostream &os) {
 
 FailureOr<std::string> mlir::tp::getModelSignature(ModuleOp module) {
   FailureOr<SmallVector<func::FuncOp>> funcs = getStageFunctions(module);
-  if (failed(funcs))
+  FailureOr<SmallVector<func::FuncOp>> prefill = getPrefillFunctions(module);
+  if (failed(funcs) || failed(prefill))
     return failure();
   int64_t tp = getGridSize(module, "grid");
   if (tp < 1)
@@ -72,7 +95,7 @@ FailureOr<std::string> mlir::tp::getModelSignature(ModuleOp module) {
   os << "tp-model-signature " << TP_MODEL_SIGNATURE_VERSION << "\n"
      << "grid tp=" << tp << " pp=" << funcs->size()
      << " microbatches=" << microbatches << "\n";
-  for (func::FuncOp func : *funcs) {
+  for (func::FuncOp func : llvm::concat<func::FuncOp>(*funcs, *prefill)) {
     os << func.getSymName() << "(";
     llvm::interleave(
         func.getArgumentTypes(), os, [&](Type t) { printType(t, os); }, ",");

@@ -44,6 +44,9 @@ def TP_Dialect : Dialect {
     - `tp.loop_sizes = array<i64: ...>` on a linalg op whose body reads
       `linalg.index`: its loop sizes before partition, so that
       tp-offset-split-indices can make the indices of split loops global.
+    - `tp.prefill_stage = K` on stage K of a generation artifact's prefill
+      program (@prefill, or @prefill_stage<K> under a pipeline), which
+      runs on the same ranks and weights as decode stage K.
     - `tp.stage = K` on a pipeline stage function, and `tp.pipeline =
       {stages, microbatches, schedule, flops}` on the module
       (tp-plan-pipeline).
@@ -78,6 +81,8 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kLoopSizesAttrName = "tp.loop_sizes";
     static constexpr llvm::StringLiteral kPipelineAttrName = "tp.pipeline";
     static constexpr llvm::StringLiteral kCacheAttrName = "tp.cache";
+    static constexpr llvm::StringLiteral kPrefillStageAttrName =
+        "tp.prefill_stage";
   }];
 }
 

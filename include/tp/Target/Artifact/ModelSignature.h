@@ -23,7 +23,13 @@ namespace mlir::tp {
 /// diagnostic and fails when they are missing or duplicated.
 FailureOr<SmallVector<func::FuncOp>> getStageFunctions(ModuleOp module);
 
-/// The signature text of a partitioned module.
+/// The prefill program's stage functions (tp.prefill_stage 0 .. P-1) of a
+/// generation artifact, in stage order; empty when it has none. Fails, with
+/// a diagnostic, on missing or duplicated stages.
+FailureOr<SmallVector<func::FuncOp>> getPrefillFunctions(ModuleOp module);
+
+/// The signature text of a partitioned module: a line per stage function,
+/// then one per prefill stage function.
 FailureOr<std::string> getModelSignature(ModuleOp module);
 
 /// Prints the C definition of tp_model_signature() returning
