@@ -48,6 +48,16 @@ demo: deps build
 	  --output-dir $(BUILD)/gpt2-out
 	python3 utils/reference-run/compare_npy.py $(BUILD)/gpt2-out/logits.npy test/models/gpt2/logits.npy
 	@echo "artifact: $(BUILD)/gpt2.tpa (per-rank C++ in model.cpp); outputs: $(BUILD)/gpt2-out"
+	$(BUILD)/bin/tp-compile test/models/hf/with-past/gpt2/model.onnx --max-seq 24 \
+	  --max-batch 2 --devices 2 --target cpu -o $(BUILD)/gpt2-gen.tpa
+	$(BUILD)/bin/tp-run $(BUILD)/gpt2-gen.tpa --generate 10 \
+	  --input input_ids=test/models/hf/with-past/gpt2/input_ids.npy \
+	  --input attention_mask=test/models/hf/with-past/gpt2/attention_mask.npy \
+	  --output-dir $(BUILD)/gpt2-gen-out
+	python3 -c "import numpy as np; t = np.load('$(BUILD)/gpt2-gen-out/tokens.npy'); \
+	  r = np.load('test/models/hf/with-past/gpt2/greedy.npy'); print(t); \
+	  assert (t == r).all(), 'tokens differ from transformers generate()'; \
+	  print('generated on 2 ranks: the tokens of transformers generate()')"
 	$(MAKE) python
 	cd /tmp && python3 -c "import numpy as np, tp_mlir as tp; \
 	  a = tp.compile('$(CURDIR)/test/models/gpt2/model.onnx', 2, input_shapes={'input_ids': [2, 16]}); \

@@ -9,7 +9,9 @@
 
 #include "tp/Runtime/Session.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 using namespace tp::rt;
@@ -45,6 +47,57 @@ int64_t argmax(const float *values, int64_t count) {
   return best;
 }
 
+/// splitmix64: the same stream on every platform and rank count.
+class Draws {
+public:
+  explicit Draws(uint64_t seed) : state(seed) {}
+  /// Uniform in [0, 1).
+  double next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+  }
+
+private:
+  uint64_t state;
+};
+
+/// One token drawn from the softmax of `values` / temperature, restricted
+/// to the top-k and then the top-p tokens (transformers' order of its
+/// TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper).
+int64_t sampleToken(const float *values, int64_t count,
+                    const GenerateOptions &options, double draw) {
+  std::vector<int64_t> order(count);
+  for (int64_t i = 0; i < count; ++i)
+    order[i] = i;
+  // Largest first; ties by index, as a stable sort.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return values[a] > values[b]; });
+  int64_t keep = options.topK > 0 ? std::min(options.topK, count) : count;
+  std::vector<double> weights(keep);
+  double top = values[order[0]] / options.temperature, total = 0;
+  for (int64_t i = 0; i < keep; ++i)
+    total += weights[i] =
+        std::exp(values[order[i]] / options.temperature - top);
+  if (options.topP < 1.0) {
+    double sum = 0;
+    int64_t nucleus = 0;
+    while (nucleus < keep && sum < options.topP * total)
+      sum += weights[nucleus++];
+    keep = std::max<int64_t>(1, nucleus);
+    total = sum > 0 ? sum : weights[0];
+  }
+  double target = draw * total, sum = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    sum += weights[i];
+    if (target < sum)
+      return order[i];
+  }
+  return order[keep - 1];
+}
+
 } // namespace
 
 Generation Session::generate(const std::vector<int64_t> &promptIds,
@@ -76,6 +129,11 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
                 " prompt ids");
   if (options.maxNewTokens < 0)
     throw Error("a negative number of new tokens");
+  if (options.sample &&
+      (!(options.temperature > 0) || !std::isfinite(options.temperature) ||
+       !(options.topP > 0 && options.topP <= 1) || options.topK < 0))
+    throw Error("sampling needs a temperature above 0, a top-p in (0, 1] "
+                "and a top-k of 0 or more");
   if (promptLength + options.maxNewTokens > slots)
     throw Error("a prompt of " + std::to_string(promptLength) + " tokens and " +
                 std::to_string(options.maxNewTokens) +
@@ -129,11 +187,17 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   Clock::time_point start = Clock::now();
   // Picks the token after position t of each sequence from `values`, each
   // row's logits `stride` floats apart; true once every sequence is done.
+  Draws draws(options.seed);
   auto choose = [&](const float *values, int64_t stride, int64_t t) {
     bool allDone = true;
     for (int64_t r = 0; r < rows; ++r) {
-      int64_t next =
-          done[r] ? options.eosTokenId : argmax(values + r * stride, vocab);
+      // Every row takes its draw, done or not: the stream of row r at step
+      // t does not depend on when the others stop.
+      double draw = options.sample ? draws.next() : 0;
+      int64_t next = done[r]          ? options.eosTokenId
+                     : options.sample ? sampleToken(values + r * stride, vocab,
+                                                    options, draw)
+                                      : argmax(values + r * stride, vocab);
       sequence[r * length + t + 1] = next;
       done[r] =
           done[r] || (options.eosTokenId >= 0 && next == options.eosTokenId);

@@ -85,3 +85,57 @@ def test_generate_errors(gpt2, tmp_path):
                          output=tmp_path / "f.tpa")
     with pytest.raises(tp.TPError, match="has no decode step"):
         tp.Session(forward).generate(prompt, 2)
+
+
+def test_sampling_is_reproducible_across_rank_counts(gpt2, tmp_path):
+    """The same seed gives the same tokens on 1 and 2 ranks; another seed,
+    others."""
+    one = tp.compile(os.path.join(WITH_PAST, "gpt2", "model.onnx"), 1,
+                     max_seq=24, max_batch=2, output=tmp_path / "one.tpa")
+    prompt = load("gpt2", "input_ids")
+    mask = load("gpt2", "attention_mask")
+    kwargs = dict(attention_mask=mask, do_sample=True, top_k=50, top_p=0.9,
+                  temperature=0.8)
+    a = tp.Session(gpt2).generate(prompt, 10, seed=7, **kwargs)
+    b = tp.Session(one).generate(prompt, 10, seed=7, **kwargs)
+    c = tp.Session(gpt2).generate(prompt, 10, seed=8, **kwargs)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a[:, :prompt.shape[1]], prompt)
+    assert not np.array_equal(a, c)
+
+
+def test_sampled_tokens_follow_the_softmax(gpt2):
+    """One new token after a one-token prompt, drawn N times (seeds 0..N-1)
+    from the 5 likeliest at temperature 2: each token's frequency is its
+    softmax probability (the logits from one decode step, run directly)
+    within 4 standard errors of a binomial, sqrt(p (1 - p) / N), plus 0.005
+    for the float noise of the logits."""
+    session = tp.Session(gpt2)
+    token = load("gpt2", "input_ids")[:1, :1]
+    mask = np.zeros((2, 24), np.int64)
+    mask[:, 0] = 1
+    logits = session.run({
+        "input_ids": np.repeat(token, 2, axis=0),
+        "attention_mask": mask,
+        "position_ids": np.zeros((2, 1), np.int64),
+        "cache_position": np.array(0, np.int64)})["logits"][0, 0]
+    top = np.argsort(-logits, kind="stable")[:5]
+    p = np.exp((logits[top] - logits[top[0]]) / 2.0)
+    p /= p.sum()
+    n = 1000
+    drawn = [int(session.generate(token, 1, do_sample=True, top_k=5,
+                                  temperature=2.0, seed=s)[0, 1])
+             for s in range(n)]
+    assert set(drawn) <= set(top.tolist())
+    freq = np.array([drawn.count(int(t)) for t in top]) / n
+    bound = 4 * np.sqrt(p * (1 - p) / n) + 0.005
+    assert (np.abs(freq - p) <= bound).all(), (freq, p, bound)
+
+
+def test_sampling_errors(gpt2):
+    session = tp.Session(gpt2)
+    prompt = load("gpt2", "input_ids")
+    with pytest.raises(tp.TPError, match="temperature above 0"):
+        session.generate(prompt, 2, do_sample=True, temperature=0.0)
+    with pytest.raises(tp.TPError, match=r"top-p in \(0, 1\]"):
+        session.generate(prompt, 2, do_sample=True, top_p=1.5)

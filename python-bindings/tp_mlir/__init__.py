@@ -228,19 +228,25 @@ class Session:
         numpy array} of its outputs. Arrays are read in place when they are
         C-contiguous; their dtype and shape must be the model's (TPError
         names the input otherwise)."""
-        arrays = {name: np.ascontiguousarray(value)
+        # np.asarray keeps 0-d inputs 0-d (ascontiguousarray makes them 1-d).
+        arrays = {name: np.asarray(value, order="C")
                   for name, value in inputs.items()}
         return self._session.run(arrays, int(warmup), int(repeat))
 
     def generate(self, input_ids, max_new_tokens, attention_mask=None,
-                 eos_token_id=None):
-        """Greedy generation, as tp-run --generate: `input_ids` int64
-        [batch, prompt] (batch up to the artifact's max_batch; shorter
-        prompts left-padded, with `attention_mask` 0 there), then
-        `max_new_tokens` new tokens; returns int64 [batch, prompt +
-        max_new_tokens]. A sequence that produces `eos_token_id` stops and
-        is padded with it. The artifact must be compiled with max_seq
-        (TPError otherwise, and for a prompt that does not fit)."""
+                 eos_token_id=None, do_sample=False, top_k=0, top_p=1.0,
+                 temperature=1.0, seed=0):
+        """Generation, as tp-run --generate: `input_ids` int64 [batch,
+        prompt] (batch up to the artifact's max_batch; shorter prompts
+        left-padded, with `attention_mask` 0 there), then `max_new_tokens`
+        new tokens; returns int64 [batch, prompt + max_new_tokens]. Greedy,
+        or with `do_sample` drawn from the softmax of the logits over
+        `temperature`, cut to the `top_k` largest (0: all) and then to the
+        smallest set of them reaching probability `top_p`, reproducibly
+        from `seed` on any number of ranks. A sequence that produces
+        `eos_token_id` stops and is padded with it. The artifact must be
+        compiled with max_seq (TPError otherwise, and for a prompt that
+        does not fit)."""
         ids = np.ascontiguousarray(input_ids, dtype=np.int64)
         if ids.ndim != 2:
             raise TPError(f"input_ids must be [batch, length], got shape "
@@ -251,7 +257,10 @@ class Session:
             raise TPError(f"attention_mask has shape {list(mask.shape)}, "
                           f"input_ids {list(ids.shape)}")
         eos = -1 if eos_token_id is None else int(eos_token_id)
-        return self._session.generate(ids, mask, int(max_new_tokens), eos)
+        return self._session.generate(ids, mask, int(max_new_tokens), eos,
+                                      bool(do_sample), int(top_k),
+                                      float(top_p), float(temperature),
+                                      int(seed))
 
     def __repr__(self):
         return f"Session({self.artifact.path!r}, ranks={self.ranks})"

@@ -42,6 +42,10 @@ struct Options {
   bool quiet = false;
   int64_t generate = -1; // --generate T: new tokens per prompt
   int64_t eos = -1;
+  bool sample = false;
+  int64_t topK = 0;
+  double topP = 1.0, temperature = 1.0;
+  uint64_t seed = 0;
 };
 
 [[noreturn]] void usage(const std::string &message) {
@@ -51,7 +55,8 @@ struct Options {
                "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet]\n"
                "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
                "[--input attention_mask=FILE.npy] [--eos ID] "
-               "[--output-dir DIR]\n";
+               "[--sample [--top-k K] [--top-p P] [--temperature T] "
+               "[--seed N]] [--output-dir DIR]\n";
   std::exit(2);
 }
 
@@ -79,6 +84,19 @@ Options parseOptions(int argc, char **argv) {
     }
     if (used == 0 || used != text.size())
       usage(flag + " needs an integer, got '" + text + "'");
+    return v;
+  };
+  // A finite number: the whole text ("0.9x" is not 0.9).
+  auto number = [&](const std::string &text, const std::string &flag) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || !std::isfinite(v))
+      usage(flag + " needs a number, got '" + text + "'");
     return v;
   };
   auto seconds = [&](const std::string &text, const std::string &flag) {
@@ -125,6 +143,25 @@ Options parseOptions(int argc, char **argv) {
       options.eos = integer(value(i, "--eos"), "--eos");
       if (options.eos < 0)
         usage("--eos needs a token id, 0 or more");
+    } else if (arg == "--sample") {
+      options.sample = true;
+    } else if (matches(arg, "--top-k")) {
+      options.topK = integer(value(i, "--top-k"), "--top-k");
+      if (options.topK < 0)
+        usage("--top-k needs 0 (all tokens) or more");
+    } else if (matches(arg, "--top-p")) {
+      options.topP = number(value(i, "--top-p"), "--top-p");
+      if (!(options.topP > 0 && options.topP <= 1))
+        usage("--top-p needs a number in (0, 1]");
+    } else if (matches(arg, "--temperature")) {
+      options.temperature = number(value(i, "--temperature"), "--temperature");
+      if (!(options.temperature > 0))
+        usage("--temperature needs a number above 0");
+    } else if (matches(arg, "--seed")) {
+      long long seed = integer(value(i, "--seed"), "--seed");
+      if (seed < 0)
+        usage("--seed needs 0 or more");
+      options.seed = static_cast<uint64_t>(seed);
     } else if (arg == "--quiet") {
       options.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -137,6 +174,8 @@ Options parseOptions(int argc, char **argv) {
   }
   if (options.artifact.empty())
     usage("no artifact given");
+  if (options.generate < 0 && (options.sample || options.eos >= 0))
+    usage("--sample and --eos go with --generate");
   return options;
 }
 
@@ -244,6 +283,11 @@ int generate(const Options &options, Session &session,
   GenerateOptions generateOptions;
   generateOptions.maxNewTokens = options.generate;
   generateOptions.eosTokenId = options.eos;
+  generateOptions.sample = options.sample;
+  generateOptions.topK = options.topK;
+  generateOptions.topP = options.topP;
+  generateOptions.temperature = options.temperature;
+  generateOptions.seed = options.seed;
   Generation result = session.generate(ids, batch, mask, generateOptions);
   OutputTensor tokens{"tokens", "I64", {result.batch, result.length}, {}};
   tokens.data.resize(result.tokens.size() * sizeof(int64_t));

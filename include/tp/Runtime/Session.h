@@ -55,6 +55,16 @@ struct GenerateOptions {
   /// A sequence stops once it produces this token, and is padded with it
   /// after; -1: no stop token.
   int64_t eosTokenId = -1;
+  /// Sampling instead of greedy, as transformers' generate(do_sample=True)
+  /// filters the logits: divided by `temperature`, then the `topK` largest
+  /// kept (0: all), then the smallest set of the largest whose
+  /// probabilities sum to at least `topP`. Draws come from `seed` alone
+  /// (splitmix64, one per sequence per step), so a seed gives the same
+  /// tokens on any number of ranks.
+  bool sample = false;
+  double temperature = 1.0, topP = 1.0;
+  int64_t topK = 0;
+  uint64_t seed = 0;
 };
 
 /// Prompts and the tokens generated after them.
