@@ -202,6 +202,7 @@ def run_tp(a, model, devices, ids_path, work):
     subprocess.run([os.path.join(a.build_bin, "tp-compile"), model,
                     "--target", "cpu", "--devices", str(devices), "--max-seq",
                     str(a.prompt + a.new), "--max-batch", str(a.batch_now),
+                    "--prefill-len", str(a.prompt),
                     "-o", artifact], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     out = os.path.join(work, f"out{devices}")

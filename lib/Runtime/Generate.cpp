@@ -115,10 +115,17 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     throw Error("generation runs with --launcher threads; --launcher " +
                 getOptions().launcher + " does not generate yet");
   int64_t slots = manifest.maxSeq, rows = manifest.maxBatch;
-  if (batch < 1 || batch > rows)
-    throw Error("a batch of " + std::to_string(batch) + " prompts, but " +
-                manifest.dir + " decodes up to " + std::to_string(rows) +
-                " at once (tp-compile --max-batch)");
+  int64_t beams = options.numBeams;
+  if (beams < 1)
+    throw Error("--num-beams must be at least 1");
+  if (beams > 1 && options.sample)
+    throw Error("beam search is greedy: --num-beams with --sample is not "
+                "supported");
+  if (batch < 1 || batch * beams > rows)
+    throw Error("a batch of " + std::to_string(batch) + " prompts" +
+                (beams > 1 ? " x " + std::to_string(beams) + " beams" : "") +
+                ", but " + manifest.dir + " decodes up to " +
+                std::to_string(rows) + " at once (tp-compile --max-batch)");
   if (promptIds.empty() || promptIds.size() % batch != 0)
     throw Error("the prompt ids do not form " + std::to_string(batch) +
                 " rows");
@@ -159,11 +166,12 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   int64_t vocab = logits->shape[2];
 
   int64_t length = promptLength + options.maxNewTokens;
-  // Rows past `batch` repeat the first prompt; their tokens are dropped.
+  // Row b * beams + k holds beam k of prompt b. Rows past them repeat the
+  // first prompt; their tokens are dropped.
   std::vector<int64_t> sequence(rows * length, 0), mask(rows * slots, 0),
       promptMask(rows * promptLength, 1);
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t from = r < batch ? r : 0;
+    int64_t from = r < batch * beams ? r / beams : 0;
     std::memcpy(&sequence[r * length], &promptIds[from * promptLength],
                 promptLength * sizeof(int64_t));
     if (!attentionMask.empty())
@@ -218,8 +226,136 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     seen[r] += m != 0;
     return std::pair(m, m != 0 ? seen[r] - 1 : int64_t(1));
   };
+  // Beam search, as transformers' BeamSearchScorer with length_penalty 1
+  // and early_stopping False: each step takes, per prompt, the 2K best
+  // (beam score + log-softmax) continuations of its K beams, keeps the
+  // first K that do not end in eos (those that do, among the first K,
+  // become finished hypotheses), and moves each beam's cache rows along.
+  struct Hypothesis {
+    double score;
+    std::vector<int64_t> tokens;
+  };
+  std::vector<std::vector<Hypothesis>> hypotheses(batch);
+  std::vector<bool> batchDone(batch, false);
+  std::vector<double> beamScores(rows, 0);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t k = 1; k < beams; ++k)
+      beamScores[b * beams + k] = -1e9;
+  auto worst = [](const std::vector<Hypothesis> &list) {
+    double low = INFINITY;
+    for (const Hypothesis &h : list)
+      low = std::min(low, h.score);
+    return low;
+  };
+  auto addHypothesis = [&](int64_t b, std::vector<int64_t> tokens,
+                           double sumLogprobs, int64_t generated) {
+    double score =
+        sumLogprobs / static_cast<double>(std::max<int64_t>(1, generated));
+    std::vector<Hypothesis> &list = hypotheses[b];
+    if (static_cast<int64_t>(list.size()) >= beams && score <= worst(list))
+      return;
+    list.push_back({score, std::move(tokens)});
+    if (static_cast<int64_t>(list.size()) > beams)
+      list.erase(std::min_element(list.begin(), list.end(),
+                                  [](const Hypothesis &a, const Hypothesis &c) {
+                                    return a.score < c.score;
+                                  }));
+  };
+  auto beamStep = [&](const float *values, int64_t stride, int64_t t) {
+    std::vector<int64_t> source(rows), next(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      source[r] = r, next[r] = r < batch * beams ? options.eosTokenId : 0;
+    std::vector<double> scores(beamScores);
+    std::vector<double> logp(vocab);
+    std::vector<std::pair<double, int64_t>> candidates;
+    int64_t curLen = t + 2, generated = curLen - promptLength;
+    for (int64_t b = 0; b < batch; ++b) {
+      if (batchDone[b])
+        continue;
+      candidates.clear();
+      for (int64_t k = 0; k < beams; ++k) {
+        int64_t row = b * beams + k;
+        const float *x = values + row * stride;
+        double top = x[argmax(x, vocab)], sum = 0;
+        for (int64_t v = 0; v < vocab; ++v)
+          sum += std::exp(static_cast<double>(x[v]) - top);
+        double lse = top + std::log(sum);
+        for (int64_t v = 0; v < vocab; ++v)
+          candidates.push_back({beamScores[row] + x[v] - lse, k * vocab + v});
+      }
+      int64_t keep = std::min<int64_t>(2 * beams, candidates.size());
+      std::partial_sort(candidates.begin(), candidates.begin() + keep,
+                        candidates.end(), [](const auto &a, const auto &c) {
+                          return a.first > c.first ||
+                                 (a.first == c.first && a.second < c.second);
+                        });
+      int64_t filled = 0;
+      for (int64_t rank = 0; rank < keep && filled < beams; ++rank) {
+        auto [score, flat] = candidates[rank];
+        int64_t from = b * beams + flat / vocab, token = flat % vocab;
+        if (options.eosTokenId >= 0 && token == options.eosTokenId) {
+          if (rank < beams)
+            addHypothesis(
+                b,
+                std::vector<int64_t>(sequence.begin() + from * length,
+                                     sequence.begin() + from * length + t + 1),
+                score, generated);
+          continue;
+        }
+        int64_t row = b * beams + filled++;
+        source[row] = from;
+        next[row] = token;
+        scores[row] = score;
+      }
+      // Done when K hypotheses are finished and none of the beams can
+      // still beat the worst of them.
+      double best = candidates.front().first;
+      batchDone[b] = static_cast<int64_t>(hypotheses[b].size()) >= beams &&
+                     worst(hypotheses[b]) >= best / generated;
+    }
+    // The beams kept: their tokens so far, their caches, then the new token.
+    std::vector<int64_t> moved(sequence);
+    for (int64_t r = 0; r < rows; ++r)
+      if (source[r] != r)
+        std::memcpy(&sequence[r * length], &moved[source[r] * length],
+                    length * sizeof(int64_t));
+    reorderCaches(source);
+    for (int64_t r = 0; r < batch * beams; ++r)
+      sequence[r * length + t + 1] = next[r];
+    beamScores = scores;
+    return std::all_of(batchDone.begin(), batchDone.end(),
+                       [](bool d) { return d; });
+  };
+  // The best finished hypothesis of each prompt (beam search's finalize),
+  // padded with eos after its end, into rows 0 .. batch - 1.
+  auto finishBeams = [&](int64_t lastWritten) {
+    for (int64_t b = 0; b < batch; ++b) {
+      if (!batchDone[b])
+        for (int64_t k = 0; k < beams; ++k) {
+          int64_t row = b * beams + k;
+          addHypothesis(b,
+                        std::vector<int64_t>(sequence.begin() + row * length,
+                                             sequence.begin() + row * length +
+                                                 lastWritten + 1),
+                        beamScores[row], lastWritten + 1 - promptLength);
+        }
+      const Hypothesis *best = &hypotheses[b].front();
+      for (const Hypothesis &h : hypotheses[b])
+        if (h.score > best->score)
+          best = &h;
+      std::vector<int64_t> row(length, options.eosTokenId);
+      std::copy(best->tokens.begin(), best->tokens.end(), row.begin());
+      std::copy(row.begin(), row.end(), sequence.begin() + b * length);
+    }
+  };
+  auto pick = [&](const float *values, int64_t stride, int64_t t) {
+    return beams > 1 ? beamStep(values, stride, t) : choose(values, stride, t);
+  };
+
   int64_t lastStep = length - 1;
   bool finished = false;
+  // The last position a token was written at.
+  int64_t lastWritten = promptLength - 1;
 
   // The prefill program takes the prompt's first tokens at once, right-
   // padded to its length (masked: the padded positions' cache entries are
@@ -262,7 +398,8 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
                     std::to_string(rows) + ", " + std::to_string(chunk) + ", " +
                     std::to_string(vocab) + "] output 'logits'");
       const float *values = reinterpret_cast<const float *>(out->data.data());
-      finished = choose(values + (count - 1) * vocab, chunk * vocab, count - 1);
+      finished = pick(values + (count - 1) * vocab, chunk * vocab, count - 1);
+      lastWritten = count;
       result.prefillSeconds =
           std::chrono::duration<double>(Clock::now() - start).count();
       start = Clock::now();
@@ -296,7 +433,8 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
       if (o.name == "logits")
         out = &o;
     finished =
-        choose(reinterpret_cast<const float *>(out->data.data()), vocab, t);
+        pick(reinterpret_cast<const float *>(out->data.data()), vocab, t);
+    lastWritten = t + 1;
     if (t + 1 > promptLength)
       ++result.decodeSteps;
   }
@@ -304,6 +442,8 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     result.secondsPerToken =
         std::chrono::duration<double>(Clock::now() - start).count() /
         static_cast<double>(result.decodeSteps);
+  if (beams > 1 && options.maxNewTokens > 0)
+    finishBeams(lastWritten);
   result.tokens.assign(sequence.begin(), sequence.begin() + batch * length);
   return result;
 }

@@ -309,6 +309,7 @@ class Session::Impl {
 public:
   Impl(const std::string &artifact, SessionOptions options);
   ~Impl();
+  void reorderCaches(const std::vector<int64_t> &source);
   /// Runs the forward pass (decode step), or with `prefill` the prefill.
   std::vector<OutputTensor> run(const std::map<std::string, InputView> &inputs,
                                 int64_t warmup, int64_t repeat, bool prefill);
@@ -641,3 +642,32 @@ Session::runPrefill(const std::map<std::string, InputView> &inputs) {
 }
 
 double Session::getSecondsPerRun() const { return impl->seconds; }
+
+void Session::reorderCaches(const std::vector<int64_t> &source) {
+  impl->reorderCaches(source);
+}
+
+void Session::Impl::reorderCaches(const std::vector<int64_t> &source) {
+  if (cuda)
+    throw Error("beam search reorders the KV caches on the host; " + artifact +
+                " keeps them on the GPUs (--target cuda), which it does not "
+                "do yet");
+  std::vector<char> copy;
+  for (BoundRank &rank : bound) {
+    for (const TensorSpec &arg : rank.stage->args) {
+      if (arg.kind != "cache")
+        continue;
+      if (arg.shape.empty() ||
+          arg.shape[0] != static_cast<int64_t>(source.size()))
+        throw Error("KV cache '" + arg.name + "' (" + formatShape(arg.shape) +
+                    ") does not hold " + std::to_string(source.size()) +
+                    " sequences");
+      char *data = rank.caches->at(arg.name).get();
+      int64_t row = arg.bytes() / arg.shape[0];
+      copy.assign(data, data + arg.bytes());
+      for (size_t i = 0; i < source.size(); ++i)
+        if (source[i] != static_cast<int64_t>(i))
+          std::memcpy(data + i * row, copy.data() + source[i] * row, row);
+    }
+  }
+}

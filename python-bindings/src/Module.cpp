@@ -153,7 +153,7 @@ public:
                nb::ndarray<int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>
                mask,
            int64_t maxNewTokens, int64_t eos, bool sample, int64_t topK,
-           double topP, double temperature, uint64_t seed) {
+           double topP, double temperature, uint64_t seed, int64_t beams) {
     int64_t batch = static_cast<int64_t>(ids.shape(0));
     std::vector<int64_t> prompt(ids.data(), ids.data() + ids.size());
     std::vector<int64_t> attention;
@@ -167,6 +167,7 @@ public:
     options.topP = topP;
     options.temperature = temperature;
     options.seed = seed;
+    options.numBeams = beams;
     tp::rt::Generation result;
     {
       nb::gil_scoped_release release;
@@ -225,7 +226,7 @@ NB_MODULE(_tp_mlir, m) {
       .def("run", &PySession::run, "inputs"_a, "warmup"_a = 0, "repeat"_a = 1)
       .def("generate", &PySession::generate, "input_ids"_a,
            "attention_mask"_a.none(), "max_new_tokens"_a, "eos"_a, "sample"_a,
-           "top_k"_a, "top_p"_a, "temperature"_a, "seed"_a)
+           "top_k"_a, "top_p"_a, "temperature"_a, "seed"_a, "num_beams"_a)
       .def_prop_ro("inputs",
                    [](const PySession &s) { return s.signature(false); })
       .def_prop_ro("outputs",

@@ -139,3 +139,21 @@ def test_sampling_errors(gpt2):
         session.generate(prompt, 2, do_sample=True, temperature=0.0)
     with pytest.raises(tp.TPError, match=r"top-p in \(0, 1\]"):
         session.generate(prompt, 2, do_sample=True, top_p=1.5)
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_beam_search_matches_transformers(model, tmp_path):
+    """num_beams=4 over 2 prompts: 8 sequences, the artifact's max_batch."""
+    artifact = tp.compile(os.path.join(WITH_PAST, model, "model.onnx"), 2,
+                          max_seq=24, max_batch=8, output=tmp_path / "b.tpa")
+    beams = load(model, "beam4")
+    prompt = load(model, "input_ids")
+    tokens = tp.Session(artifact).generate(
+        prompt, beams.shape[1] - prompt.shape[1], num_beams=4,
+        attention_mask=load(model, "attention_mask"))
+    np.testing.assert_array_equal(tokens, beams)
+
+
+def test_beam_search_needs_room(gpt2):
+    with pytest.raises(tp.TPError, match="2 prompts x 4 beams"):
+        tp.Session(gpt2).generate(load("gpt2", "input_ids"), 2, num_beams=4)

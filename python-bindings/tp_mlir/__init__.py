@@ -235,7 +235,7 @@ class Session:
 
     def generate(self, input_ids, max_new_tokens, attention_mask=None,
                  eos_token_id=None, do_sample=False, top_k=0, top_p=1.0,
-                 temperature=1.0, seed=0):
+                 temperature=1.0, seed=0, num_beams=1):
         """Generation, as tp-run --generate: `input_ids` int64 [batch,
         prompt] (batch up to the artifact's max_batch; shorter prompts
         left-padded, with `attention_mask` 0 there), then `max_new_tokens`
@@ -243,7 +243,10 @@ class Session:
         or with `do_sample` drawn from the softmax of the logits over
         `temperature`, cut to the `top_k` largest (0: all) and then to the
         smallest set of them reaching probability `top_p`, reproducibly
-        from `seed` on any number of ranks. A sequence that produces
+        from `seed` on any number of ranks; or beam search over
+        `num_beams` beams per prompt (batch x num_beams must fit
+        max_batch), as transformers' with length_penalty 1. A sequence that
+        produces
         `eos_token_id` stops and is padded with it. The artifact must be
         compiled with max_seq (TPError otherwise, and for a prompt that
         does not fit)."""
@@ -260,7 +263,7 @@ class Session:
         return self._session.generate(ids, mask, int(max_new_tokens), eos,
                                       bool(do_sample), int(top_k),
                                       float(top_p), float(temperature),
-                                      int(seed))
+                                      int(seed), int(num_beams))
 
     def __repr__(self):
         return f"Session({self.artifact.path!r}, ranks={self.ranks})"

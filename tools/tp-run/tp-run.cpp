@@ -43,6 +43,7 @@ struct Options {
   int64_t generate = -1; // --generate T: new tokens per prompt
   int64_t eos = -1;
   bool sample = false;
+  int64_t numBeams = 1;
   int64_t topK = 0;
   double topP = 1.0, temperature = 1.0;
   uint64_t seed = 0;
@@ -54,7 +55,7 @@ struct Options {
                "[--output-dir DIR] [--launcher threads|mpi] [--ranks N] "
                "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet]\n"
                "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
-               "[--input attention_mask=FILE.npy] [--eos ID] "
+               "[--input attention_mask=FILE.npy] [--eos ID] [--num-beams K] "
                "[--sample [--top-k K] [--top-p P] [--temperature T] "
                "[--seed N]] [--output-dir DIR]\n";
   std::exit(2);
@@ -143,6 +144,10 @@ Options parseOptions(int argc, char **argv) {
       options.eos = integer(value(i, "--eos"), "--eos");
       if (options.eos < 0)
         usage("--eos needs a token id, 0 or more");
+    } else if (matches(arg, "--num-beams")) {
+      options.numBeams = integer(value(i, "--num-beams"), "--num-beams");
+      if (options.numBeams < 1)
+        usage("--num-beams needs 1 or more");
     } else if (arg == "--sample") {
       options.sample = true;
     } else if (matches(arg, "--top-k")) {
@@ -284,6 +289,7 @@ int generate(const Options &options, Session &session,
   generateOptions.maxNewTokens = options.generate;
   generateOptions.eosTokenId = options.eos;
   generateOptions.sample = options.sample;
+  generateOptions.numBeams = options.numBeams;
   generateOptions.topK = options.topK;
   generateOptions.topP = options.topP;
   generateOptions.temperature = options.temperature;

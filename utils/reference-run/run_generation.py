@@ -10,7 +10,9 @@ those transformers' greedy generate() produced (greedy.npy), exactly. The
 collectives of one decode step come from the plan. `prefill=N` in a config
 is --prefill-len N (0: the prompt runs through the decode step; 4: the
 6-token prompts take the prefill program and 2 decode steps); by default
-the prefill program covers the whole prompt.
+the prefill program covers the whole prompt. `beams=K` is beam search,
+--num-beams K on an artifact of --max-batch 2K, against beam<K>.npy
+(transformers' num_beams=K).
 
     run_generation.py [name ...] [--config tp=1 --config tp=2,prefill=0 ...]
                       [--max-seq S] [--tp-compile P] [--tp-run P]
@@ -37,7 +39,7 @@ DEFAULT_DIR = os.path.join(HERE, "..", "..", "test", "models", "hf",
 
 
 def parse_config(text):
-    config = {"tp": 1, "pp": 1, "prefill": None}
+    config = {"tp": 1, "pp": 1, "prefill": None, "beams": 1}
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
         if key not in config or not value.isdigit():
@@ -60,7 +62,8 @@ def run_one(args, name, entry, text, work):
     compiled = subprocess.run(
         [args.tp_compile, os.path.join(folder, "model.onnx"), "--target",
          "cpu", "--explain", "--max-seq", str(args.max_seq), "--max-batch",
-         str(entry["prompt"][0]), "--devices", str(config["tp"]), "--pp",
+         str(entry["prompt"][0] * config["beams"]), "--devices",
+         str(config["tp"]), "--pp",
          str(config["pp"]), "-o", artifact] +
         ([] if config["prefill"] is None else
          ["--prefill-len", str(config["prefill"])]),
@@ -75,13 +78,14 @@ def run_one(args, name, entry, text, work):
          "--input", "input_ids=" + os.path.join(folder, "input_ids.npy"),
          "--input",
          "attention_mask=" + os.path.join(folder, "attention_mask.npy"),
-         "--output-dir", out, "--quiet"],
+         "--num-beams", str(config["beams"]), "--output-dir", out, "--quiet"],
         capture_output=True, text=True)
     if ran.returncode != 0:
         print(f"{head} FAILED to run\n{ran.stderr[-2000:]}")
         return False
     tokens = np.load(os.path.join(out, "tokens.npy"))
-    reference = np.load(os.path.join(folder, "greedy.npy"))
+    reference = np.load(os.path.join(folder, "greedy.npy" if config["beams"] == 1
+                                     else f"beam{config['beams']}.npy"))
     counts = collectives_of(compiled.stdout + compiled.stderr)
     counts = f"{counts} per step" if counts else "no collectives"
     if tokens.shape != reference.shape or not (tokens == reference).all():
@@ -105,7 +109,9 @@ def main():
         index = json.load(f)
     names = args.names or [n for n, e in index.items() if isinstance(e, dict)]
     configs = args.config or ["tp=1", "tp=2", "tp=4", "tp=2,pp=2",
-                              "tp=2,prefill=0", "tp=2,prefill=4"]
+                              "tp=2,prefill=0", "tp=2,prefill=4",
+                              "tp=1,beams=4", "tp=2,beams=4",
+                              "tp=2,pp=2,beams=4"]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as work:
         for name in names:

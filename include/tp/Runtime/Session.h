@@ -65,6 +65,10 @@ struct GenerateOptions {
   double temperature = 1.0, topP = 1.0;
   int64_t topK = 0;
   uint64_t seed = 0;
+  /// Beam search over this many beams per prompt (1: none), as
+  /// transformers' generate(num_beams=K) with length_penalty 1 and
+  /// early_stopping False: batch × K sequences must fit --max-batch.
+  int64_t numBeams = 1;
 };
 
 /// Prompts and the tokens generated after them.
@@ -110,6 +114,12 @@ public:
   /// reads. Throws Error as run() does, and for an artifact without one.
   std::vector<OutputTensor>
   runPrefill(const std::map<std::string, InputView> &inputs);
+
+  /// Reorders the sequences (dim 0) of every KV cache on this process's
+  /// ranks: sequence i takes what sequence `source[i]` held (beam search
+  /// keeping the beams it extends). Throws Error for CUDA artifacts, whose
+  /// caches live on the GPUs.
+  void reorderCaches(const std::vector<int64_t> &source);
 
   /// Greedy generation with an artifact compiled with --max-seq:
   /// `promptIds` is [batch, promptLength] int64 (batch up to the compiled

@@ -15,6 +15,8 @@ One folder per model under test/models/hf/with-past/<name>/:
   attention_mask.npy    int64 [2, 6], 0 on that padding
   greedy.npy            int64 [2, 16]: model.generate(..., do_sample=False,
                         max_new_tokens=10), the prompts and 10 new tokens
+  beam4.npy             int64 [2, 16]: the same with num_beams=4 (no stop
+                        token, length_penalty 1, early_stopping False)
 and with-past/index.json: what each model is, the prompt and token counts.
 
 Needs Debian's python3-torch 1.13 and transformers 4.47 (see generate.py):
@@ -41,7 +43,7 @@ transformers.logging.set_verbosity_error()
 # 3.11. Nothing here is.
 generation_utils.is_fsdp_managed_module = lambda module: False
 
-BATCH, PROMPT, NEW, PAD, TRACE_PAST = 2, 6, 10, 2, 3
+BATCH, PROMPT, NEW, PAD, TRACE_PAST, BEAMS = 2, 6, 10, 2, 3, 4
 MODELS = {
     "gpt2": "GPT2LMHeadModel, 6 heads, vocab 1001: fused QKV, learned "
             "positions from position_ids",
@@ -88,6 +90,13 @@ def export(name):
         greedy = model.generate(ids, attention_mask=mask, do_sample=False,
                                 max_new_tokens=NEW, min_new_tokens=NEW,
                                 pad_token_id=pad_id)
+        # Beam search without a stop token (which would end beams at random
+        # with random weights): every beam runs NEW tokens.
+        model.generation_config.eos_token_id = None
+        beams = model.generate(ids, attention_mask=mask, do_sample=False,
+                               num_beams=BEAMS, early_stopping=False,
+                               length_penalty=1.0, max_new_tokens=NEW,
+                               pad_token_id=pad_id)
         # The cache's layout, from one step without a past.
         presents = model(input_ids=ids[:, :1], use_cache=True,
                          return_dict=False)[1]
@@ -126,11 +135,12 @@ def export(name):
     np.save(os.path.join(folder, "input_ids.npy"), ids.numpy())
     np.save(os.path.join(folder, "attention_mask.npy"), mask.numpy())
     np.save(os.path.join(folder, "greedy.npy"), greedy.numpy())
+    np.save(os.path.join(folder, f"beam{BEAMS}.npy"), beams.numpy())
     print(f"{name}: {layers} layers, cache {list(presents[0][0].shape[1:2])} "
           f"heads, {os.path.getsize(path) // 1024} KiB")
     return {"model": type(model).__name__, "about": MODELS[name],
             "layers": layers, "prompt": [BATCH, PROMPT], "left_padding": PAD,
-            "new_tokens": NEW, "pad_token_id": pad_id}
+            "new_tokens": NEW, "pad_token_id": pad_id, "num_beams": BEAMS}
 
 
 def main():
