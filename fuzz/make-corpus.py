@@ -5,6 +5,7 @@ sections named *.onnxtxt, up to 4 KB each), the same models as binary
 protobuf where onnx parses them, .npy files of every dtype tp-run reads in
 format versions 1 and 2, artifacts of a small model on several grids
 (manifest.json, NUL, rank-0.safetensors; built with BUILD/bin/tp-compile,
+and a generation artifact's manifest with its rank-0 header only;
 BUILD from $TP_BUILD or build/) and fixed pseudo-random bytes for the
 plan -> partition generator. Needs onnx and numpy (the pyenv python3)."""
 import glob
@@ -136,6 +137,22 @@ def artifact_seeds():
             with open(os.path.join(artifact, "rank-0.safetensors"), "rb") as f:
                 weights = f.read()
             save(out, name, manifest + b"\0" + weights)
+        # A generation artifact (KV caches, a prefill program) of the
+        # with-past GPT-2: its manifest, and rank 0's safetensors header
+        # (the weights themselves would make a 1 MB seed).
+        artifact = os.path.join(tmp, "gpt2-generation.tpa")
+        subprocess.run([compiler, os.path.join(ROOT, "test", "models", "hf",
+                                               "with-past", "gpt2",
+                                               "model.onnx"),
+                        "--devices=2", "--max-seq=8", "--max-batch=2",
+                        "--prefill-len=4", "--target=none", "-o", artifact],
+                       check=True, stderr=subprocess.DEVNULL)
+        with open(os.path.join(artifact, "manifest.json"), "rb") as f:
+            manifest = f.read()
+        with open(os.path.join(artifact, "rank-0.safetensors"), "rb") as f:
+            header = f.read(8)
+            header += f.read(int.from_bytes(header, "little"))
+        save(out, "tp2-generation", manifest + b"\0" + header)
 
 
 def plan_seeds():
