@@ -80,29 +80,11 @@ def _build(a):
 def worker_export(a):
     import torch
     sys.path.insert(0, os.path.join(REPO, "test", "models", "hf"))
-    from export_with_past import WithPast
+    from export_with_past import export_onnx
     model = _build(a)
-    layers, heads, dim = a.layers, a.heads, a.hidden // a.heads
-    past = [torch.randn(1, heads, 3, dim) for _ in range(2 * layers)]
-    kinds = [f"{i}.{k}" for i in range(layers) for k in ("key", "value")]
-    inputs = (["input_ids", "attention_mask", "position_ids"] +
-              [f"past_key_values.{k}" for k in kinds])
-    outputs = ["logits"] + [f"present.{k}" for k in kinds]
-    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
-               "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
-               "position_ids": {0: "batch", 1: "sequence"},
-               "logits": {0: "batch", 1: "sequence"}}
-    for n in inputs[3:]:
-        dynamic[n] = {0: "batch", 2: "past_sequence"}
-    for n in outputs[1:]:
-        dynamic[n] = {0: "batch", 2: "past_sequence + sequence"}
-    ids = torch.zeros(1, 2, dtype=torch.int64)
-    torch.onnx.export(WithPast(model, layers),
-                      (ids, torch.ones(1, 5, dtype=torch.int64),
-                       torch.tensor([[3, 4]]), *past),
-                      a.out, input_names=inputs, output_names=outputs,
-                      dynamic_axes=dynamic, opset_version=17,
-                      do_constant_folding=True)
+    past = [torch.randn(1, a.heads, 3, a.hidden // a.heads)
+            for _ in range(2 * a.layers)]
+    export_onnx(model, torch.zeros(1, 2, dtype=torch.int64), past, a.out, 17)
 
 
 def worker_generate(a):

@@ -35,11 +35,10 @@ namespace {
 
 /// The group of a reshape that merges (or splits) two or more real (not
 /// size 1) dims, if it is the only group of more than one dim: [B, S·H, D]
-/// from [B, S, H, D]. Also the [B·S, H] view of a one-token step (S = 1):
-/// [B, 1, H] from [B, H] (and no other shape), so that the
-/// step's program has the same shape as the prompt's. Other reshapes that
-/// only add or drop unit dims (a bias broadcast, a mask's [B, 1, 1, S])
-/// have none and are left alone.
+/// from [B, S, H, D]. Also GPT-2's [B·S, H] view from [B, S, H] when B or S
+/// (or both) is 1: one sequence, or a one-token step, has the shape of any
+/// other batch. Other reshapes that only add or drop unit dims (a bias
+/// broadcast, a mask's [B, 1, 1, S]) have none and are left alone.
 std::optional<int64_t> getMergedGroup(ArrayRef<ReassociationIndices> groups,
                                       ArrayRef<int64_t> fineShape) {
   if (groups.size() < 2)
@@ -50,10 +49,9 @@ std::optional<int64_t> getMergedGroup(ArrayRef<ReassociationIndices> groups,
       continue;
     int64_t real =
         llvm::count_if(dims, [&](int64_t d) { return fineShape[d] != 1; });
-    bool oneTokenStep = g == 0 && dims.size() == 2 && real == 1 &&
-                        fineShape[dims[0]] != 1 && fineShape.size() == 3 &&
-                        groups.size() == 2;
-    if (merged || (real < 2 && !oneTokenStep))
+    bool batchTimesSequence = g == 0 && dims.size() == 2 &&
+                              fineShape.size() == 3 && groups.size() == 2;
+    if (merged || (real < 2 && !batchTimesSequence))
       return std::nullopt;
     merged = g;
   }

@@ -19,6 +19,7 @@
 #include <iostream>
 #include <malloc.h>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -88,29 +89,29 @@ Options parseOptions(int argc, char **argv) {
     return v;
   };
   // A finite number: the whole text ("0.9x" is not 0.9).
-  auto number = [&](const std::string &text, const std::string &flag) {
+  auto parseNumber = [](const std::string &text) -> std::optional<double> {
     size_t used = 0;
     double v = 0;
     try {
       v = std::stod(text, &used);
     } catch (...) {
-      used = 0;
+      return std::nullopt;
     }
-    if (used == 0 || used != text.size() || !std::isfinite(v))
-      usage(flag + " needs a number, got '" + text + "'");
+    if (used != text.size() || !std::isfinite(v))
+      return std::nullopt;
     return v;
   };
+  auto number = [&](const std::string &text, const std::string &flag) {
+    std::optional<double> v = parseNumber(text);
+    if (!v)
+      usage(flag + " needs a number, got '" + text + "'");
+    return *v;
+  };
   auto seconds = [&](const std::string &text, const std::string &flag) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(text, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size() || !std::isfinite(v) || v <= 0)
+    std::optional<double> v = parseNumber(text);
+    if (!v || *v <= 0)
       usage(flag + " needs a positive number of seconds, got '" + text + "'");
-    return v;
+    return *v;
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

@@ -72,6 +72,33 @@ class WithPast(torch.nn.Module):
         return (logits,) + tuple(t for pair in presents for t in pair)
 
 
+def export_onnx(model, ids, past, path, opset):
+    """torch.onnx.export of `model` with optimum's with-past names and
+    dynamic axes, traced on `ids` ([batch, sequence]) after `past` (the
+    keys and values of each layer, [batch, heads, past, dim])."""
+    batch, sequence = ids.shape
+    before = past[0].shape[2]
+    layers = len(past) // 2
+    kinds = [f"{i}.{k}" for i in range(layers) for k in ("key", "value")]
+    inputs = (["input_ids", "attention_mask", "position_ids"] +
+              [f"past_key_values.{k}" for k in kinds])
+    outputs = ["logits"] + [f"present.{k}" for k in kinds]
+    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
+               "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
+               "position_ids": {0: "batch", 1: "sequence"},
+               "logits": {0: "batch", 1: "sequence"}}
+    for n in inputs[3:]:
+        dynamic[n] = {0: "batch", 2: "past_sequence"}
+    for n in outputs[1:]:
+        dynamic[n] = {0: "batch", 2: "past_sequence + sequence"}
+    mask = torch.ones(batch, before + sequence, dtype=torch.int64)
+    positions = torch.arange(before, before + sequence).expand(batch, sequence)
+    torch.onnx.export(WithPast(model, layers), (ids, mask, positions, *past),
+                      path, input_names=inputs, output_names=outputs,
+                      dynamic_axes=dynamic, opset_version=opset,
+                      do_constant_folding=True)
+
+
 def export(name):
     # The zoo's configs need transformers 4.47 (Mistral and friends);
     # bench/generation.py imports WithPast alone, under 4.31.
@@ -109,29 +136,10 @@ def export(name):
             shape = list(t.shape)
             shape[0], shape[2] = BATCH, TRACE_PAST
             past.append(torch.randn(shape, generator=gen))
-    trace_ids = ids[:, :2]
-    trace_mask = torch.ones(BATCH, TRACE_PAST + 2, dtype=torch.int64)
-    trace_positions = torch.arange(TRACE_PAST, TRACE_PAST + 2).expand(BATCH, 2)
-    kinds = [f"{i}.{k}" for i in range(layers) for k in ("key", "value")]
-    inputs = (["input_ids", "attention_mask", "position_ids"] +
-              [f"past_key_values.{k}" for k in kinds])
-    outputs = ["logits"] + [f"present.{k}" for k in kinds]
-    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
-               "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
-               "position_ids": {0: "batch", 1: "sequence"},
-               "logits": {0: "batch", 1: "sequence"}}
-    for n in inputs[3:]:
-        dynamic[n] = {0: "batch", 2: "past_sequence"}
-    for n in outputs[1:]:
-        dynamic[n] = {0: "batch", 2: "past_sequence + sequence"}
     folder = os.path.join(HERE, "with-past", name)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.onnx")
-    torch.onnx.export(WithPast(model, layers),
-                      (trace_ids, trace_mask, trace_positions, *past), path,
-                      input_names=inputs, output_names=outputs,
-                      dynamic_axes=dynamic, opset_version=zoo.ZOO[name][2],
-                      do_constant_folding=True)
+    export_onnx(model, ids[:, :2], past, path, zoo.ZOO[name][2])
     np.save(os.path.join(folder, "input_ids.npy"), ids.numpy())
     np.save(os.path.join(folder, "attention_mask.npy"), mask.numpy())
     np.save(os.path.join(folder, "greedy.npy"), greedy.numpy())
