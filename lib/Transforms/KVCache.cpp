@@ -10,9 +10,12 @@
 #include "tp/Dialect/TP/TPOps.h"
 #include "tp/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_KVCACHE
@@ -88,6 +91,104 @@ std::optional<CachePair> matchFolded(func::FuncOp func, BlockArgument arg) {
   return std::nullopt;
 }
 
+/// Whether `v` is computed from `input` (through any ops).
+bool dependsOn(Value v, BlockArgument input) {
+  SmallVector<Value> worklist{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!worklist.empty()) {
+    Value next = worklist.pop_back_val();
+    if (next == input)
+      return true;
+    Operation *def = next.getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  return false;
+}
+
+/// `source[b, position + i]` for i < `count`, as a [B, count] generic: a
+/// sum over the sequence of the entries at that index, so that the read
+/// needs no dynamic slice.
+Value readAtPosition(OpBuilder &b, Location loc, Value source, Value position,
+                     int64_t count) {
+  auto type = cast<RankedTensorType>(source.getType());
+  Type element = type.getElementType();
+  auto resultType = RankedTensorType::get({type.getDimSize(0), count}, element);
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
+  Value init =
+      linalg::FillOp::create(
+          b, loc, zero,
+          tensor::EmptyOp::create(b, loc, resultType.getShape(), element)
+              .getResult())
+          .getResult(0);
+  MLIRContext *ctx = b.getContext();
+  AffineExpr row = getAffineDimExpr(0, ctx), col = getAffineDimExpr(1, ctx),
+             seq = getAffineDimExpr(2, ctx);
+  SmallVector<AffineMap> maps{AffineMap::get(3, 0, {row, seq}, ctx),
+                              AffineMap::get(3, 0, {}, ctx),
+                              AffineMap::get(3, 0, {row, col}, ctx)};
+  SmallVector<utils::IteratorType> iterators{utils::IteratorType::parallel,
+                                             utils::IteratorType::parallel,
+                                             utils::IteratorType::reduction};
+  auto generic = linalg::GenericOp::create(
+      b, loc, resultType, ValueRange{source, position}, ValueRange{init}, maps,
+      iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value i = linalg::IndexOp::create(nb, nl, 1);
+        Value j = linalg::IndexOp::create(nb, nl, 2);
+        Value at = arith::AddIOp::create(
+            nb, nl,
+            arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[1]), i);
+        Value hit =
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, j, at);
+        Value zero = arith::ConstantOp::create(nb, nl, nb.getZeroAttr(element));
+        Value picked = arith::SelectOp::create(nb, nl, hit, args[0], zero);
+        Value sum =
+            isa<FloatType>(element)
+                ? arith::AddFOp::create(nb, nl, args[2], picked).getResult()
+                : arith::AddIOp::create(nb, nl, args[2], picked).getResult();
+        linalg::YieldOp::create(nb, nl, sum);
+      });
+  return generic.getResult(0);
+}
+
+/// The export's sequence axis ends at the step's own tokens: anything it
+/// computes over the [B, past + L] attention mask and then slices at
+/// [past, past + L) is the step's (OPT's positions: a CumSum over the mask,
+/// read at the new token). A decode step puts its token at cache_position
+/// instead, so those slices read there.
+void relocateStepSlices(func::FuncOp func, Value position, int64_t slots,
+                        int64_t count) {
+  SmallVector<BlockArgument> masks;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (func.getArgAttr(arg.getArgNumber(), TPDialect::kInputAttrName) &&
+        type && type.getRank() == 2 && type.getDimSize(1) == slots)
+      masks.push_back(arg);
+  }
+  SmallVector<tensor::ExtractSliceOp> slices;
+  func.walk([&](tensor::ExtractSliceOp slice) {
+    RankedTensorType source = slice.getSourceType();
+    if (source.getRank() != 2 || source.getDimSize(1) != slots ||
+        slice.getType().getRank() != 2 ||
+        slice.getStaticOffsets() != ArrayRef<int64_t>{0, slots - count} ||
+        slice.getStaticSizes() !=
+            ArrayRef<int64_t>{source.getDimSize(0), count} ||
+        !slice.hasUnitStride())
+      return;
+    if (llvm::any_of(masks, [&](BlockArgument mask) {
+          return dependsOn(slice.getSource(), mask);
+        }))
+      slices.push_back(slice);
+  });
+  for (tensor::ExtractSliceOp slice : slices) {
+    OpBuilder b(slice);
+    slice.replaceAllUsesWith(
+        readAtPosition(b, slice.getLoc(), slice.getSource(), position, count));
+    slice.erase();
+  }
+}
+
 struct KVCache : tp::impl::KVCacheBase<KVCache> {
   using Base::Base;
 
@@ -147,6 +248,7 @@ struct KVCache : tp::impl::KVCacheBase<KVCache> {
 
     auto returnOp = cast<func::ReturnOp>(func.getBody().front().back());
     llvm::BitVector dropped(func.getNumResults());
+    int64_t stepCount = 0;
     for (CachePair &pair : pairs) {
       auto pastType = cast<RankedTensorType>(pair.past.getType());
       Value step = pair.concat ? pair.concat.getInputs()[1]
@@ -166,6 +268,8 @@ struct KVCache : tp::impl::KVCacheBase<KVCache> {
       if (count > slots)
         return at->emitError() << "tp-kv-cache: a step of " << count
                                << " positions does not fit max-seq " << slots;
+      if (past != 0)
+        stepCount = count;
       SmallVector<int64_t> shape(pastType.getShape());
       shape[pair.dim] = slots;
       auto cacheType = RankedTensorType::get(shape, pastType.getElementType());
@@ -194,6 +298,8 @@ struct KVCache : tp::impl::KVCacheBase<KVCache> {
       pair.concat.replaceAllUsesWith(past == 0 ? step : update.getResult());
       pair.concat.erase();
     }
+    if (stepCount > 0)
+      relocateStepSlices(func, positionArg, slots, stepCount);
     returnOp->eraseOperands(dropped);
     SmallVector<Type> argTypes(func.getBody().getArgumentTypes());
     if (failed(func.eraseResults(dropped)))

@@ -80,3 +80,42 @@ func.func @main(%past: tensor<1x2x5x4xf32> {tp.input = "past_key_values.0.key"},
 func.func @main(%x: tensor<2x3xf32> {tp.input = "x"}) -> (tensor<2x3xf32> {tp.output = "y"}) {
   return %x : tensor<2x3xf32>
 }
+
+// -----
+
+#id2 = affine_map<(b, s) -> (b, s)>
+
+// OPT's positions: computed over the [B, past + 1] mask and sliced at its
+// last position, the export's place for the step's token. The decode step
+// puts it at cache_position, so the slice becomes a read there; a slice of
+// the mask at any other offset stays.
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: %[[MASK:[^:]+]]: tensor<2x8xi64> {tp.input = "attention_mask"}
+// CHECK-SAME: %[[POS:[^:]+]]: tensor<i64> {tp.input = "cache_position"}
+// CHECK: %[[M:.+]] = linalg.generic {{.*}} ins(%[[MASK]] : tensor<2x8xi64>)
+// CHECK: %[[AT:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[M]], %[[POS]] : tensor<2x8xi64>, tensor<i64>)
+// CHECK: %[[I:.+]] = linalg.index 1 : index
+// CHECK: %[[J:.+]] = linalg.index 2 : index
+// CHECK: %[[P:.+]] = arith.index_cast %{{.*}} : i64 to index
+// CHECK: %[[Q:.+]] = arith.addi %[[P]], %[[I]] : index
+// CHECK: arith.cmpi eq, %[[J]], %[[Q]] : index
+// CHECK: %[[FIRST:.+]] = tensor.extract_slice %[[M]][0, 0] [2, 1] [1, 1]
+// CHECK: return %[[AT]], %[[FIRST]]
+func.func @main(%mask: tensor<2x8xi64> {tp.input = "attention_mask"},
+                %past: tensor<2x2x7x4xf32> {tp.input = "past_key_values.0.key"},
+                %new: tensor<2x2x1x4xf32> {tp.input = "new"})
+    -> (tensor<2x1xi64> {tp.output = "position"},
+        tensor<2x1xi64> {tp.output = "first"},
+        tensor<2x2x8x4xf32> {tp.output = "present.0.key"}) {
+  %e = tensor.empty() : tensor<2x8xi64>
+  %m = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%mask : tensor<2x8xi64>) outs(%e : tensor<2x8xi64>) {
+  ^bb0(%x: i64, %y: i64):
+    %d = arith.addi %x, %x : i64
+    linalg.yield %d : i64
+  } -> tensor<2x8xi64>
+  %last = tensor.extract_slice %m[0, 7] [2, 1] [1, 1] : tensor<2x8xi64> to tensor<2x1xi64>
+  %first = tensor.extract_slice %m[0, 0] [2, 1] [1, 1] : tensor<2x8xi64> to tensor<2x1xi64>
+  %kv = tensor.concat dim(2) %past, %new : (tensor<2x2x7x4xf32>, tensor<2x2x1x4xf32>) -> tensor<2x2x8x4xf32>
+  return %last, %first, %kv : tensor<2x1xi64>, tensor<2x1xi64>, tensor<2x2x8x4xf32>
+}

@@ -385,12 +385,20 @@ def KVCache : Pass<"tp-kv-cache", "::mlir::ModuleOp"> {
     that attention reads the step's own entries and the cache update only
     writes. Any other past length, or no pair at all, is an error.
     Partition then splits each cache as its keys or values split (by heads).
+
+    In the export the step's tokens are the last positions of the
+    `[batch, past + L]` attention mask; in a decode step they sit at
+    `cache_position`. So a value computed from such a mask and sliced at
+    `[past, past + L)` on its sequence dim (OPT's positions, a CumSum over
+    the mask read at the new token) is read at `cache_position` instead.
   }];
   let options = [
     Option<"maxSeq", "max-seq", "int64_t", /*default=*/"0",
            "Positions each cache holds (the longest context)">
   ];
-  let dependentDialects = ["::mlir::tp::TPDialect"];
+  let dependentDialects = ["::mlir::tp::TPDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect"];
 }
 
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {

@@ -49,51 +49,65 @@ MODELS = {
             "positions from position_ids",
     "llama": "LlamaForCausalLM, GQA (4 query heads, 2 KV heads): RoPE at "
              "position_ids, the cache holds the KV heads",
+    "opt": "OPTForCausalLM, 5 heads, vocab 1003: no position_ids input (as "
+           "optimum exports it), positions from a CumSum over attention_mask",
 }
+# Models exported without a position_ids input: they derive positions from
+# attention_mask themselves (optimum's TextDecoderOnnxConfig).
+NO_POSITIONS = {"opt"}
 
 
 class WithPast(torch.nn.Module):
     """optimum's with-past signature over a transformers causal LM."""
 
-    def __init__(self, model, layers):
+    def __init__(self, model, layers, positions=True):
         super().__init__()
         self.model = model
         self.layers = layers
+        self.positions = positions
 
-    def forward(self, input_ids, attention_mask, position_ids, *past):
+    def forward(self, input_ids, attention_mask, *rest):
+        position_ids, past = (rest[0], rest[1:]) if self.positions else \
+            (None, rest)
         pairs = tuple((past[2 * i], past[2 * i + 1])
                       for i in range(self.layers))
+        extra = {"position_ids": position_ids} if self.positions else {}
         logits, presents = self.model(
             input_ids=input_ids, attention_mask=attention_mask,
-            position_ids=position_ids, past_key_values=pairs, use_cache=True,
-            return_dict=False)[:2]
+            past_key_values=pairs, use_cache=True, return_dict=False,
+            **extra)[:2]
         if hasattr(presents, "to_legacy_cache"):
             presents = presents.to_legacy_cache()
         return (logits,) + tuple(t for pair in presents for t in pair)
 
 
-def export_onnx(model, ids, past, path, opset):
+def export_onnx(model, ids, past, path, opset, positions=True):
     """torch.onnx.export of `model` with optimum's with-past names and
     dynamic axes, traced on `ids` ([batch, sequence]) after `past` (the
-    keys and values of each layer, [batch, heads, past, dim])."""
+    keys and values of each layer, [batch, heads, past, dim]); without a
+    position_ids input unless `positions`."""
     batch, sequence = ids.shape
     before = past[0].shape[2]
     layers = len(past) // 2
     kinds = [f"{i}.{k}" for i in range(layers) for k in ("key", "value")]
-    inputs = (["input_ids", "attention_mask", "position_ids"] +
+    inputs = (["input_ids", "attention_mask"] +
+              (["position_ids"] if positions else []) +
               [f"past_key_values.{k}" for k in kinds])
     outputs = ["logits"] + [f"present.{k}" for k in kinds]
     dynamic = {"input_ids": {0: "batch", 1: "sequence"},
                "attention_mask": {0: "batch", 1: "past_sequence + sequence"},
                "position_ids": {0: "batch", 1: "sequence"},
                "logits": {0: "batch", 1: "sequence"}}
-    for n in inputs[3:]:
+    if not positions:
+        del dynamic["position_ids"]
+    for n in inputs[3 if positions else 2:]:
         dynamic[n] = {0: "batch", 2: "past_sequence"}
     for n in outputs[1:]:
         dynamic[n] = {0: "batch", 2: "past_sequence + sequence"}
     mask = torch.ones(batch, before + sequence, dtype=torch.int64)
-    positions = torch.arange(before, before + sequence).expand(batch, sequence)
-    torch.onnx.export(WithPast(model, layers), (ids, mask, positions, *past),
+    where = torch.arange(before, before + sequence).expand(batch, sequence)
+    args = (ids, mask) + ((where,) if positions else ()) + tuple(past)
+    torch.onnx.export(WithPast(model, layers, positions), args,
                       path, input_names=inputs, output_names=outputs,
                       dynamic_axes=dynamic, opset_version=opset,
                       do_constant_folding=True)
@@ -139,7 +153,8 @@ def export(name):
     folder = os.path.join(HERE, "with-past", name)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.onnx")
-    export_onnx(model, ids[:, :2], past, path, zoo.ZOO[name][2])
+    export_onnx(model, ids[:, :2], past, path, zoo.ZOO[name][2],
+                positions=name not in NO_POSITIONS)
     np.save(os.path.join(folder, "input_ids.npy"), ids.numpy())
     np.save(os.path.join(folder, "attention_mask.npy"), mask.numpy())
     np.save(os.path.join(folder, "greedy.npy"), greedy.numpy())
@@ -163,7 +178,7 @@ def main():
     index["torch"] = torch.__version__
     index["transformers"] = transformers.__version__
     with open(index_path, "w") as f:
-        json.dump(index, f, indent=1, sort_keys=True)
+        json.dump(index, f, indent=2, sort_keys=True)
         f.write("\n")
 
 
