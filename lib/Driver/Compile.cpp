@@ -369,6 +369,10 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.microbatches = options.microbatches;
   parallelize.strategy = options.strategy;
   parallelize.config = options.config;
+  // Generation picks the next token from each rank's block of the logits
+  // (Session::generate): the decode step does not gather them.
+  if (options.maxSeq > 0)
+    parallelize.splitOutputs = ArrayRef<std::string>{"logits"};
   PassManager pm(&context, ModuleOp::getOperationName());
   if (options.maxSeq > 0) {
     KVCacheOptions cache;

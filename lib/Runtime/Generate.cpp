@@ -37,15 +37,94 @@ const TensorSpec *findInput(const std::vector<TensorSpec> &inputs,
   return nullptr;
 }
 
-/// The index of the largest of `count` values; the first on ties, as
-/// torch.argmax.
-int64_t argmax(const float *values, int64_t count) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < count; ++i)
-    if (values[i] > values[best])
-      best = i;
-  return best;
-}
+/// The logits of one position of every sequence, as the ranks hold them:
+/// one block of the vocabulary per rank (or the whole vocabulary on one),
+/// read in place. Choosing a token reads each block on its own and
+/// combines what each yields, a (max, index) pair or its top candidates, so
+/// the logits are never gathered.
+class Logits {
+public:
+  /// Position `t` of the [rows, positions, vocabulary] output `blocks`.
+  Logits(const OutputBlocks &blocks, int64_t vocab, int64_t t) {
+    int64_t dim = static_cast<int64_t>(blocks.blockShape.size()) - 1;
+    int64_t width = blocks.blockShape[dim];
+    int64_t positions = blocks.blockShape[1];
+    for (size_t b = 0; b < blocks.blocks.size(); ++b) {
+      int64_t begin = static_cast<int64_t>(b) * width;
+      parts.push_back(
+          {reinterpret_cast<const float *>(blocks.blocks[b]) + t * width, begin,
+           std::max<int64_t>(0, std::min(width, vocab - begin)),
+           positions * width});
+    }
+  }
+
+  /// The index of the largest logit of row `r`; the first on ties, as
+  /// torch.argmax: each block's first maximum, then the largest of those
+  /// (blocks in vocabulary order, so a later one wins only when larger).
+  int64_t argmax(int64_t r) const {
+    float best = -INFINITY;
+    int64_t index = -1;
+    for (const Part &part : parts) {
+      const float *x = part.row(r);
+      for (int64_t i = 0; i < part.count; ++i)
+        if (index < 0 || x[i] > best)
+          best = x[i], index = part.begin + i;
+    }
+    return index;
+  }
+
+  /// log(sum(exp(logits))) of row `r`, from each block's (max, sum of exp)
+  /// pair.
+  double logSumExp(int64_t r) const {
+    std::vector<std::pair<double, double>> pairs;
+    double top = -INFINITY;
+    for (const Part &part : parts) {
+      const float *x = part.row(r);
+      if (part.count == 0)
+        continue;
+      double m = *std::max_element(x, x + part.count), sum = 0;
+      for (int64_t i = 0; i < part.count; ++i)
+        sum += std::exp(static_cast<double>(x[i]) - m);
+      pairs.push_back({m, sum});
+      top = std::max(top, m);
+    }
+    double sum = 0;
+    for (auto [m, s] : pairs)
+      sum += s * std::exp(m - top);
+    return top + std::log(sum);
+  }
+
+  /// The `k` largest logits of row `r` (all for k = 0), largest first,
+  /// ties by index: each block's `k` largest, merged.
+  std::vector<std::pair<float, int64_t>> top(int64_t r, int64_t k) const {
+    std::vector<std::pair<float, int64_t>> all;
+    auto better = [](const auto &a, const auto &b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    std::vector<std::pair<float, int64_t>> mine;
+    for (const Part &part : parts) {
+      const float *x = part.row(r);
+      mine.clear();
+      for (int64_t i = 0; i < part.count; ++i)
+        mine.push_back({x[i], part.begin + i});
+      int64_t keep = k > 0 ? std::min<int64_t>(k, mine.size()) : mine.size();
+      std::partial_sort(mine.begin(), mine.begin() + keep, mine.end(), better);
+      all.insert(all.end(), mine.begin(), mine.begin() + keep);
+    }
+    int64_t keep = k > 0 ? std::min<int64_t>(k, all.size()) : all.size();
+    std::partial_sort(all.begin(), all.begin() + keep, all.end(), better);
+    all.resize(keep);
+    return all;
+  }
+
+private:
+  struct Part {
+    const float *data;
+    int64_t begin, count, stride;
+    const float *row(int64_t r) const { return data + r * stride; }
+  };
+  std::vector<Part> parts;
+};
 
 /// splitmix64: the same stream on every platform and rank count.
 class Draws {
@@ -64,23 +143,18 @@ private:
   uint64_t state;
 };
 
-/// One token drawn from the softmax of `values` / temperature, restricted
-/// to the top-k and then the top-p tokens (transformers' order of its
-/// TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper).
-int64_t sampleToken(const float *values, int64_t count,
+/// One token of row `r` drawn from the softmax of the logits / temperature,
+/// restricted to the top-k and then the top-p tokens (transformers' order
+/// of its TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper):
+/// only the top-k of each rank's block are read.
+int64_t sampleToken(const Logits &logits, int64_t r,
                     const GenerateOptions &options, double draw) {
-  std::vector<int64_t> order(count);
-  for (int64_t i = 0; i < count; ++i)
-    order[i] = i;
-  // Largest first; ties by index, as a stable sort.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return values[a] > values[b]; });
-  int64_t keep = options.topK > 0 ? std::min(options.topK, count) : count;
+  std::vector<std::pair<float, int64_t>> order = logits.top(r, options.topK);
+  int64_t keep = static_cast<int64_t>(order.size());
   std::vector<double> weights(keep);
-  double top = values[order[0]] / options.temperature, total = 0;
+  double top = order[0].first / options.temperature, total = 0;
   for (int64_t i = 0; i < keep; ++i)
-    total += weights[i] =
-        std::exp(values[order[i]] / options.temperature - top);
+    total += weights[i] = std::exp(order[i].first / options.temperature - top);
   if (options.topP < 1.0) {
     double sum = 0;
     int64_t nucleus = 0;
@@ -93,9 +167,9 @@ int64_t sampleToken(const float *values, int64_t count,
   for (int64_t i = 0; i < keep; ++i) {
     sum += weights[i];
     if (target < sum)
-      return order[i];
+      return order[i].second;
   }
-  return order[keep - 1];
+  return order[keep - 1].second;
 }
 
 } // namespace
@@ -159,8 +233,10 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   for (const TensorSpec &output : manifest.outputs)
     if (output.name == "logits")
       logits = &output;
+  // Split, if at all, by vocabulary (tp-split-outputs).
   if (!logits || logits->dtype != "F32" || logits->shape.size() != 3 ||
-      logits->shape[0] != rows || logits->shape[1] != 1)
+      logits->shape[0] != rows || logits->shape[1] != 1 ||
+      (logits->splitDim >= 0 && logits->splitDim != 2))
     throw Error(manifest.dir + ": the decode step has no F32 [" +
                 std::to_string(rows) + ", 1, vocabulary] output 'logits'");
   int64_t vocab = logits->shape[2];
@@ -193,19 +269,18 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   result.length = length;
   using Clock = std::chrono::steady_clock;
   Clock::time_point start = Clock::now();
-  // Picks the token after position t of each sequence from `values`, each
-  // row's logits `stride` floats apart; true once every sequence is done.
+  // Picks the token after position t of each sequence from `logits`; true
+  // once every sequence is done.
   Draws draws(options.seed);
-  auto choose = [&](const float *values, int64_t stride, int64_t t) {
+  auto choose = [&](const Logits &logits, int64_t t) {
     bool allDone = true;
     for (int64_t r = 0; r < rows; ++r) {
       // Every row takes its draw, done or not: the stream of row r at step
       // t does not depend on when the others stop.
       double draw = options.sample ? draws.next() : 0;
       int64_t next = done[r]          ? options.eosTokenId
-                     : options.sample ? sampleToken(values + r * stride, vocab,
-                                                    options, draw)
-                                      : argmax(values + r * stride, vocab);
+                     : options.sample ? sampleToken(logits, r, options, draw)
+                                      : logits.argmax(r);
       sequence[r * length + t + 1] = next;
       done[r] =
           done[r] || (options.eosTokenId >= 0 && next == options.eosTokenId);
@@ -261,27 +336,24 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
                                     return a.score < c.score;
                                   }));
   };
-  auto beamStep = [&](const float *values, int64_t stride, int64_t t) {
+  auto beamStep = [&](const Logits &logits, int64_t t) {
     std::vector<int64_t> source(rows), next(rows);
     for (int64_t r = 0; r < rows; ++r)
       source[r] = r, next[r] = r < batch * beams ? options.eosTokenId : 0;
     std::vector<double> scores(beamScores);
-    std::vector<double> logp(vocab);
     std::vector<std::pair<double, int64_t>> candidates;
     int64_t curLen = t + 2, generated = curLen - promptLength;
     for (int64_t b = 0; b < batch; ++b) {
       if (batchDone[b])
         continue;
       candidates.clear();
+      // The 2K best of all beams are among the 2K best of each beam, which
+      // are among the 2K best of each rank's block.
       for (int64_t k = 0; k < beams; ++k) {
         int64_t row = b * beams + k;
-        const float *x = values + row * stride;
-        double top = x[argmax(x, vocab)], sum = 0;
-        for (int64_t v = 0; v < vocab; ++v)
-          sum += std::exp(static_cast<double>(x[v]) - top);
-        double lse = top + std::log(sum);
-        for (int64_t v = 0; v < vocab; ++v)
-          candidates.push_back({beamScores[row] + x[v] - lse, k * vocab + v});
+        double lse = logits.logSumExp(row);
+        for (auto [x, v] : logits.top(row, 2 * beams))
+          candidates.push_back({beamScores[row] + x - lse, k * vocab + v});
       }
       int64_t keep = std::min<int64_t>(2 * beams, candidates.size());
       std::partial_sort(candidates.begin(), candidates.begin() + keep,
@@ -348,8 +420,8 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
       std::copy(row.begin(), row.end(), sequence.begin() + b * length);
     }
   };
-  auto pick = [&](const float *values, int64_t stride, int64_t t) {
-    return beams > 1 ? beamStep(values, stride, t) : choose(values, stride, t);
+  auto pick = [&](const Logits &logits, int64_t t) {
+    return beams > 1 ? beamStep(logits, t) : choose(logits, t);
   };
 
   int64_t lastStep = length - 1;
@@ -386,19 +458,22 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     if (prefillPositions)
       inputs["position_ids"] =
           view(chunkPositions, {rows, chunk}, "position_ids");
-    std::vector<OutputTensor> outputs = runPrefill(inputs);
+    const TensorSpec *prefillLogits = nullptr;
+    for (const TensorSpec &output : prefill.outputs)
+      if (output.name == "logits")
+        prefillLogits = &output;
+    if (!prefillLogits || prefillLogits->dtype != "F32" ||
+        prefillLogits->shape != std::vector<int64_t>{rows, chunk, vocab} ||
+        (prefillLogits->splitDim >= 0 && prefillLogits->splitDim != 2))
+      throw Error(manifest.dir + ": the prefill program has no F32 [" +
+                  std::to_string(rows) + ", " + std::to_string(chunk) + ", " +
+                  std::to_string(vocab) + "] output 'logits'");
+    runInPlace(inputs, /*prefill=*/true);
     first = count;
     if (count == promptLength && lastStep >= promptLength) {
-      const OutputTensor *out = nullptr;
-      for (const OutputTensor &o : outputs)
-        if (o.name == "logits")
-          out = &o;
-      if (!out || out->shape != std::vector<int64_t>{rows, chunk, vocab})
-        throw Error(manifest.dir + ": the prefill program has no F32 [" +
-                    std::to_string(rows) + ", " + std::to_string(chunk) + ", " +
-                    std::to_string(vocab) + "] output 'logits'");
-      const float *values = reinterpret_cast<const float *>(out->data.data());
-      finished = pick(values + (count - 1) * vocab, chunk * vocab, count - 1);
+      finished = pick(
+          Logits(getOutputBlocks("logits", /*prefill=*/true), vocab, count - 1),
+          count - 1);
       lastWritten = count;
       result.prefillSeconds =
           std::chrono::duration<double>(Clock::now() - start).count();
@@ -420,7 +495,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
         {"cache_position", view(cachePosition, {}, "cache_position")}};
     if (hasPositions)
       inputs["position_ids"] = view(positions, {rows, 1}, "position_ids");
-    std::vector<OutputTensor> outputs = run(inputs);
+    runInPlace(inputs);
     if (t + 1 == promptLength) {
       result.prefillSeconds =
           std::chrono::duration<double>(Clock::now() - start).count();
@@ -428,12 +503,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     }
     if (t + 1 < promptLength)
       continue;
-    const OutputTensor *out = nullptr;
-    for (const OutputTensor &o : outputs)
-      if (o.name == "logits")
-        out = &o;
-    finished =
-        pick(reinterpret_cast<const float *>(out->data.data()), vocab, t);
+    finished = pick(Logits(getOutputBlocks("logits"), vocab, 0), t);
     lastWritten = t + 1;
     if (t + 1 > promptLength)
       ++result.decodeSteps;

@@ -175,6 +175,12 @@ public:
         fail(what + " has a bad index_range");
       spec.indexRange = {range[0], range[1]};
     }
+    if (in.get("split_dim")) {
+      spec.splitDim = integer(in, "split_dim", 0, 31, what);
+      if (spec.splitDim >= static_cast<int64_t>(spec.shape.size()))
+        fail(what + " has split_dim " + std::to_string(spec.splitDim) +
+             " but rank " + std::to_string(spec.shape.size()));
+    }
     return spec;
   }
 
@@ -322,15 +328,23 @@ static RankSpec parseRank(const Reader &reader, const llvm::json::Value &value,
 
 /// `arg` (one micro-batch of a stage) carries `whole` (the model's input or
 /// output): the same dtype, and the same shape but for dim 0, which is
-/// `microbatches` times smaller.
+/// `microbatches` times smaller, and for a split output's split dim, where
+/// the `tp` ranks' blocks cover the whole output (padding past it).
 static bool carries(const TensorSpec &arg, const TensorSpec &whole,
-                    int64_t microbatches) {
+                    int64_t microbatches, int64_t tp = 1) {
   if (arg.dtype != whole.dtype || arg.shape.size() != whole.shape.size())
     return false;
   for (size_t d = 0; d < arg.shape.size(); ++d) {
     int64_t dim = arg.shape[d] * (d == 0 ? microbatches : 1);
-    if (dim != whole.shape[d])
+    if (static_cast<int64_t>(d) == whole.splitDim) {
+      // Each block is at most the whole (a 32-bit count of blocks cannot
+      // overflow it), and together they cover it.
+      if (d == 0 || dim < 1 || dim > whole.shape[d] ||
+          dim * tp < whole.shape[d])
+        return false;
+    } else if (dim != whole.shape[d]) {
       return false;
+    }
   }
   return microbatches == 1 || !arg.shape.empty();
 }
@@ -414,7 +428,8 @@ static void validateStages(const Reader &reader, const Manifest &manifest,
     for (const TensorSpec &result : stage.results) {
       if (result.kind == "output") {
         const TensorSpec *output = findByName(outputs, result.name);
-        if (!output || !carries(result, *output, manifest.microbatches))
+        if (!output ||
+            !carries(result, *output, manifest.microbatches, manifest.tp))
           reader.fail(where + " result '" + result.name +
                       "' is not one micro-batch of a model output");
       } else if (result.kind != "send") {

@@ -310,9 +310,12 @@ public:
   Impl(const std::string &artifact, SessionOptions options);
   ~Impl();
   void reorderCaches(const std::vector<int64_t> &source);
-  /// Runs the forward pass (decode step), or with `prefill` the prefill.
+  /// Runs the forward pass (decode step), or with `prefill` the prefill;
+  /// with `collect`, returns its outputs.
   std::vector<OutputTensor> run(const std::map<std::string, InputView> &inputs,
-                                int64_t warmup, int64_t repeat, bool prefill);
+                                int64_t warmup, int64_t repeat, bool prefill,
+                                bool collect = true);
+  OutputBlocks getOutputBlocks(const std::string &name, bool prefill) const;
 
   SessionOptions options;
   std::string artifact;
@@ -328,8 +331,11 @@ private:
   /// Binds every rank in its own thread (weights are read in parallel).
   void bindAll();
   void openCuda();
-  std::vector<OutputTensor> collectOutputs(const Program &program,
-                                           const BoundRank &holder) const;
+  /// The model's outputs from the ranks' results: each split output put
+  /// together from the last stage's blocks.
+  std::vector<OutputTensor>
+  collectOutputs(const Program &program,
+                 const std::vector<BoundRank> &ranks) const;
   void runThreads(const Program &program, std::vector<BoundRank> &ranks,
                   int64_t warmup, int64_t repeat);
   void runCuda(const Program &program, std::vector<BoundRank> &ranks,
@@ -473,22 +479,103 @@ void Session::Impl::openCuda() {
     throw collectErrors(errors);
 }
 
+/// The whole of split output `spec` from the blocks of its ranks, each of
+/// `blockShape` (`spec.shape` but for the split dim), past whose end the
+/// last blocks hold padding.
+static std::vector<char>
+assembleBlocks(const TensorSpec &spec, const std::vector<int64_t> &blockShape,
+               const std::vector<const char *> &blocks) {
+  size_t dim = spec.splitDim;
+  int64_t outer = 1, inner = dtypeNameBytes(spec.dtype);
+  for (size_t d = 0; d < dim; ++d)
+    outer *= spec.shape[d];
+  for (size_t d = dim + 1; d < spec.shape.size(); ++d)
+    inner *= spec.shape[d];
+  int64_t block = blockShape[dim], size = spec.shape[dim];
+  std::vector<char> whole(spec.bytes());
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t t = 0; t < blocks.size(); ++t) {
+      int64_t begin = static_cast<int64_t>(t) * block;
+      int64_t count = std::min(block, size - begin);
+      if (count > 0)
+        std::memcpy(whole.data() + (o * size + begin) * inner,
+                    blocks[t] + o * block * inner, count * inner);
+    }
+  return whole;
+}
+
+/// The result slot of each last-stage rank holding `output`'s blocks.
+static const TensorSpec &lastResult(const Program &program, size_t slot) {
+  return program.stages.back().results.at(slot);
+}
+
+/// `shape` with dim 0 `microbatches` times larger (a stage result's shape
+/// as the whole-batch buffer holds it).
+static std::vector<int64_t> wholeBatch(std::vector<int64_t> shape,
+                                       int64_t microbatches) {
+  if (!shape.empty())
+    shape[0] *= microbatches;
+  return shape;
+}
+
 std::vector<OutputTensor>
 Session::Impl::collectOutputs(const Program &program,
-                              const BoundRank &holder) const {
+                              const std::vector<BoundRank> &ranks) const {
   std::vector<OutputTensor> outputs;
   std::vector<size_t> slots = outputSlots(program);
+  const BoundRank &holder = ranks.at(outputRank(program));
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorSpec &spec = program.outputs[i];
+    if (spec.splitDim < 0) {
+      outputs.push_back(
+          {spec.name, spec.dtype, spec.shape, holder.outputs.at(slots[i])});
+      continue;
+    }
+    std::vector<const char *> blocks;
+    for (int32_t rank : program.stages.back().ranks)
+      blocks.push_back(ranks.at(rank).outputs.at(slots[i]).data());
     outputs.push_back(
-        {spec.name, spec.dtype, spec.shape, holder.outputs.at(slots[i])});
+        {spec.name, spec.dtype, spec.shape,
+         assembleBlocks(spec,
+                        wholeBatch(lastResult(program, slots[i]).shape,
+                                   manifest.microbatches),
+                        blocks)});
   }
   return outputs;
 }
 
+OutputBlocks Session::Impl::getOutputBlocks(const std::string &name,
+                                            bool prefill) const {
+  if (mpi)
+    throw Error("under --launcher mpi the ranks' blocks of an output are in "
+                "their own processes");
+  Program program = prefill ? prefillProgram(manifest) : mainProgram(manifest);
+  const std::vector<BoundRank> &ranks = prefill ? prefillBound : bound;
+  std::vector<size_t> slots = outputSlots(program);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorSpec &spec = program.outputs[i];
+    if (spec.name != name)
+      continue;
+    OutputBlocks result;
+    result.dim = spec.splitDim;
+    if (spec.splitDim < 0) {
+      result.blocks.push_back(
+          ranks.at(outputRank(program)).outputs.at(slots[i]).data());
+      result.blockShape = spec.shape;
+      return result;
+    }
+    for (int32_t rank : program.stages.back().ranks)
+      result.blocks.push_back(ranks.at(rank).outputs.at(slots[i]).data());
+    result.blockShape =
+        wholeBatch(lastResult(program, slots[i]).shape, manifest.microbatches);
+    return result;
+  }
+  throw Error(artifact + " has no output '" + name + "'");
+}
+
 std::vector<OutputTensor>
 Session::Impl::run(const std::map<std::string, InputView> &inputs,
-                   int64_t warmup, int64_t repeat, bool prefill) {
+                   int64_t warmup, int64_t repeat, bool prefill, bool collect) {
   if (!broken.empty())
     throw Error("this session cannot run again: an earlier run failed (" +
                 broken + ")");
@@ -512,7 +599,9 @@ Session::Impl::run(const std::map<std::string, InputView> &inputs,
     broken = std::string(e.what()).substr(0, 200);
     throw;
   }
-  return collectOutputs(program, ranks[outputRank(program)]);
+  if (!collect)
+    return {};
+  return collectOutputs(program, ranks);
 }
 
 void Session::Impl::runThreads(const Program &program,
@@ -599,18 +688,47 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
   seconds = runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
     mine.entry(&context, mine.args.data(), mine.resultPointers.data());
   });
-  // Outputs travel to rank 0 when another rank holds them.
+  // Outputs travel to rank 0 when another rank holds them; a split
+  // output's blocks, from every rank of the last stage.
+  const std::vector<int32_t> &last = program.stages.back().ranks;
   int32_t holder = outputRank(program);
-  if (holder == 0)
-    return mpiRank == 0 ? collectOutputs(program, mine)
-                        : std::vector<OutputTensor>{};
+  bool inLast = std::find(last.begin(), last.end(), mpiRank) != last.end();
   std::vector<size_t> slots = outputSlots(program);
   std::vector<OutputTensor> outputs;
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorSpec &spec = program.outputs[i];
-    if (mpiRank == holder) {
-      context.send(0, mine.outputs.at(slots[i]).data(), spec.bytes(),
-                   "output gather");
+    // Ranks before the last stage hold no outputs.
+    static const std::vector<char> none;
+    auto it = mine.outputs.find(slots[i]);
+    const std::vector<char> &own = it != mine.outputs.end() ? it->second : none;
+    if (spec.splitDim >= 0) {
+      if (mpiRank != 0 && inLast)
+        context.send(0, own.data(), own.size(), "output gather");
+      if (mpiRank != 0)
+        continue;
+      std::vector<std::vector<char>> received;
+      std::vector<const char *> blocks;
+      std::vector<int64_t> blockShape = wholeBatch(
+          lastResult(program, slots[i]).shape, manifest.microbatches);
+      int64_t blockBytes = dtypeNameBytes(spec.dtype);
+      for (int64_t d : blockShape)
+        blockBytes *= d;
+      for (int32_t rank : last) {
+        if (rank == 0) {
+          blocks.push_back(own.data());
+          continue;
+        }
+        received.emplace_back(blockBytes);
+        context.recv(rank, received.back().data(), blockBytes, "output gather");
+        blocks.push_back(received.back().data());
+      }
+      outputs.push_back({spec.name, spec.dtype, spec.shape,
+                         assembleBlocks(spec, blockShape, blocks)});
+    } else if (holder == 0) {
+      if (mpiRank == 0)
+        outputs.push_back({spec.name, spec.dtype, spec.shape, own});
+    } else if (mpiRank == holder) {
+      context.send(0, own.data(), spec.bytes(), "output gather");
     } else if (mpiRank == 0) {
       outputs.push_back(
           {spec.name, spec.dtype, spec.shape, std::vector<char>(spec.bytes())});
@@ -642,6 +760,18 @@ Session::runPrefill(const std::map<std::string, InputView> &inputs) {
 }
 
 double Session::getSecondsPerRun() const { return impl->seconds; }
+
+void Session::runInPlace(const std::map<std::string, InputView> &inputs,
+                         bool prefill) {
+  if (impl->options.launcher != "threads")
+    throw Error("runInPlace runs with --launcher threads");
+  impl->run(inputs, 0, 1, prefill, /*collect=*/false);
+}
+
+OutputBlocks Session::getOutputBlocks(const std::string &name,
+                                      bool prefill) const {
+  return impl->getOutputBlocks(name, prefill);
+}
 
 void Session::reorderCaches(const std::vector<int64_t> &source) {
   impl->reorderCaches(source);

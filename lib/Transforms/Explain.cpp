@@ -120,6 +120,29 @@ int64_t findBlockForward(Value v, func::FuncOp func, unsigned depth = 4) {
   return -1;
 }
 
+/// A model output each rank returns its block of (tp-split-outputs).
+struct SplitOutputInfo {
+  std::string name, localType;
+  int64_t dim, size;
+};
+
+SmallVector<SplitOutputInfo> getSplitOutputs(func::FuncOp func) {
+  SmallVector<SplitOutputInfo> splits;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    auto split = func.getResultAttrOfType<SplitOutputAttr>(
+        i, TPDialect::kSplitOutputAttrName);
+    auto name =
+        func.getResultAttrOfType<StringAttr>(i, TPDialect::kOutputAttrName);
+    if (!split || !name)
+      continue;
+    std::string type;
+    llvm::raw_string_ostream(type) << func.getResultTypes()[i];
+    splits.push_back(
+        {name.getValue().str(), type, split.getDim(), split.getSize()});
+  }
+  return splits;
+}
+
 struct Explain : tp::impl::ExplainBase<Explain> {
   using Base::Base;
 
@@ -330,6 +353,13 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       for (const auto &[node, why] : replicated)
         os << "  '" << node << "': " << why << "\n";
     }
+    SmallVector<SplitOutputInfo> splits = getSplitOutputs(func);
+    if (!splits.empty()) {
+      os << "split outputs (each rank returns its block; not gathered):\n";
+      for (const SplitOutputInfo &split : splits)
+        os << llvm::formatv("  {0}: {1} per device, of {2} on dim {3}\n",
+                            split.name, split.localType, split.size, split.dim);
+    }
     std::map<std::string, int64_t> counts;
     int64_t moved = 0;
     for (const CollectiveInfo &c : collectives) {
@@ -386,12 +416,19 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                                      {"bytes_sent_per_rank", x.movedBytes}});
     for (const auto &[node, why] : replicated)
       r.push_back(llvm::json::Object{{"node", node}, {"reason", why}});
+    llvm::json::Array splits;
+    for (const SplitOutputInfo &x : getSplitOutputs(func))
+      splits.push_back(llvm::json::Object{{"name", x.name},
+                                          {"local_type", x.localType},
+                                          {"dim", x.dim},
+                                          {"size", x.size}});
     llvm::json::Object root{
         {"function", func.getName().str()},
         {"devices", devices},
         {"weights", std::move(w)},
         {"collectives", std::move(c)},
         {"replicated", std::move(r)},
+        {"split_outputs", std::move(splits)},
         {"weight_bytes_per_device", weightBytes},
         {"model_weight_bytes", modelBytes},
         {"activation_bytes_per_device", activationBytes},

@@ -87,6 +87,14 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pipeline.microbatches = options.microbatches;
     pm.addPass(createPlanPipeline(pipeline));
   }
+  // Outputs that stay split: each rank returns its block (of every stage
+  // function, so after the pipeline cut).
+  if (options.devices > 1 && !options.splitOutputs.empty()) {
+    SplitOutputsOptions split;
+    split.names.assign(options.splitOutputs.begin(),
+                       options.splitOutputs.end());
+    pm.addNestedPass<func::FuncOp>(createSplitOutputs(split));
+  }
 }
 
 void mlir::tp::registerTPPipelines() {

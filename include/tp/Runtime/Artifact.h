@@ -48,6 +48,10 @@ struct TensorSpec {
   /// For a model input read as indices (an embedding's token ids): the
   /// values it may hold, [first, second].
   std::optional<std::pair<int64_t, int64_t>> indexRange;
+  /// For a model output that each rank of the last stage returns a block
+  /// of: the dim (rank t holds entries [t * B, (t + 1) * B), B being its
+  /// stage result's size there, up to `shape`'s). -1: whole on one rank.
+  int64_t splitDim = -1;
   int64_t numElements() const;
   int64_t bytes() const;
 };

@@ -19,7 +19,10 @@
 /// `index_range`.
 /// 5: `generation` ({max_seq, max_batch}) and stage arguments of kind
 /// `cache` (a KV cache the runtime allocates) for a decode step.
-#define TP_ARTIFACT_FORMAT_VERSION 5
+/// 6: a model output may carry `split_dim`: each rank of the last stage
+/// returns its block of that dim (a generation artifact's logits), and the
+/// output's `shape` is the whole output's.
+#define TP_ARTIFACT_FORMAT_VERSION 6
 
 /// The checksum file, in `sha256sum` format ("<hex>  <name>" per line), so
 /// that `sha256sum -c SHA256SUMS` inside the artifact checks it too. The

@@ -48,6 +48,19 @@ struct OutputTensor {
   std::vector<char> data;
 };
 
+/// One model output of the last run where the ranks hold it: the whole
+/// output on one rank, or, for an output the manifest splits
+/// (`split_dim`), one block per rank of the last stage in rank order, the
+/// block of rank t holding entries [t * blockShape[dim], ...) of `dim`, up
+/// to the output's size (the rest is padding). The data stays valid until
+/// the session runs again.
+struct OutputBlocks {
+  std::vector<const char *> blocks;
+  std::vector<int64_t> blockShape;
+  /// The split dim; -1 when `blocks` is the whole output.
+  int64_t dim = -1;
+};
+
 /// Session::generate's options (tp-run --generate).
 struct GenerateOptions {
   /// Tokens to add after each prompt.
@@ -108,6 +121,18 @@ public:
   /// Seconds per timed run of the last run(), on the rank that holds the
   /// outputs.
   double getSecondsPerRun() const;
+
+  /// One forward pass (with `prefill`, the prefill program) whose outputs
+  /// stay on the ranks, for getOutputBlocks: no whole output is assembled.
+  /// Threads and CUDA launchers only. Throws Error as run() does.
+  void runInPlace(const std::map<std::string, InputView> &inputs,
+                  bool prefill = false);
+
+  /// The output `name` of the last run (of the prefill program with
+  /// `prefill`), as the ranks hold it. Throws Error for an unknown name,
+  /// and under MPI, where the other ranks' blocks are in other processes.
+  OutputBlocks getOutputBlocks(const std::string &name,
+                               bool prefill = false) const;
 
   /// Runs a generation artifact's prefill program (its inputs and outputs
   /// are manifest.prefill's), which writes the KV caches the decode step

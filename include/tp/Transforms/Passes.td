@@ -243,6 +243,28 @@ def MergeAllReduces : Pass<"tp-merge-all-reduces", "::mlir::func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def SplitOutputs : Pass<"tp-split-outputs", "::mlir::func::FuncOp"> {
+  let summary = "Return each rank's block of a gathered model output";
+  let description = [{
+    After partition, a model output split across the ranks (an LM head's
+    logits, split by vocabulary) is all-gathered just before the return,
+    and a padded vocabulary's padding sliced off. For the outputs named in
+    `names` this pass removes both: the function returns the rank's block,
+    tagged `tp.split_output = #tp.split_output<dim = D, size = N>` (the
+    gathered dim and the output's size there). The runtime puts the blocks
+    together for a caller that asks for the whole output; generation reads
+    them in place, picking the next token from each rank's (max, index)
+    or top-k, so that a decode step needs no gather of the logits.
+    Outputs not gathered by a `shard.all_gather` stay as they are. Run
+    after partition (and after tp-plan-pipeline: on every stage function).
+  }];
+  let options = [
+    ListOption<"names", "names", "std::string",
+               "Model outputs (tp.output names) to return as blocks">
+  ];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
+}
+
 def FormReduceScatter : Pass<"tp-form-reduce-scatter", "::mlir::func::FuncOp"> {
   let summary = "Turn an all-reduce followed by a slice into a "
                 "reduce-scatter";

@@ -48,6 +48,10 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
       *this, "microbatches",
       llvm::cl::desc("Micro-batches per step for the 1F1B schedule"),
       llvm::cl::init(1)};
+  PassOptions::ListOption<std::string> splitOutputs{
+      *this, "split-outputs",
+      llvm::cl::desc("Model outputs that each rank returns its block of "
+                     "instead of gathering them (tp-split-outputs)")};
 };
 
 /// plan (TP, then SP if asked) → sharding-propagation → shard-partition →

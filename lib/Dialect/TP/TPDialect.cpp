@@ -101,11 +101,26 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
 }
 
 LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op, unsigned,
-                                                     unsigned,
+                                                     unsigned index,
                                                      NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name == kOutputAttrName)
     return verifyNameTag(op, attr);
+  if (name == kSplitOutputAttrName) {
+    // A block of a dim of the result; the blocks of all ranks cover `size`.
+    auto split = dyn_cast<SplitOutputAttr>(attr.getValue());
+    auto func = cast<FunctionOpInterface>(op);
+    auto type = dyn_cast<RankedTensorType>(func.getResultTypes()[index]);
+    if (!split || !type || !type.hasStaticShape() || split.getDim() < 0 ||
+        split.getDim() >= type.getRank() || split.getSize() < 1 ||
+        type.getDimSize(split.getDim()) < 1 ||
+        !func.getResultAttr(index, kOutputAttrName))
+      return op->emitOpError()
+             << "result " << index << " has a '" << name
+             << "' that is not a #tp.split_output of a dim of its static, "
+                "non-empty tensor type, on a 'tp.output' result";
+    return success();
+  }
   return op->emitOpError() << "unknown result attribute '" << name << "'";
 }
 

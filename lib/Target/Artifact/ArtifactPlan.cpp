@@ -172,9 +172,19 @@ static void collectSignature(func::FuncOp func, unsigned stage,
     add(inputs, name, func.getArgument(i).getType());
     inputs.back().indexBound = bound;
   }
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    if (auto name = func.getResultAttrOfType<StringAttr>(i, "tp.output"))
-      add(outputs, name, func.getResultTypes()[i]);
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    auto name =
+        func.getResultAttrOfType<StringAttr>(i, TPDialect::kOutputAttrName);
+    if (!name)
+      continue;
+    add(outputs, name, func.getResultTypes()[i]);
+    // A block of the output on each rank: the model's output is whole.
+    if (auto split = func.getResultAttrOfType<SplitOutputAttr>(
+            i, TPDialect::kSplitOutputAttrName)) {
+      outputs.back().splitDim = split.getDim();
+      outputs.back().shape[split.getDim()] = split.getSize();
+    }
+  }
 }
 
 /// The weight arguments of a stage function as (rank-file key, type): a

@@ -80,6 +80,9 @@ struct TensorSignature {
   /// tp.index_bound of an input read as indices: its values lie in
   /// [-indexBound, indexBound). 0 when it is not read as indices.
   int64_t indexBound = 0;
+  /// An output that each rank of the last stage returns a block of
+  /// (tp.split_output): the dim; `shape` is the whole output's. -1: none.
+  int64_t splitDim = -1;
 };
 
 struct ArtifactPlan {

@@ -272,6 +272,8 @@ static void writeSignature(llvm::json::OStream &json, StringRef key,
         json.attribute("dtype", sig.dtype);
         writeShape(json, "shape", sig.shape);
         json.attribute("stage", sig.stage);
+        if (sig.splitDim >= 0)
+          json.attribute("split_dim", sig.splitDim);
         if (sig.indexBound > 0)
           json.attributeArray("index_range", [&] {
             json.value(-sig.indexBound);

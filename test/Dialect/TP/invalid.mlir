@@ -149,3 +149,17 @@ module attributes {tp.external_data = [1]} {}
 
 // expected-error @below {{unknown attribute 'tp.color'}}
 module attributes {tp.color = "blue"} {}
+
+// -----
+
+// expected-error @below {{result 0 has a 'tp.split_output' that is not a #tp.split_output of a dim of its static, non-empty tensor type, on a 'tp.output' result}}
+func.func @split_dim_past_rank(%x: tensor<2x4xf32>) -> (tensor<2x4xf32> {tp.output = "logits", tp.split_output = #tp.split_output<dim = 2, size = 8>}) {
+  return %x : tensor<2x4xf32>
+}
+
+// -----
+
+// expected-error @below {{result 0 has a 'tp.split_output' that is not a #tp.split_output}}
+func.func @split_without_output(%x: tensor<2x4xf32>) -> (tensor<2x4xf32> {tp.split_output = #tp.split_output<dim = 1, size = 8>}) {
+  return %x : tensor<2x4xf32>
+}

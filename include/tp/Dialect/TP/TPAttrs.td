@@ -107,4 +107,27 @@ def TP_LayoutAttr : AttrDef<TP_Dialect, "Layout"> {
   }];
 }
 
+def TP_SplitOutputAttr : AttrDef<TP_Dialect, "SplitOutput"> {
+  let mnemonic = "split_output";
+  let summary = "A model output that each rank returns its block of";
+  let description = [{
+    Written as `tp.split_output` on a `tp.output` result of a function
+    (tp-split-outputs):
+
+    ```mlir
+    #tp.split_output<dim = 2, size = 1001>
+    ```
+
+    The result is this rank's block of `dim`: rank t of the stage holds
+    entries [t * B, (t + 1) * B) of the whole output, B being the result's
+    size on `dim`, and the whole output has `size` entries there (the
+    blocks may run past it into padding, a padded vocabulary's logits,
+    which belong to no entry). The runtime puts the blocks together, or
+    reads them where they are (generation picks the next token from each
+    rank's block).
+  }];
+  let parameters = (ins "int64_t":$dim, "int64_t":$size);
+  let assemblyFormat = "`<` `dim` `=` $dim `,` `size` `=` $size `>`";
+}
+
 #endif // TP_DIALECT_TP_TPATTRS_TD

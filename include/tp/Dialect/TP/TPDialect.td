@@ -54,6 +54,9 @@ def TP_Dialect : Dialect {
       runtime owns and keeps between calls (tp-kv-cache): the export's
       `past_key_values` input, grown to every position of the context.
       Only a `tp.cache_update` reads it.
+    - `tp.split_output = #tp.split_output<dim = D, size = N>` on a
+      `tp.output` result: the rank returns its block of dim D of an output
+      with N entries there (tp-split-outputs).
     - `tp.model = "<path>"` and `tp.external_data = ["<file>", ...]` on the
       module: where the weights live.
   }];
@@ -83,6 +86,8 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kCacheAttrName = "tp.cache";
     static constexpr llvm::StringLiteral kPrefillStageAttrName =
         "tp.prefill_stage";
+    static constexpr llvm::StringLiteral kSplitOutputAttrName =
+        "tp.split_output";
   }];
 }
 
