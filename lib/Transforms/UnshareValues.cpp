@@ -3,13 +3,15 @@
 // Undoes the sharing that --canonicalize and --cse add to an imported
 // function, which upstream partition cannot take: scalar constants go back
 // into the linalg bodies that read them, and each use of an empty or filled
-// init gets its own copy.
+// init gets its own copy; and a tensor that one op reads through two
+// operands with different maps (X · Xᵀ) is copied for the second.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::tp {
@@ -66,9 +68,47 @@ void unshare(Operation *op) {
   op->erase();
 }
 
+/// An op that reads one tensor through two operands with different
+/// indexing maps (X · Xᵀ) reads a copy through the second: upstream
+/// partition gives one value one sharding, which a split then puts on two
+/// loops of the op, and builds an op whose shapes disagree. With a copy,
+/// propagation reshards one of the two. The identity copy folds away after
+/// partition.
+void copySelfOperands(linalg::GenericOp op) {
+  for (OpOperand *operand : op.getDpsInputOperands()) {
+    auto type = dyn_cast<RankedTensorType>(operand->get().getType());
+    if (!type || type.getRank() == 0)
+      continue;
+    AffineMap map = op.getMatchingIndexingMap(operand);
+    bool readBefore =
+        llvm::any_of(op.getDpsInputOperands(), [&](OpOperand *other) {
+          return other->getOperandNumber() < operand->getOperandNumber() &&
+                 other->get() == operand->get() &&
+                 op.getMatchingIndexingMap(other) != map;
+        });
+    if (!readBefore)
+      continue;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value init =
+        tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+    AffineMap identity = b.getMultiDimIdentityMap(type.getRank());
+    auto copy = linalg::GenericOp::create(
+        b, loc, type, ValueRange{operand->get()}, ValueRange{init},
+        ArrayRef<AffineMap>{identity, identity},
+        SmallVector<utils::IteratorType>(type.getRank(),
+                                         utils::IteratorType::parallel),
+        [](OpBuilder &nb, Location nl, ValueRange args) {
+          linalg::YieldOp::create(nb, nl, args[0]);
+        });
+    operand->set(copy.getResult(0));
+  }
+}
+
 struct UnshareValues : tp::impl::UnshareValuesBase<UnshareValues> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    func.walk(copySelfOperands);
     func.walk(sinkConstants);
     // Fills first: their copies read the same empty, which is unshared next.
     SmallVector<linalg::FillOp> fills;

@@ -69,3 +69,40 @@ func.func @tensor_constant(%x: tensor<2xindex>) -> tensor<2xf32> {
   } -> tensor<2xf32>
   return %g : tensor<2xf32>
 }
+
+// -----
+
+#xt = affine_map<(i, j, k) -> (i, k)>
+#yt = affine_map<(i, j, k) -> (j, k)>
+#out = affine_map<(i, j, k) -> (i, j)>
+
+// X · Xᵀ reads one tensor through two operands with different maps: the
+// second reads an identity copy, so that propagation can give the two their
+// own shardings (found by fuzzing: partition built an op whose shapes
+// disagreed). Operands with the same map stay shared.
+// CHECK-LABEL: func.func @gram
+// CHECK: %[[COPY:.+]] = linalg.generic {{.*}} ins(%[[X:[^ ]+]] : tensor<8x24xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.+]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: linalg.yield %[[IN]] : f32
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %[[COPY]] : tensor<8x24xf32>, tensor<8x24xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[G:[^,]+]], %[[G]] : tensor<8x8xf32>, tensor<8x8xf32>)
+func.func @gram(%x: tensor<8x24xf32>) -> tensor<8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %g = linalg.generic {indexing_maps = [#xt, #yt, #out], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %x : tensor<8x24xf32>, tensor<8x24xf32>) outs(%z : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<8x8xf32>
+  %e2 = tensor.empty() : tensor<8x8xf32>
+  %sq = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%g, %g : tensor<8x8xf32>, tensor<8x8xf32>) outs(%e2 : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<8x8xf32>
+  return %sq : tensor<8x8xf32>
+}

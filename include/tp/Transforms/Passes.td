@@ -69,11 +69,18 @@ def UnshareValues : Pass<"tp-unshare-values", "::mlir::func::FuncOp"> {
       crash (reported in `arith.cmpi`'s verifier).
     - An init shared by a split and a replicated op gets one sharding, so
       partition reshards it: an all-gather of an empty tensor.
+    - An op that reads one tensor through two operands with different
+      indexing maps (X · Xᵀ) gets one sharding for both, which a split
+      puts on two of its loops: partition builds an op whose shapes
+      disagree.
     This pass copies each such scalar constant into every linalg body that
-    reads it, and gives every use of a `tensor.empty` or a `linalg.fill`
-    its own copy. `tp-parallelize` runs it before planning; the cleanup
-    after partition shares them again.
+    reads it, gives every use of a `tensor.empty` or a `linalg.fill` its
+    own copy, and reads the second operand of such an op through an
+    identity `linalg.generic`, which propagation can reshard on its own.
+    `tp-parallelize` runs it before planning; the cleanup after partition
+    shares them again and folds the copies.
   }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
 def CheckPartitionable : Pass<"tp-check-partitionable",

@@ -535,6 +535,10 @@ LogicalResult convertPad(NodeContext &ctx) {
   if (ctx.opset >= 11 && ctx.hasInput(2)) {
     if (ctx.getNumElements(2) != 1)
       return ctx.emitError() << "constant_value must be a scalar";
+    if (ctx.input(2).dtype != x.dtype)
+      return ctx.emitError()
+             << "constant_value is " << dtypeName(ctx.input(2).dtype)
+             << " but the data is " << dtypeName(x.dtype);
     if (const ConstTensor *c = ctx.constInput(2))
       padValue = c->getAsDouble(0);
     else

@@ -151,10 +151,21 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
     initializerNames.insert(init.name());
   llvm::StringSet<> inputNames;
   bool ok = true;
-  for (const auto &info : graph.input()) {
+  for (const auto &[index, info] : llvm::enumerate(graph.input())) {
     if (initializerNames.contains(info.name()))
       continue; // IR < 4 lists initializers as inputs too.
-    inputNames.insert(info.name());
+    // Inputs are fed by name.
+    if (info.name().empty()) {
+      emitError(fileLoc) << "graph input " << index << " has no name";
+      ok = false;
+      continue;
+    }
+    if (!inputNames.insert(info.name()).second) {
+      emitError(fileLoc) << "graph input '" << info.name()
+                         << "' is listed twice";
+      ok = false;
+      continue;
+    }
     Location loc = NameLoc::get(StringAttr::get(ctx, info.name()), fileLoc);
     DType dtype = 0;
     SmallVector<int64_t> shape;

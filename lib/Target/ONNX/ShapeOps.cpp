@@ -433,6 +433,12 @@ LogicalResult convertTranspose(NodeContext &ctx) {
     return success();
   }
   Value input = ctx.operand(0);
+  // A permutation that keeps every dim in place (of a scalar, too, which
+  // linalg.transpose cannot take) is the input itself.
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, rank))) {
+    ctx.setResult(0, input, x.dtype);
+    return success();
+  }
   Value init =
       createEmpty(ctx.b, ctx.loc, shape, getTensorType(input).getElementType());
   Value result = linalg::TransposeOp::create(ctx.b, ctx.loc, input, init, perm)
