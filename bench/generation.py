@@ -22,7 +22,11 @@ and exported with its KV cache in optimum's text-generation-with-past layout
 
 It prints prefill time, decode ms per token and tokens/s for each, the
 2-rank speed-up of decode (the issue's target: >= 1.6x) and whether each
-one's tokens equal torch's. It asserts nothing.
+one's tokens equal torch's; and tp-mlir's decode step split into compute,
+communication (collectives, waiting for the other rank included) and
+runtime (starting the ranks, binding inputs, choosing the token), as
+tp-run measures them: the overhead target is <= 5% of a step. It asserts
+nothing.
 
 Usage:
   python3 bench/generation.py                      # batch 1 and 8
@@ -197,8 +201,10 @@ def run_tp(a, model, devices, ids_path, work):
     prefill = float(re.search(r"prefill: ([0-9.e+-]+) ms", p.stdout).group(1))
     per_token = float(re.search(r"decode: ([0-9.e+-]+) ms per token",
                                 p.stdout).group(1))
-    return ({"prefill": prefill / 1e3, "per_token": per_token / 1e3},
-            np.load(os.path.join(out, "tokens.npy")))
+    split = {k: float(re.search(k + r" ([0-9.e+-]+) ms", p.stdout).group(1))
+             / 1e3 for k in ("compute", "communication", "runtime")}
+    return ({"prefill": prefill / 1e3, "per_token": per_token / 1e3,
+             "split": split}, np.load(os.path.join(out, "tokens.npy")))
 
 
 def main():
@@ -277,6 +283,17 @@ def main():
                       f"{figures['prefill'] * 1e3:>10.1f} "
                       f"{figures['per_token'] * 1e3:>9.2f} "
                       f"{batch / figures['per_token']:>9.1f}  {same}")
+            for devices in (1, 2):
+                label = f"tp-mlir x{devices}"
+                split = next(f for name, f, _, _ in results
+                             if name == label)["split"]
+                step = sum(split.values())
+                overhead = split["communication"] + split["runtime"]
+                print(f"{batch:>5} {label} step: compute "
+                      f"{split['compute'] * 1e3:.2f} ms, communication "
+                      f"{split['communication'] * 1e3:.2f} ms, runtime "
+                      f"{split['runtime'] * 1e3:.2f} ms: overhead "
+                      f"{100 * overhead / step:.1f}% (target <= 5%)")
             by = {label: figures for label, figures, _, _ in results}
             one, two = by["tp-mlir x1"], by["tp-mlir x2"]
             print(f"{batch:>5} decode 2 ranks vs 1: "

@@ -482,6 +482,8 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   }
 
   // Step t reads the token at position t and picks the one after it.
+  // Decode steps' seconds in the stage function, and in communication.
+  double stageSeconds = 0, communicationSeconds = 0;
   for (int64_t t = first; t < lastStep && !finished; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       ids[r] = sequence[r * length + t];
@@ -496,6 +498,11 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     if (hasPositions)
       inputs["position_ids"] = view(positions, {rows, 1}, "position_ids");
     runInPlace(inputs);
+    if (t + 1 > promptLength) {
+      RunTiming timing = getLastRunTiming();
+      stageSeconds += timing.stageSeconds;
+      communicationSeconds += timing.communicationSeconds;
+    }
     if (t + 1 == promptLength) {
       result.prefillSeconds =
           std::chrono::duration<double>(Clock::now() - start).count();
@@ -508,10 +515,16 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     if (t + 1 > promptLength)
       ++result.decodeSteps;
   }
-  if (result.decodeSteps > 0)
+  if (result.decodeSteps > 0) {
+    double steps = static_cast<double>(result.decodeSteps);
     result.secondsPerToken =
-        std::chrono::duration<double>(Clock::now() - start).count() /
-        static_cast<double>(result.decodeSteps);
+        std::chrono::duration<double>(Clock::now() - start).count() / steps;
+    result.communicationSecondsPerToken = communicationSeconds / steps;
+    result.computeSecondsPerToken =
+        (stageSeconds - communicationSeconds) / steps;
+    result.runtimeSecondsPerToken =
+        result.secondsPerToken - stageSeconds / steps;
+  }
   if (beams > 1 && options.maxNewTokens > 0)
     finishBeams(lastWritten);
   result.tokens.assign(sequence.begin(), sequence.begin() + batch * length);

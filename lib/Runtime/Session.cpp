@@ -322,6 +322,7 @@ public:
   Manifest manifest;
   void *library = nullptr;
   double seconds = 0;
+  RunTiming timing;
 
 private:
   std::chrono::milliseconds timeout() const {
@@ -352,6 +353,9 @@ private:
   int32_t mpiRank = 0;
   std::shared_ptr<ThreadWorld> world;
   std::vector<std::unique_ptr<RankContext>> contexts;
+  /// Seconds each context has spent communicating (createTimedRankContext),
+  /// one per context, sized before they are made.
+  std::vector<double> communication;
   std::unique_ptr<CudaModel> cuda;
   std::vector<std::unique_ptr<CudaModel::Rank>> gpus;
   std::mutex gpusMutex;
@@ -392,7 +396,9 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
                   std::to_string(manifest.pp) + ") but mpirun started " +
                   std::to_string(size) + " processes");
     mpiRank = context->rank();
-    contexts.push_back(std::move(context));
+    communication.assign(1, 0);
+    contexts.push_back(
+        createTimedRankContext(std::move(context), &communication[0]));
     bound.push_back(
         bindRank(manifest, mainProgram(manifest), mpiRank, library));
     if (manifest.prefill.length > 0)
@@ -406,8 +412,10 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   }
   bindAll();
   world = createThreadWorld(static_cast<int32_t>(manifest.ranks), timeout());
+  communication.assign(manifest.ranks, 0);
   for (int32_t rank = 0; rank < manifest.ranks; ++rank)
-    contexts.push_back(createThreadRankContext(world, rank));
+    contexts.push_back(createTimedRankContext(
+        createThreadRankContext(world, rank), &communication[rank]));
 }
 
 Session::Impl::~Impl() {
@@ -610,6 +618,7 @@ void Session::Impl::runThreads(const Program &program,
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   std::vector<std::string> errors(ranks);
   std::vector<double> perRank(ranks, 0);
+  std::fill(communication.begin(), communication.end(), 0);
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
@@ -631,7 +640,10 @@ void Session::Impl::runThreads(const Program &program,
     thread.join();
   if (anyError(errors))
     throw collectErrors(errors);
-  seconds = perRank[outputRank(program)];
+  int32_t holder = outputRank(program);
+  seconds = perRank[holder];
+  timing = {seconds,
+            communication[holder] / static_cast<double>(warmup + repeat)};
 }
 
 void Session::Impl::runCuda(const Program &program,
@@ -675,6 +687,7 @@ void Session::Impl::runCuda(const Program &program,
     throw Error(text);
   }
   seconds = perRank[outputRank(program)];
+  timing = {seconds, 0};
 }
 
 std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
@@ -685,9 +698,11 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
     return {};
   BoundRank &mine = bound.front();
   RankContext &context = *contexts.front();
+  communication[0] = 0;
   seconds = runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
     mine.entry(&context, mine.args.data(), mine.resultPointers.data());
   });
+  timing = {seconds, communication[0] / static_cast<double>(warmup + repeat)};
   // Outputs travel to rank 0 when another rank holds them; a split
   // output's blocks, from every rank of the last stage.
   const std::vector<int32_t> &last = program.stages.back().ranks;
@@ -760,6 +775,8 @@ Session::runPrefill(const std::map<std::string, InputView> &inputs) {
 }
 
 double Session::getSecondsPerRun() const { return impl->seconds; }
+
+RunTiming Session::getLastRunTiming() const { return impl->timing; }
 
 void Session::runInPlace(const std::map<std::string, InputView> &inputs,
                          bool prefill) {

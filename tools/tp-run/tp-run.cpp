@@ -309,6 +309,20 @@ int generate(const Options &options, Session &session,
                     ? static_cast<double>(batch) / result.secondsPerToken
                     : 0)
             << " tokens/s\n";
+  if (result.decodeSteps > 0) {
+    double step = result.secondsPerToken;
+    auto part = [&](const char *what, double seconds) {
+      std::cout << " " << what << " " << seconds * 1e3 << " ms ("
+                << 100 * seconds / step << "%)";
+    };
+    std::cout << "decode step:";
+    part("compute", result.computeSecondsPerToken);
+    std::cout << ",";
+    part("communication", result.communicationSecondsPerToken);
+    std::cout << ",";
+    part("runtime", result.runtimeSecondsPerToken);
+    std::cout << "\n";
+  }
   return 0;
 }
 

@@ -60,6 +60,16 @@ bool haveMpi();
 std::unique_ptr<RankContext>
 createMpiRankContext(std::chrono::milliseconds timeout);
 
+//===----------------------------------------------------------------------===//
+// Timing
+//===----------------------------------------------------------------------===//
+
+/// A context that forwards every collective and point-to-point call to
+/// `inner` and adds the seconds each takes, waiting for peers included, to
+/// `*seconds`: what a step spends communicating, beside its compute.
+std::unique_ptr<RankContext>
+createTimedRankContext(std::unique_ptr<RankContext> inner, double *seconds);
+
 } // namespace tp::rt
 
 #endif // TP_RUNTIME_COMMUNICATORS_H

@@ -61,6 +61,14 @@ struct OutputBlocks {
   int64_t dim = -1;
 };
 
+/// Where a forward pass's time went on the rank that holds the outputs:
+/// seconds in its stage function, and the part of them spent in
+/// collectives and send/recv, waiting for peers included. (For a CUDA
+/// artifact NCCL runs inside the library: communication reads 0.)
+struct RunTiming {
+  double stageSeconds = 0, communicationSeconds = 0;
+};
+
 /// Session::generate's options (tp-run --generate).
 struct GenerateOptions {
   /// Tokens to add after each prompt.
@@ -93,6 +101,12 @@ struct Generation {
   /// per decode step after it.
   double prefillSeconds = 0, secondsPerToken = 0;
   int64_t decodeSteps = 0;
+  /// A decode step's seconds split three ways (they add up to
+  /// secondsPerToken): compute in the stage function, communication
+  /// inside it (RunTiming), and the runtime around it (starting the
+  /// ranks, binding inputs, choosing the token).
+  double computeSecondsPerToken = 0, communicationSecondsPerToken = 0,
+         runtimeSecondsPerToken = 0;
 };
 
 class Session {
@@ -121,6 +135,10 @@ public:
   /// Seconds per timed run of the last run(), on the rank that holds the
   /// outputs.
   double getSecondsPerRun() const;
+
+  /// How the last run's time per forward pass splits on the rank that
+  /// holds the outputs.
+  RunTiming getLastRunTiming() const;
 
   /// One forward pass (with `prefill`, the prefill program) whose outputs
   /// stay on the ranks, for getOutputBlocks: no whole output is assembled.
