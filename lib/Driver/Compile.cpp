@@ -298,6 +298,17 @@ static LogicalResult mergePrefill(ModuleOp decode, ModuleOp prefill) {
   return success();
 }
 
+/// Fails with an error when the caller interrupted the compile (Ctrl-C in
+/// tp_mlir.compile) before `stage`.
+static LogicalResult checkInterrupted(MLIRContext &context,
+                                      const CompileOptions &options,
+                                      StringRef stage) {
+  if (!options.interrupted || !options.interrupted())
+    return success();
+  return emitError(UnknownLoc::get(&context))
+         << "interrupted before " << stage << "; no artifact was written";
+}
+
 /// Micro-batches: the stage functions are compiled for one micro-batch, a
 /// 1/M slice of every input's batch dim (dim 0); tp-run feeds them in turn.
 static LogicalResult splitIntoMicrobatches(MLIRContext &context,
@@ -388,10 +399,13 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     explainOptions.output = options.explainJson;
     pm.addPass(createExplain(explainOptions));
   }
-  if (failed(pm.run(*module)))
+  if (failed(checkInterrupted(context, options, "planning")) ||
+      failed(pm.run(*module)))
     return failure();
   if (!options.writeArtifact)
     return success();
+  if (failed(checkInterrupted(context, options, "writing the artifact")))
+    return failure();
 
   // Generation: the prompt's program beside the decode step, on the same
   // weights and caches.
@@ -421,11 +435,18 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   artifactOptions.maxSeq = options.maxSeq;
   artifactOptions.maxBatch = options.maxSeq > 0 ? options.maxBatch : 0;
   artifactOptions.prefillLength = prefillLength;
+  artifactOptions.onProgress = [&options](uint64_t done, uint64_t total) {
+    if (options.progress && !options.progress(done, total))
+      return false;
+    return !options.interrupted || !options.interrupted();
+  };
   ModuleOp partitioned = *module;
   if (options.target == "cuda")
     artifactOptions.generateCode =
-        [partitioned, &options](StringRef dir, std::string &source,
-                                std::string &library) {
+        [partitioned, &options, &context](StringRef dir, std::string &source,
+                                          std::string &library) {
+          if (failed(checkInterrupted(context, options, "building the code")))
+            return failure();
           CudaBuildOptions build;
           build.arch = options.cudaArch;
           build.extraFlags = options.cxxFlags;
@@ -433,8 +454,10 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
         };
   if (options.target == "cpu")
     artifactOptions.generateCode =
-        [partitioned, &options](StringRef dir, std::string &source,
-                                std::string &library) {
+        [partitioned, &options, &context](StringRef dir, std::string &source,
+                                          std::string &library) {
+          if (failed(checkInterrupted(context, options, "building the code")))
+            return failure();
           BuildOptions build;
           build.extraFlags = options.cxxFlags;
           return buildCpuLibrary(partitioned, dir, build, source, library);

@@ -69,9 +69,37 @@ nb::dlpack::dtype dlpackType(const std::string &name) {
   throw tp::rt::Error("no numpy dtype for " + name);
 }
 
-std::vector<std::string> compile(const mlir::tp::CompileOptions &options) {
+/// Compiles with the GIL released. Between its stages, and after each chunk
+/// of weights, the compile takes the GIL back to run Python's signal
+/// handlers (Ctrl-C raises KeyboardInterrupt there) and `progress(done,
+/// total)` if given; an exception from either stops the compile, and is
+/// raised once it has stopped (no artifact is left behind).
+std::vector<std::string> compile(mlir::tp::CompileOptions options,
+                                 nb::object progress) {
   std::string errors, warnings;
-  bool failed;
+  bool failed, stopped = false;
+  // True to go on; false (with a Python error set) once one was raised.
+  auto poll = [&](const std::function<bool()> &call) {
+    if (stopped)
+      return false;
+    nb::gil_scoped_acquire acquire;
+    if (PyErr_CheckSignals() != 0 || !call())
+      stopped = true;
+    return !stopped;
+  };
+  options.interrupted = [&] { return !poll([] { return true; }); };
+  if (!progress.is_none())
+    options.progress = [&](uint64_t done, uint64_t total) {
+      return poll([&] {
+        try {
+          progress(done, total);
+          return true;
+        } catch (nb::python_error &e) {
+          e.restore();
+          return false;
+        }
+      });
+    };
   {
     nb::gil_scoped_release release;
     mlir::DialectRegistry registry;
@@ -86,6 +114,8 @@ std::vector<std::string> compile(const mlir::tp::CompileOptions &options) {
     });
     failed = mlir::failed(mlir::tp::compileModel(context, options));
   }
+  if (stopped && PyErr_Occurred())
+    throw nb::python_error();
   if (failed)
     throw CompileError(errors + warnings);
   std::vector<std::string> lines;
@@ -216,9 +246,11 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("max_seq", &mlir::tp::CompileOptions::maxSeq)
       .def_rw("max_batch", &mlir::tp::CompileOptions::maxBatch);
 
-  m.def("compile", &compile, "options"_a,
+  m.def("compile", &compile, "options"_a, "progress"_a = nb::none(),
         "Compiles options.model into the artifact folder options.output; "
-        "returns the warnings, raises CompileError with every diagnostic.");
+        "returns the warnings, raises CompileError with every diagnostic. "
+        "progress(done, total) is called as the weights are written; an "
+        "exception from it, or Ctrl-C, stops the compile and is raised.");
 
   nb::class_<PySession>(m, "Session")
       .def(nb::init<const std::string &, const std::string &, double>(),

@@ -58,7 +58,7 @@ def _shape_text(dims):
 def _run_compile(model, devices, output, *, target, pipeline_stages,
                  microbatches, sequence_parallel, strategy, config,
                  input_shapes, padding, cxx_flags="", explain_json="",
-                 max_seq=None, max_batch=1):
+                 max_seq=None, max_batch=1, progress=None):
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
         options = _tp_mlir.CompileOptions()
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -92,14 +92,14 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
         options.strategy = strategy
         options.input_shapes = [f"{name}={_shape_text(dims)}"
                                 for name, dims in (input_shapes or {}).items()]
-        for line in _tp_mlir.compile(options):
+        for line in _tp_mlir.compile(options, progress):
             warnings.warn(line, stacklevel=3)
 
 
 def compile(model, devices, *, target="cpu", pipeline_stages=1,
             microbatches=1, sequence_parallel=False, strategy="auto",
             config=None, input_shapes=None, padding=True, output=None,
-            cxx_flags="", max_seq=None, max_batch=1):
+            cxx_flags="", max_seq=None, max_batch=1, progress=None):
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
 
@@ -111,6 +111,12 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
     new temporary folder. Warnings (weights left whole, padding) are issued
     with `warnings.warn`; errors raise CompileError with every diagnostic,
     naming the model's nodes.
+    progress: called as progress(done, total), in bytes, while the weight
+    shards are written (the long part of a big model's compile). Ctrl-C
+    interrupts the compile between its stages and between chunks of
+    weights: KeyboardInterrupt is raised, as is any exception progress
+    raises, and no artifact is left at `output` (one already there stays as
+    it was).
     """
     if output is None:
         output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"), "model.tpa")
@@ -118,7 +124,8 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
                  pipeline_stages=pipeline_stages, microbatches=microbatches,
                  sequence_parallel=sequence_parallel, strategy=strategy,
                  config=config, input_shapes=input_shapes, padding=padding,
-                 cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch)
+                 cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch,
+                 progress=progress)
     return Artifact(output)
 
 

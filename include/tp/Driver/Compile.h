@@ -13,6 +13,7 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,13 @@ struct CompileOptions {
   std::string cudaArch = "sm_90";
   std::string cxxFlags;
   uint64_t chunkBytes = 16u << 20;
+  /// Called as the weight shards are written (bytes written, total);
+  /// returning false interrupts the compile.
+  std::function<bool(uint64_t done, uint64_t total)> progress;
+  /// Asked between the compile's stages (import, planning, prefill,
+  /// weights, code); true interrupts the compile, which then fails with an
+  /// error and leaves no artifact behind (Ctrl-C in tp_mlir.compile).
+  std::function<bool()> interrupted;
 };
 
 /// The prefill program's length when --prefill-len is left out.

@@ -206,6 +206,7 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
 
   Progress progress(total, options.progress);
   uint64_t reported = 0;
+  bool stopped = false;
   auto advance = [&] {
     uint64_t written = 0;
     for (const RankOutput &out : outputs)
@@ -213,6 +214,8 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
     written -= headerBytes;
     progress.advance(written - reported);
     reported = written;
+    if (options.onProgress && !options.onProgress(written, total))
+      stopped = true;
   };
   uint64_t chunkBytes = std::max<uint64_t>(options.chunkBytes & ~7ull, 8);
   std::vector<char> chunk(chunkBytes);
@@ -243,6 +246,10 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
       if (failed(readAndDeal(weight, uses, **source, chunk, outputs,
                              plan.tpDevices, loc, advance)))
         return failure();
+      if (stopped)
+        return emitError(loc) << "interrupted while writing the weight "
+                                 "shards ("
+                              << reported << " of " << total << " bytes)";
     }
   }
   for (RankOutput &out : outputs) {

@@ -23,6 +23,10 @@ struct ArtifactOptions {
   uint64_t chunkBytes = 16u << 20;
   /// Print "bytes done / total" to stderr while writing shards.
   bool progress = true;
+  /// Called after each chunk of weights is written, with the bytes written
+  /// and the total; returning false stops the writer (an interrupted
+  /// compile), which then fails with an error.
+  std::function<bool(uint64_t done, uint64_t total)> onProgress;
   /// Code generation target recorded in the manifest ("none", "cpu", ...).
   std::string target = "none";
   /// Generation: the decode step's longest context and batch (--max-seq,
