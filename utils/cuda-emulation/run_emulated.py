@@ -8,7 +8,11 @@ For machines without a GPU: tp-compile --target cuda writes model.cu (nvcc
 builds the real library as usual; --nvcc true skips that), then model.cu is
 rebuilt with the host C++ compiler against include/tp_cuda_emulation.h, a
 CPU stand-in for the CUDA runtime, cuBLAS and NCCL, and run by tp-run's CUDA
-path on thread ranks. Kernel launches are rewritten to tp_emu::launch.
+path on thread ranks. Kernel launches are rewritten to tp_emu::launch. Each
+artifact runs three forward passes (tp-run --repeat 3): a stage's first call
+runs it as it is, its second captures it as a CUDA graph and replays it, the
+later ones replay it; every call but the first must have been a replay, and
+the outputs (the last pass's) must match the references.
 A config is a comma-separated list of tp=N, pp=P, mb=M (micro-batches), sp;
 a run passes when
 |out - ref| <= atol + rtol * |ref| everywhere (references beside the model).
@@ -64,6 +68,57 @@ def record_checksums(artifact, names):
             f.write("%s  %s\n" % (sums[name], name))
 
 
+def count_replays(log):
+    if not os.path.exists(log):
+        return 0
+    with open(log) as f:
+        return sum(1 for line in f if line.startswith("launch"))
+
+
+def generate(args):
+    """Greedy generation on the emulated GPU: each decode step's stage is a
+    replay of its graph, with the step's own token, mask and position."""
+    model = os.path.join(args.model_dir, "model.onnx")
+    name = os.path.basename(os.path.normpath(args.model_dir))
+    env = dict(os.environ)
+    if args.nvcc:
+        env["NVCC"] = shutil.which(args.nvcc) or args.nvcc
+    greedy = np.load(os.path.join(args.model_dir, "greedy.npy"))
+    failures = 0
+    with tempfile.TemporaryDirectory() as work:
+        for text in args.config:
+            config = parse_config(text)
+            artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
+            subprocess.run([args.tp_compile, model, "--target", "cuda",
+                            "-o", artifact, "--devices", str(config["tp"]),
+                            "--pp", str(config["pp"]), "--max-seq", "24",
+                            "--max-batch", "2"], check=True, env=env,
+                           stderr=subprocess.DEVNULL)
+            emulate(artifact, args.cxx)
+            out_dir = os.path.join(work, "out")
+            log = os.path.join(work, text + ".graphs.log")
+            subprocess.run(
+                [args.tp_run, artifact, "--generate", str(args.generate),
+                 "--input", "input_ids=" + os.path.join(args.model_dir,
+                                                        "input_ids.npy"),
+                 "--input", "attention_mask=" + os.path.join(
+                     args.model_dir, "attention_mask.npy"),
+                 "--output-dir", out_dir, "--quiet"], check=True,
+                env=dict(env, TP_EMU_GRAPH_LOG=log), stdout=subprocess.DEVNULL)
+            tokens = np.load(os.path.join(out_dir, "tokens.npy"))
+            reference = greedy[:, :tokens.shape[1]]
+            same = np.array_equal(tokens, reference)
+            replays = count_replays(log)
+            ok = same and replays > 0
+            failures += not ok
+            print("%s [%s] emulated cuda generate %d: tokens %s, %d graph "
+                  "replays %s" % (name, text, args.generate,
+                                  "equal" if same else "DIFFER", replays,
+                                  "ok" if ok else "FAIL"))
+    print(("FAIL %s" if failures else "PASS %s") % name)
+    return 1 if failures else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model_dir")
@@ -76,7 +131,14 @@ def main():
     parser.add_argument("--nvcc", help="nvcc for tp-compile (NVCC)")
     parser.add_argument("--cxx", default=os.environ.get("CXX", "c++"))
     parser.add_argument("--keep", help="copy the artifacts here")
+    parser.add_argument("--generate", type=int, metavar="T",
+                        help="a decoder exported with its KV cache "
+                        "(test/models/hf/with-past/<name>): tp-compile "
+                        "--max-seq 24 --max-batch 2, tp-run --generate T, "
+                        "and the tokens must equal greedy.npy")
     args = parser.parse_args()
+    if args.generate:
+        return generate(args)
     model = os.path.join(args.model_dir, "model.onnx")
     name = os.path.basename(os.path.normpath(args.model_dir))
     env = dict(os.environ)
@@ -109,8 +171,24 @@ def main():
                     spec["name"],
                     os.path.join(args.model_dir, spec["name"] + ".npy"))]
             out_dir = os.path.join(work, "out")
+            # Three forward passes: the first runs each stage as it is, the
+            # second captures it as a CUDA graph and replays it, the third
+            # replays it; the outputs are the last pass's.
+            graph_log = os.path.join(work, "graphs.log")
+            if os.path.exists(graph_log):
+                os.remove(graph_log)
             subprocess.run([args.tp_run, artifact, "--output-dir", out_dir,
-                            "--quiet"] + inputs, check=True)
+                            "--quiet", "--repeat", "3"] + inputs, check=True,
+                           env=dict(env, TP_EMU_GRAPH_LOG=graph_log))
+            replays = count_replays(graph_log)
+            # Every call of every rank's stage (one per micro-batch in each
+            # pass) but its first.
+            expected = manifest["grid"]["ranks"] * (3 * config["mb"] - 1)
+            graphs_ok = replays == expected
+            failures += not graphs_ok
+            print("%s [%s] emulated cuda x%d: %d graph replays of %d %s" % (
+                name, text, manifest["grid"]["ranks"], replays, expected,
+                "ok" if graphs_ok else "FAIL"))
             for spec in manifest["outputs"]:
                 ref = np.load(os.path.join(args.model_dir,
                                            spec["name"] + ".npy"))

@@ -20,6 +20,11 @@
 // has its own NCCL communicator, split from the world's when the rank is
 // created. Everything a rank does is ordered on its one stream; the host
 // waits only where it needs a value (a scalar read from a tensor, results).
+// From its second call on, a stage runs as a CUDA graph: captured once
+// (kernels, cuBLAS and NCCL calls) with its inputs and results in buffers
+// that stay put, then replayed per call (a decode step per token). A stage
+// that cannot be captured (it reads a value on the host) runs as before;
+// TP_CUDA_GRAPHS=0 in the environment turns graphs off.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,6 +80,7 @@ typedef void (*tp_cuda_rank_destroy_fn)(void *);
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -167,6 +173,19 @@ struct Rank {
   /// uploaded from: its bytes, and the device buffer. Keyed by host buffer,
   /// a generation artifact's prefill and decode step share them.
   std::map<const void *, std::pair<int64_t, void *>> resident;
+
+  /// A stage captured as a CUDA graph, by stage name.
+  struct Captured {
+    /// Device arguments and results as captured: inputs and results in
+    /// `owned` buffers (the same at every replay), weights resident.
+    std::vector<void *> args, results, owned;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    int64_t calls = 0;
+    /// The capture failed: the stage runs without a graph.
+    bool eager = false;
+  };
+  std::map<std::string, Captured> captured;
 
   /// The caller's position in `group`.
   int32_t groupIndex(Group group) const {
@@ -365,12 +384,35 @@ namespace detail {
 /// Why the calling thread's last tp_cuda_rank_create failed.
 inline thread_local std::string createError;
 
+/// Releases a stage's graph and its buffers.
+inline void dropCapture(Rank::Captured &captured) {
+  if (captured.exec)
+    (void)cudaGraphExecDestroy(captured.exec);
+  if (captured.graph)
+    (void)cudaGraphDestroy(captured.graph);
+  for (void *buffer : captured.owned)
+    (void)cudaFree(buffer);
+  captured.exec = nullptr;
+  captured.graph = nullptr;
+  captured.owned.clear();
+  captured.args.clear();
+  captured.results.clear();
+}
+
+/// Whether stages may run as CUDA graphs (TP_CUDA_GRAPHS=0: never).
+inline bool graphsEnabled() {
+  const char *value = std::getenv("TP_CUDA_GRAPHS");
+  return !value || std::strcmp(value, "0") != 0;
+}
+
 inline void destroy(Rank *rank) {
   if (!rank)
     return;
   (void)cudaSetDevice(rank->device);
   if (rank->stream)
     (void)cudaStreamSynchronize(rank->stream);
+  for (auto &[name, captured] : rank->captured)
+    dropCapture(captured);
   for (auto &[key, buffer] : rank->resident)
     (void)cudaFree(buffer.second);
   for (auto &[group, comm] : rank->groupComms)
@@ -480,12 +522,10 @@ int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
                     site);
       return buffer;
     };
+    // Weights and caches: resident, uploaded on first use.
     for (int32_t i = 0; i < info.numArgs; ++i) {
-      if (!info.argIsWeight[i]) {
-        args[i] = upload(i);
-        temporaries.push_back(args[i]);
+      if (!info.argIsWeight[i])
         continue;
-      }
       auto &cached = context->resident[hostArgs[i]];
       if (cached.first != info.argBytes[i] || !cached.second) {
         if (cached.second)
@@ -493,6 +533,81 @@ int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
         cached = {info.argBytes[i], upload(i)};
       }
       args[i] = cached.second;
+    }
+
+    // From the second call on: replay the stage's graph, captured on the
+    // first replay (and again if a resident buffer moved).
+    Rank::Captured &captured = context->captured[stage];
+    if (detail::graphsEnabled() && !captured.eager && captured.calls++ > 0) {
+      if (captured.exec)
+        for (int32_t i = 0; i < info.numArgs; ++i)
+          if (info.argIsWeight[i] && captured.args[i] != args[i]) {
+            detail::dropCapture(captured);
+            break;
+          }
+      if (!captured.exec) {
+        captured.args = args;
+        captured.results.assign(info.numResults, nullptr);
+        auto own = [&](int64_t bytes) {
+          void *buffer = nullptr;
+          TP_CUDA_CHECK(cudaMalloc(&buffer, std::max<int64_t>(bytes, 1)), site);
+          captured.owned.push_back(buffer);
+          return buffer;
+        };
+        for (int32_t i = 0; i < info.numArgs; ++i)
+          if (!info.argIsWeight[i])
+            captured.args[i] = own(info.argBytes[i]);
+        for (int32_t i = 0; i < info.numResults; ++i)
+          captured.results[i] = own(info.resultBytes[i]);
+        TP_CUDA_CHECK(cudaStreamSynchronize(context->stream), site);
+        TP_CUDA_CHECK(cudaStreamBeginCapture(context->stream,
+                                             cudaStreamCaptureModeThreadLocal),
+                      site);
+        bool recorded = true;
+        try {
+          info.function(context, captured.args.data(), captured.results.data());
+        } catch (const std::exception &) {
+          recorded = false;
+        }
+        cudaGraph_t graph = nullptr;
+        recorded &=
+            cudaStreamEndCapture(context->stream, &graph) == cudaSuccess &&
+            graph;
+        captured.graph = graph;
+        recorded = recorded && cudaGraphInstantiate(&captured.exec, graph, 0) ==
+                                   cudaSuccess;
+        (void)cudaGetLastError();
+        if (!recorded) {
+          // Not capturable (it waits for a value on the host): run it as
+          // before, from now on.
+          detail::dropCapture(captured);
+          captured.eager = true;
+        }
+      }
+      if (captured.exec) {
+        for (int32_t i = 0; i < info.numArgs; ++i)
+          if (!info.argIsWeight[i])
+            TP_CUDA_CHECK(
+                cudaMemcpyAsync(captured.args[i], hostArgs[i], info.argBytes[i],
+                                cudaMemcpyHostToDevice, context->stream),
+                site);
+        TP_CUDA_CHECK(cudaGraphLaunch(captured.exec, context->stream), site);
+        for (int32_t i = 0; i < info.numResults; ++i)
+          TP_CUDA_CHECK(cudaMemcpyAsync(hostResults[i], captured.results[i],
+                                        info.resultBytes[i],
+                                        cudaMemcpyDeviceToHost,
+                                        context->stream),
+                        site);
+        TP_CUDA_CHECK(cudaStreamSynchronize(context->stream), site);
+        return 0;
+      }
+    }
+
+    for (int32_t i = 0; i < info.numArgs; ++i) {
+      if (info.argIsWeight[i])
+        continue;
+      args[i] = upload(i);
+      temporaries.push_back(args[i]);
     }
     for (int32_t i = 0; i < info.numResults; ++i) {
       results[i] = allocate<char>(context, info.resultBytes[i], site);

@@ -11,7 +11,13 @@
 //
 // It checks the generated code's logic — index arithmetic, GEMM operand
 // order and leading dims (this cuBLAS is column-major and checks them),
-// collective layouts, buffer lifetimes — not its concurrency.
+// collective layouts, buffer lifetimes — not its concurrency. Stream
+// capture records the work queued on a stream (kernels, copies, GEMMs, NCCL
+// calls, with their arguments as they were) instead of running it, and a
+// graph launch replays it, so a replay that reads a buffer the capture did
+// not pin down reads what is there now, as on a GPU; synchronizing a
+// capturing stream invalidates the capture, as CUDA does. Each graph launch
+// appends a line to $TP_EMU_GRAPH_LOG when it is set.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +31,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,9 +60,34 @@ typedef enum cudaError {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
 } cudaError_t;
 
-struct CUstream_st {};
+/// Work recorded by a capture: 0 when it succeeded.
+using EmulatedWork = std::function<int()>;
+struct CUgraph_st {
+  std::vector<EmulatedWork> work;
+  /// Allocated while capturing: the graph owns them, at fixed addresses.
+  std::vector<void *> owned;
+};
+typedef CUgraph_st *cudaGraph_t;
+struct CUgraphExec_st {
+  cudaGraph_t graph;
+};
+typedef CUgraphExec_st *cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+
+struct CUstream_st {
+  /// Set between cudaStreamBeginCapture and cudaStreamEndCapture.
+  cudaGraph_t capture = nullptr;
+  bool invalidated = false;
+};
 typedef CUstream_st *cudaStream_t;
 struct CUmemPoolHandle_st {};
 typedef CUmemPoolHandle_st *cudaMemPool_t;
@@ -73,17 +106,37 @@ namespace tp_emu {
 inline std::mutex allocationsMutex;
 inline std::map<void *, size_t> allocations;
 
+/// Runs `work` now, or records it when `stream` is capturing.
+inline int enqueue(cudaStream_t stream, EmulatedWork work) {
+  if (stream && stream->capture) {
+    stream->capture->work.push_back(std::move(work));
+    return 0;
+  }
+  return work();
+}
+
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t,
-            cudaStream_t, Args &&...args) {
-  gridDim = grid;
-  blockDim = block;
-  for (unsigned b = 0; b < grid.x; ++b)
-    for (unsigned t = 0; t < block.x; ++t) {
-      blockIdx = dim3(b);
-      threadIdx = dim3(t);
-      kernel(args...);
-    }
+            cudaStream_t stream, Args &&...args) {
+  // Arguments by value, as CUDA copies them at the launch (or capture).
+  enqueue(stream, [=] {
+    gridDim = grid;
+    blockDim = block;
+    for (unsigned b = 0; b < grid.x; ++b)
+      for (unsigned t = 0; t < block.x; ++t) {
+        blockIdx = dim3(b);
+        threadIdx = dim3(t);
+        kernel(args...);
+      }
+    return 0;
+  });
+}
+
+inline void poison(void *pointer) {
+  std::lock_guard<std::mutex> lock(allocationsMutex);
+  auto it = allocations.find(pointer);
+  if (it != allocations.end())
+    std::memset(pointer, 0xFF, it->second);
 }
 } // namespace tp_emu
 
@@ -105,7 +158,64 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   delete stream;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+/// Waiting for a capturing stream is not allowed: the capture is lost.
+inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (stream && stream->capture) {
+    stream->invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
+                                          cudaStreamCaptureMode) {
+  if (!stream || stream->capture)
+    return cudaErrorInvalidValue;
+  stream->capture = new CUgraph_st;
+  stream->invalidated = false;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+inline cudaError_t cudaStreamEndCapture(cudaStream_t stream,
+                                        cudaGraph_t *graph) {
+  if (!stream || !stream->capture)
+    return cudaErrorInvalidValue;
+  cudaGraph_t captured = stream->capture;
+  stream->capture = nullptr;
+  if (stream->invalidated) {
+    cudaGraphDestroy(captured);
+    *graph = nullptr;
+    return cudaErrorStreamCaptureInvalidated;
+  }
+  *graph = captured;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec,
+                                        cudaGraph_t graph, unsigned long long) {
+  if (!graph)
+    return cudaErrorInvalidValue;
+  *exec = new CUgraphExec_st{graph};
+  return cudaSuccess;
+}
+/// Replays the recorded work in order; stream-ordered like the rest, so
+/// synchronous here.
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+  if (!exec)
+    return cudaErrorInvalidValue;
+  if (const char *log = std::getenv("TP_EMU_GRAPH_LOG")) {
+    static std::mutex logMutex;
+    std::lock_guard<std::mutex> lock(logMutex);
+    std::ofstream(log, std::ios::app)
+        << "launch " << exec->graph->work.size() << " nodes\n";
+  }
+  for (const EmulatedWork &work : exec->graph->work)
+    if (work() != 0)
+      return cudaErrorLaunchFailure;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int) {
   *pool = nullptr;
   return cudaSuccess;
@@ -114,13 +224,26 @@ inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr,
                                            void *) {
   return cudaSuccess;
 }
-inline cudaError_t cudaMallocAsync(void **pointer, size_t bytes, cudaStream_t) {
-  *pointer = std::malloc(bytes);
+/// While capturing, the memory is the graph's (one address for every
+/// replay, which poisons it where the allocation was).
+inline cudaError_t cudaMallocAsync(void **pointer, size_t bytes,
+                                   cudaStream_t stream) {
+  *pointer = std::malloc(bytes ? bytes : 1);
   if (!*pointer)
     return cudaErrorMemoryAllocation;
   std::memset(*pointer, 0xFF, bytes);
-  std::lock_guard<std::mutex> lock(tp_emu::allocationsMutex);
-  tp_emu::allocations[*pointer] = bytes;
+  {
+    std::lock_guard<std::mutex> lock(tp_emu::allocationsMutex);
+    tp_emu::allocations[*pointer] = bytes;
+  }
+  if (stream && stream->capture) {
+    void *allocated = *pointer;
+    stream->capture->owned.push_back(allocated);
+    stream->capture->work.push_back([allocated] {
+      tp_emu::poison(allocated);
+      return 0;
+    });
+  }
   return cudaSuccess;
 }
 inline cudaError_t cudaFree(void *pointer) {
@@ -137,17 +260,43 @@ inline cudaError_t cudaFree(void *pointer) {
   std::free(pointer);
   return cudaSuccess;
 }
-inline cudaError_t cudaFreeAsync(void *pointer, cudaStream_t) {
+inline cudaError_t cudaMalloc(void **pointer, size_t bytes) {
+  return cudaMallocAsync(pointer, bytes, nullptr);
+}
+/// While capturing, memory freed in the graph stays the graph's until the
+/// graph is destroyed; a replay poisons it where the free was.
+inline cudaError_t cudaFreeAsync(void *pointer, cudaStream_t stream) {
+  if (stream && stream->capture) {
+    stream->capture->work.push_back([pointer] {
+      tp_emu::poison(pointer);
+      return 0;
+    });
+    return cudaSuccess;
+  }
   return cudaFree(pointer);
 }
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
-                                   cudaMemcpyKind, cudaStream_t) {
-  std::memmove(dst, src, bytes);
+                                   cudaMemcpyKind, cudaStream_t stream) {
+  tp_emu::enqueue(stream, [=] {
+    std::memmove(dst, src, bytes);
+    return 0;
+  });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes,
-                                   cudaStream_t) {
-  std::memset(dst, value, bytes);
+                                   cudaStream_t stream) {
+  tp_emu::enqueue(stream, [=] {
+    std::memset(dst, value, bytes);
+    return 0;
+  });
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (!graph)
+    return cudaSuccess;
+  for (void *pointer : graph->owned)
+    cudaFree(pointer);
+  delete graph;
   return cudaSuccess;
 }
 template <typename T>
@@ -165,7 +314,9 @@ typedef enum {
   CUBLAS_STATUS_INVALID_VALUE = 7,
 } cublasStatus_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
-struct cublasContext {};
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+};
 typedef cublasContext *cublasHandle_t;
 
 inline cublasStatus_t cublasCreate(cublasHandle_t *handle) {
@@ -176,7 +327,9 @@ inline cublasStatus_t cublasDestroy(cublasHandle_t handle) {
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) {
+inline cublasStatus_t cublasSetStream(cublasHandle_t handle,
+                                      cudaStream_t stream) {
+  handle->stream = stream;
   return CUBLAS_STATUS_SUCCESS;
 }
 inline const char *cublasGetStatusString(cublasStatus_t status) {
@@ -185,6 +338,14 @@ inline const char *cublasGetStatusString(cublasStatus_t status) {
 }
 
 namespace tp_emu {
+inline bool gemmArgsValid(cublasOperation_t opA, cublasOperation_t opB, int m,
+                          int n, int k, int lda, int ldb, int ldc, int batch) {
+  return m >= 0 && n >= 0 && k >= 0 && batch >= 0 &&
+         lda >= std::max(1, opA == CUBLAS_OP_N ? m : k) &&
+         ldb >= std::max(1, opB == CUBLAS_OP_N ? k : n) &&
+         ldc >= std::max(1, m);
+}
+
 /// Column-major C = alpha op(A) op(B) + beta C per batch element, with
 /// cuBLAS's argument checks; C is not read when beta is 0.
 template <typename T>
@@ -193,9 +354,7 @@ cublasStatus_t gemm(cublasOperation_t opA, cublasOperation_t opB, int m, int n,
                     long long strideA, const T *b, int ldb, long long strideB,
                     const T *beta, T *c, int ldc, long long strideC,
                     int batch) {
-  if (m < 0 || n < 0 || k < 0 || batch < 0 ||
-      lda < std::max(1, opA == CUBLAS_OP_N ? m : k) ||
-      ldb < std::max(1, opB == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m))
+  if (!gemmArgsValid(opA, opB, m, n, k, lda, ldb, ldc, batch))
     return CUBLAS_STATUS_INVALID_VALUE;
   for (int p = 0; p < batch; ++p) {
     const T *ap = a + p * strideA, *bp = b + p * strideB;
@@ -218,21 +377,42 @@ cublasStatus_t gemm(cublasOperation_t opA, cublasOperation_t opB, int m, int n,
 }
 } // namespace tp_emu
 
+namespace tp_emu {
+/// A GEMM on the handle's stream: its arguments are checked now, and alpha
+/// and beta (host scalars) read now, as cuBLAS does in host pointer mode.
+template <typename T>
+cublasStatus_t queueGemm(cublasHandle_t handle, cublasOperation_t opA,
+                         cublasOperation_t opB, int m, int n, int k,
+                         const T *alpha, const T *a, int lda, long long strideA,
+                         const T *b, int ldb, long long strideB, const T *beta,
+                         T *c, int ldc, long long strideC, int batch) {
+  if (!gemmArgsValid(opA, opB, m, n, k, lda, ldb, ldc, batch))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  T alphaValue = *alpha, betaValue = *beta;
+  enqueue(handle->stream, [=] {
+    return static_cast<int>(gemm(opA, opB, m, n, k, &alphaValue, a, lda,
+                                 strideA, b, ldb, strideB, &betaValue, c, ldc,
+                                 strideC, batch));
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+} // namespace tp_emu
+
 inline cublasStatus_t cublasSgemmStridedBatched(
-    cublasHandle_t, cublasOperation_t opA, cublasOperation_t opB, int m, int n,
-    int k, const float *alpha, const float *a, int lda, long long strideA,
-    const float *b, int ldb, long long strideB, const float *beta, float *c,
-    int ldc, long long strideC, int batch) {
-  return tp_emu::gemm(opA, opB, m, n, k, alpha, a, lda, strideA, b, ldb,
-                      strideB, beta, c, ldc, strideC, batch);
+    cublasHandle_t handle, cublasOperation_t opA, cublasOperation_t opB, int m,
+    int n, int k, const float *alpha, const float *a, int lda,
+    long long strideA, const float *b, int ldb, long long strideB,
+    const float *beta, float *c, int ldc, long long strideC, int batch) {
+  return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
+                           ldb, strideB, beta, c, ldc, strideC, batch);
 }
 inline cublasStatus_t cublasDgemmStridedBatched(
-    cublasHandle_t, cublasOperation_t opA, cublasOperation_t opB, int m, int n,
-    int k, const double *alpha, const double *a, int lda, long long strideA,
-    const double *b, int ldb, long long strideB, const double *beta, double *c,
-    int ldc, long long strideC, int batch) {
-  return tp_emu::gemm(opA, opB, m, n, k, alpha, a, lda, strideA, b, ldb,
-                      strideB, beta, c, ldc, strideC, batch);
+    cublasHandle_t handle, cublasOperation_t opA, cublasOperation_t opB, int m,
+    int n, int k, const double *alpha, const double *a, int lda,
+    long long strideA, const double *b, int ldb, long long strideB,
+    const double *beta, double *c, int ldc, long long strideC, int batch) {
+  return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
+                           ldb, strideB, beta, c, ldc, strideC, batch);
 }
 
 //===----------------------------------------------------------------------===//
@@ -444,9 +624,10 @@ inline ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
-                                  ncclDataType_t type, ncclRedOp_t op,
-                                  ncclComm_t comm, cudaStream_t) {
+namespace tp_emu {
+inline ncclResult_t ncclAllReduceNow(const void *send, void *recv, size_t count,
+                                     ncclDataType_t type, ncclRedOp_t op,
+                                     ncclComm_t comm, cudaStream_t) {
   tp_emu::Shared &shared = *comm->shared;
   size_t bytes = count * tp_emu::typeBytes(type);
   shared.sends[comm->rank] = send;
@@ -461,10 +642,12 @@ inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
   std::memcpy(recv, sum.data(), bytes);
   return ncclSuccess;
 }
+} // namespace tp_emu
 
-inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
-                                  ncclDataType_t type, ncclComm_t comm,
-                                  cudaStream_t) {
+namespace tp_emu {
+inline ncclResult_t ncclAllGatherNow(const void *send, void *recv, size_t count,
+                                     ncclDataType_t type, ncclComm_t comm,
+                                     cudaStream_t) {
   tp_emu::Shared &shared = *comm->shared;
   size_t bytes = count * tp_emu::typeBytes(type);
   shared.sends[comm->rank] = send;
@@ -478,11 +661,13 @@ inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
   std::memcpy(recv, all.data(), all.size());
   return ncclSuccess;
 }
+} // namespace tp_emu
 
-inline ncclResult_t ncclReduceScatter(const void *send, void *recv,
-                                      size_t count, ncclDataType_t type,
-                                      ncclRedOp_t op, ncclComm_t comm,
-                                      cudaStream_t) {
+namespace tp_emu {
+inline ncclResult_t ncclReduceScatterNow(const void *send, void *recv,
+                                         size_t count, ncclDataType_t type,
+                                         ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t) {
   tp_emu::Shared &shared = *comm->shared;
   size_t bytes = count * tp_emu::typeBytes(type);
   shared.sends[comm->rank] = send;
@@ -499,10 +684,12 @@ inline ncclResult_t ncclReduceScatter(const void *send, void *recv,
   std::memcpy(recv, sum.data(), bytes);
   return ncclSuccess;
 }
+} // namespace tp_emu
 
-inline ncclResult_t ncclSend(const void *send, size_t count,
-                             ncclDataType_t type, int peer, ncclComm_t comm,
-                             cudaStream_t) {
+namespace tp_emu {
+inline ncclResult_t ncclSendNow(const void *send, size_t count,
+                                ncclDataType_t type, int peer, ncclComm_t comm,
+                                cudaStream_t) {
   tp_emu::Shared &shared = *comm->shared;
   const char *bytes = static_cast<const char *>(send);
   std::lock_guard<std::mutex> lock(shared.mutex);
@@ -511,9 +698,11 @@ inline ncclResult_t ncclSend(const void *send, size_t count,
   shared.changed.notify_all();
   return ncclSuccess;
 }
+} // namespace tp_emu
 
-inline ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type,
-                             int peer, ncclComm_t comm, cudaStream_t) {
+namespace tp_emu {
+inline ncclResult_t ncclRecvNow(void *recv, size_t count, ncclDataType_t type,
+                                int peer, ncclComm_t comm, cudaStream_t) {
   tp_emu::Shared &shared = *comm->shared;
   std::unique_lock<std::mutex> lock(shared.mutex);
   auto &queue = shared.mail[{peer, comm->rank}];
@@ -526,5 +715,45 @@ inline ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type,
   queue.pop_front();
   return ncclSuccess;
 }
+} // namespace tp_emu
+
+// Each NCCL call runs on its stream: now, or recorded by a capture and run
+// at each replay (the peers' replays meet in the same order).
+#define TP_EMU_QUEUE_NCCL(call)                                                \
+  tp_emu::enqueue(stream, [=] { return static_cast<int>(call); }) == 0         \
+      ? ncclSuccess                                                            \
+      : ncclRemoteError
+
+inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
+                                  ncclDataType_t type, ncclRedOp_t op,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  return TP_EMU_QUEUE_NCCL(
+      tp_emu::ncclAllReduceNow(send, recv, count, type, op, comm, stream));
+}
+inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
+                                  ncclDataType_t type, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  return TP_EMU_QUEUE_NCCL(
+      tp_emu::ncclAllGatherNow(send, recv, count, type, comm, stream));
+}
+inline ncclResult_t ncclReduceScatter(const void *send, void *recv,
+                                      size_t count, ncclDataType_t type,
+                                      ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream) {
+  return TP_EMU_QUEUE_NCCL(
+      tp_emu::ncclReduceScatterNow(send, recv, count, type, op, comm, stream));
+}
+inline ncclResult_t ncclSend(const void *send, size_t count,
+                             ncclDataType_t type, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  return TP_EMU_QUEUE_NCCL(
+      tp_emu::ncclSendNow(send, count, type, peer, comm, stream));
+}
+inline ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type,
+                             int peer, ncclComm_t comm, cudaStream_t stream) {
+  return TP_EMU_QUEUE_NCCL(
+      tp_emu::ncclRecvNow(recv, count, type, peer, comm, stream));
+}
+#undef TP_EMU_QUEUE_NCCL
 
 #endif // TP_CUDA_EMULATION_H
