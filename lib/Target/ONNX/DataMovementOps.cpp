@@ -283,8 +283,15 @@ LogicalResult convertSlice(NodeContext &ctx) {
       end = clampIndex((*ends)[i], -1, dim - 1);
       reversed = true;
     }
-    int64_t count = step > 0 ? (end - start + step - 1) / step
-                             : (start - end + (-step) - 1) / (-step);
+    // Positions start, start + step, ... before end; in unsigned
+    // arithmetic, so that a step near +-2^63 cannot overflow.
+    uint64_t span =
+        step > 0 ? static_cast<uint64_t>(std::max<int64_t>(0, end - start))
+                 : static_cast<uint64_t>(std::max<int64_t>(0, start - end));
+    uint64_t stride = step > 0 ? static_cast<uint64_t>(step)
+                               : 0 - static_cast<uint64_t>(step);
+    int64_t count =
+        span == 0 ? 0 : static_cast<int64_t>((span - 1) / stride + 1);
     offsets[*axis] = start;
     sizes[*axis] = std::max<int64_t>(0, count);
     strides[*axis] = step;
