@@ -203,6 +203,14 @@ public:
       nb::gil_scoped_release release;
       result = session->generate(prompt, batch, attention, options);
     }
+    lastGeneration = nb::dict();
+    lastGeneration["prefill_seconds"] = result.prefillSeconds;
+    lastGeneration["decode_steps"] = result.decodeSteps;
+    lastGeneration["seconds_per_token"] = result.secondsPerToken;
+    lastGeneration["compute_seconds_per_token"] = result.computeSecondsPerToken;
+    lastGeneration["communication_seconds_per_token"] =
+        result.communicationSecondsPerToken;
+    lastGeneration["runtime_seconds_per_token"] = result.runtimeSecondsPerToken;
     auto *tokens = new std::vector<int64_t>(std::move(result.tokens));
     nb::capsule owner(tokens, [](void *p) noexcept {
       delete static_cast<std::vector<int64_t> *>(p);
@@ -214,9 +222,12 @@ public:
 
   double secondsPerRun() const { return session->getSecondsPerRun(); }
   int64_t ranks() const { return session->getManifest().ranks; }
+  /// The timings of the last generate(), as tp-run --generate prints them.
+  nb::dict lastGenerationTimings() const { return lastGeneration; }
 
 private:
   std::unique_ptr<tp::rt::Session> session;
+  nb::dict lastGeneration;
 };
 
 } // namespace
@@ -264,6 +275,7 @@ NB_MODULE(_tp_mlir, m) {
       .def_prop_ro("outputs",
                    [](const PySession &s) { return s.signature(true); })
       .def_prop_ro("seconds_per_run", &PySession::secondsPerRun)
+      .def_prop_ro("generation_timings", &PySession::lastGenerationTimings)
       .def_prop_ro("ranks", &PySession::ranks);
 
   m.def(

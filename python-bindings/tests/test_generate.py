@@ -157,3 +157,21 @@ def test_beam_search_matches_transformers(model, tmp_path):
 def test_beam_search_needs_room(gpt2):
     with pytest.raises(tp.TPError, match="2 prompts x 4 beams"):
         tp.Session(gpt2).generate(load("gpt2", "input_ids"), 2, num_beams=4)
+
+
+def test_generation_timings_add_up(gpt2):
+    """A decode step's time splits into compute, communication and runtime,
+    which add up to the time per token (by their definition, up to
+    rounding: 1e-9 s)."""
+    session = tp.Session(gpt2)
+    assert session.generation_timings == {}
+    session.generate(load("gpt2", "input_ids"), 6,
+                     attention_mask=load("gpt2", "attention_mask"))
+    t = session.generation_timings
+    assert t["decode_steps"] == 5
+    parts = (t["compute_seconds_per_token"] +
+             t["communication_seconds_per_token"] +
+             t["runtime_seconds_per_token"])
+    assert abs(parts - t["seconds_per_token"]) < 1e-9
+    assert t["compute_seconds_per_token"] > 0
+    assert t["communication_seconds_per_token"] > 0  # 2 ranks: all-reduces

@@ -272,5 +272,15 @@ class Session:
                                       float(top_p), float(temperature),
                                       int(seed), int(num_beams))
 
+    @property
+    def generation_timings(self):
+        """The last generate()'s timings, in seconds: prefill_seconds,
+        decode_steps, seconds_per_token, and a decode step split into
+        compute_seconds_per_token (in the stage function),
+        communication_seconds_per_token (collectives inside it, waiting for
+        peers included) and runtime_seconds_per_token (around it); empty
+        before the first generate()."""
+        return dict(self._session.generation_timings)
+
     def __repr__(self):
         return f"Session({self.artifact.path!r}, ranks={self.ranks})"
