@@ -127,14 +127,15 @@ def main():
     try:
         # Copy the binaries so that a concurrent rebuild cannot break a run.
         tools = {}
-        for tool in ("tp-compile", "tp-export-weights"):
+        for tool in ("tp-compile", "tp-export-weights", "tp-run"):
             tools[tool] = shutil.copy(os.path.join(bin_dir, tool), work)
         artifact = os.path.join(work, "model.tpa")
         seconds, rss = timed([tools["tp-compile"], model, "--devices",
                               str(args.devices), "--input-shape",
                               f"x=1x{args.hidden}", "-o", artifact])
-        with open(os.path.join(artifact, "manifest.json")) as f:
-            manifest = json.load(f)
+        manifest = json.loads(subprocess.run(
+            [tools["tp-run"], artifact, "--print-manifest"], check=True,
+            stdout=subprocess.PIPE, text=True).stdout)
         written = sum(r["bytes"] for r in manifest["ranks"])
         target = largest + 256e6
         print(f"tp-compile --devices {args.devices}: {seconds:.2f} s, "

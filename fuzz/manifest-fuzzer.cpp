@@ -4,8 +4,10 @@
 // and the bytes of its rank 0 weight file, as tp-run and tp-export-weights
 // read them (parseManifest, then checkSafeTensorsHeader for rank 0).
 // tp::rt::Error is the expected answer to a bad artifact. A finding is any
-// other exception, a crash, a sanitizer report, or a manifest accepted with
-// an entry the runtime would read outside its file or its rank grid.
+// other exception, a crash, a sanitizer report, a manifest accepted with an
+// entry the runtime would read outside its file or its rank grid, or one
+// whose printed text (printManifest, the schema's one writer) does not
+// parse back to the same text.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +65,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Manifest manifest = parseManifest(json, "fuzz.tpa");
     checkInvariants(manifest);
     (void)getManifestSignature(manifest);
+    // The writer and the reader are one schema: what the reader accepted,
+    // printed, reads back the same.
+    std::string printed = printManifest(manifest);
+    Manifest reread;
+    try {
+      reread = parseManifest(printed, "fuzz.tpa");
+    } catch (const Error &e) {
+      finding(std::string("a printed manifest does not parse: ") + e.what());
+    }
+    if (printManifest(reread) != printed)
+      finding("a printed manifest parses to another manifest");
     checkSafeTensorsHeader(manifest.rankSpecs[0], file, fileBytes,
                            "fuzz.tpa/" + manifest.rankSpecs[0].file);
   } catch (const Error &) {

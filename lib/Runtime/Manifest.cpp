@@ -266,6 +266,7 @@ static WeightSpec parseWeight(const Reader &reader,
                 " bytes, but " + weight.dtype + " " + shapeText(weight.shape) +
                 " needs " + std::to_string(asTensor.bytes()));
   parseCut(reader, in, tp, weight, what);
+  weight.role = reader.string(in, "role", false);
   return weight;
 }
 
@@ -277,6 +278,7 @@ static RankSpec parseRank(const Reader &reader, const llvm::json::Value &value,
   rank.rank = static_cast<int32_t>(reader.integer(in, "rank", 0, kMaxRanks - 1));
   rank.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
   rank.tpIndex = reader.integer(in, "tp_index", 0, kMaxRanks - 1);
+  rank.function = reader.string(in, "function", false);
   rank.file = reader.string(in, "file");
   if (!isPlainFileName(rank.file))
     reader.fail(where + " names file '" + rank.file +
@@ -477,6 +479,8 @@ Manifest tp::rt::parseManifest(const std::string &json,
                 ", but this tp-mlir reads version " +
                 std::to_string(kArtifactFormatVersion) +
                 ": compile the model again with this tp-compile");
+  manifest.model = reader.string(root, "model", false);
+  manifest.mlir = reader.string(root, "mlir", false);
   manifest.target = reader.string(root, "target", false);
   manifest.library = reader.string(root, "library", false);
   manifest.source = reader.string(root, "source", false);
@@ -562,6 +566,13 @@ Manifest tp::rt::parseManifest(const std::string &json,
   }
   validateStages(reader, manifest, manifest.stages, manifest.inputs,
                  manifest.outputs, "");
+  for (const RankSpec &rank : manifest.rankSpecs) {
+    const std::string &function = manifest.stages.at(rank.stage).function;
+    if (!rank.function.empty() && rank.function != function)
+      reader.fail("ranks[" + std::to_string(rank.rank) + "] runs function '" +
+                  rank.function + "', but stage " +
+                  std::to_string(rank.stage) + " runs '" + function + "'");
+  }
   if (manifest.prefill.length > 0) {
     validateStages(reader, manifest, manifest.prefill.stages,
                    manifest.prefill.inputs, manifest.prefill.outputs,

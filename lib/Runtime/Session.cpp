@@ -5,15 +5,16 @@
 // the model's outputs end on the last stage's first rank. With threads the
 // ranks' communicators live as long as the session, so their buffer pools
 // carry over from one run to the next; with MPI this process is one rank;
-// a --target cuda artifact runs one GPU per rank (rank % visible devices)
-// through its library's C ABI.
+// a --target cuda artifact runs one GPU per rank (rank % visible devices).
+// Either way the model library is reached through its C ABI
+// (tp_model_abi.h, ModelLibrary).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tp/Runtime/Session.h"
 
 #include "tp/Runtime/Communicators.h"
-#include "tp/Runtime/CudaModel.h"
+#include "tp/Runtime/ModelLibrary.h"
 
 #include <algorithm>
 #include <chrono>
@@ -71,7 +72,6 @@ struct BoundRank {
   /// writes them in place).
   std::shared_ptr<std::map<std::string, Buffer>> caches;
   std::vector<void *> resultPointers;
-  tp_stage_fn entry = nullptr;
   const StageSpec *stage = nullptr;
 };
 
@@ -80,18 +80,10 @@ struct BoundRank {
 /// caches come from `shared` (a binding of another program of the rank);
 /// without it, the rank's weights are loaded and its caches allocated.
 BoundRank bindRank(const Manifest &manifest, const Program &program,
-                   int32_t rank, void *library,
-                   const BoundRank *shared = nullptr) {
+                   int32_t rank, const BoundRank *shared = nullptr) {
   BoundRank bound;
   const RankSpec &spec = manifest.rankSpecs.at(rank);
   bound.stage = &program.stages.at(spec.stage);
-  // A CUDA library has one entry point for all stages (CudaModel).
-  if (manifest.target == "cpu") {
-    std::string symbol = "tp_" + bound.stage->function;
-    bound.entry = reinterpret_cast<tp_stage_fn>(dlsym(library, symbol.c_str()));
-    if (!bound.entry)
-      throw Error(manifest.library + " has no entry point " + symbol);
-  }
   if (shared) {
     bound.weights = shared->weights;
     bound.caches = shared->caches;
@@ -343,7 +335,16 @@ private:
                int64_t warmup, int64_t repeat);
   std::vector<OutputTensor> runMpi(const Program &program,
                                    std::vector<BoundRank> &ranks,
-                                   int64_t warmup, int64_t repeat);
+                                   int64_t warmup, int64_t repeat,
+                                   bool collect);
+
+public:
+  std::vector<std::vector<char>>
+  gatherFromLastStage(const std::vector<char> &mine);
+  void broadcastFromRoot(std::vector<char> &data);
+  int32_t getMpiRank() const { return mpi ? mpiRank : -1; }
+
+private:
 
   bool mpi = false;
   /// Threads: every rank; MPI: this process's rank alone, at mpiRank.
@@ -356,9 +357,11 @@ private:
   /// Seconds each context has spent communicating (createTimedRankContext),
   /// one per context, sized before they are made.
   std::vector<double> communication;
-  std::unique_ptr<CudaModel> cuda;
-  std::vector<std::unique_ptr<CudaModel::Rank>> gpus;
-  std::mutex gpusMutex;
+  std::unique_ptr<ModelLibrary> model;
+  /// The library's ranks, beside `bound`.
+  std::vector<std::unique_ptr<ModelLibrary::Rank>> modelRanks;
+  std::mutex modelRanksMutex;
+  bool cuda = false;
   /// Set by a failed run: peers may have been left mid-collective.
   std::string broken;
 };
@@ -385,7 +388,13 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
     throw Error(std::string("cannot load ") + libraryPath + ": " + dlerror());
-  checkLibrarySignature(manifest, library);
+  model = std::make_unique<ModelLibrary>(library, libraryPath);
+  if (model->target() != manifest.target)
+    throw Error(libraryPath + " is a --target " + model->target() +
+                " library, but " + artifact +
+                "/manifest.json says --target " + manifest.target);
+  checkLibrarySignature(manifest, model->signature());
+  cuda = manifest.target == "cuda";
   if (mpi) {
     auto context = createMpiRankContext(timeout());
     int32_t size = context->worldSize();
@@ -399,30 +408,34 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     communication.assign(1, 0);
     contexts.push_back(
         createTimedRankContext(std::move(context), &communication[0]));
-    bound.push_back(
-        bindRank(manifest, mainProgram(manifest), mpiRank, library));
+    bound.push_back(bindRank(manifest, mainProgram(manifest), mpiRank));
     if (manifest.prefill.length > 0)
       prefillBound.push_back(bindRank(manifest, prefillProgram(manifest),
-                                      mpiRank, library, &bound.back()));
+                                      mpiRank, &bound.back()));
+    modelRanks.push_back(
+        model->createRank(mpiRank, size, contexts.front().get()));
     return;
   }
-  if (manifest.target == "cuda") {
+  if (cuda) {
     openCuda();
     return;
   }
   bindAll();
   world = createThreadWorld(static_cast<int32_t>(manifest.ranks), timeout());
   communication.assign(manifest.ranks, 0);
-  for (int32_t rank = 0; rank < manifest.ranks; ++rank)
+  for (int32_t rank = 0; rank < manifest.ranks; ++rank) {
     contexts.push_back(createTimedRankContext(
         createThreadRankContext(world, rank), &communication[rank]));
+    modelRanks.push_back(model->createRank(
+        rank, static_cast<int32_t>(manifest.ranks), contexts.back().get()));
+  }
 }
 
 Session::Impl::~Impl() {
   // GPU ranks and communicators go first, while the library that created
   // them is loaded. The library stays loaded (it is never dlclose'd): a
   // CUDA runtime inside it may still run its own teardown at exit.
-  gpus.clear();
+  modelRanks.clear();
   contexts.clear();
   bound.clear();
 }
@@ -437,10 +450,10 @@ void Session::Impl::bindAll() {
   for (int32_t rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       try {
-        bound[rank] = bindRank(manifest, mainProgram(manifest), rank, library);
+        bound[rank] = bindRank(manifest, mainProgram(manifest), rank);
         if (manifest.prefill.length > 0)
           prefillBound[rank] = bindRank(manifest, prefillProgram(manifest),
-                                        rank, library, &bound[rank]);
+                                        rank, &bound[rank]);
       } catch (const std::exception &e) {
         errors[rank] = e.what();
       }
@@ -454,29 +467,29 @@ void Session::Impl::bindAll() {
 /// Host data is bound first, so that a bad weight file fails before NCCL
 /// waits for every rank; then one GPU and communicator per rank.
 void Session::Impl::openCuda() {
-  cuda = std::make_unique<CudaModel>(library);
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   // NCCL refuses two ranks of one communicator on the same GPU.
-  int devices = cuda->deviceCount();
+  int devices = model->deviceCount();
   if (devices < ranks)
     throw Error(artifact + " runs " + std::to_string(ranks) +
                 " ranks, one per GPU, but " + std::to_string(devices) +
                 " CUDA device(s) are visible");
   bindAll();
-  std::vector<char> id = cuda->uniqueId();
-  gpus.resize(ranks);
+  std::vector<char> id = model->uniqueId();
+  modelRanks.resize(ranks);
   std::vector<std::string> errors(ranks);
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       try {
-        auto gpu = cuda->createRank(rank, ranks, rank % devices, id);
-        std::lock_guard<std::mutex> lock(gpusMutex);
-        gpus[rank] = std::move(gpu);
+        auto gpu =
+            model->createRank(rank, ranks, nullptr, rank % devices, id);
+        std::lock_guard<std::mutex> lock(modelRanksMutex);
+        modelRanks[rank] = std::move(gpu);
       } catch (const std::exception &e) {
         errors[rank] = e.what();
-        std::lock_guard<std::mutex> lock(gpusMutex);
-        for (auto &gpu : gpus)
+        std::lock_guard<std::mutex> lock(modelRanksMutex);
+        for (auto &gpu : modelRanks)
           if (gpu)
             gpu->abort();
       }
@@ -554,9 +567,6 @@ Session::Impl::collectOutputs(const Program &program,
 
 OutputBlocks Session::Impl::getOutputBlocks(const std::string &name,
                                             bool prefill) const {
-  if (mpi)
-    throw Error("under --launcher mpi the ranks' blocks of an output are in "
-                "their own processes");
   Program program = prefill ? prefillProgram(manifest) : mainProgram(manifest);
   const std::vector<BoundRank> &ranks = prefill ? prefillBound : bound;
   std::vector<size_t> slots = outputSlots(program);
@@ -566,6 +576,23 @@ OutputBlocks Session::Impl::getOutputBlocks(const std::string &name,
       continue;
     OutputBlocks result;
     result.dim = spec.splitDim;
+    if (mpi) {
+      // This process's rank alone: its block, if it is in the last stage.
+      const std::vector<int32_t> &last = program.stages.back().ranks;
+      auto it = std::find(last.begin(), last.end(), mpiRank);
+      const BoundRank &mine = ranks.front();
+      bool holds = spec.splitDim < 0 ? mpiRank == outputRank(program)
+                                     : it != last.end();
+      if (holds)
+        result.blocks.push_back(mine.outputs.at(slots[i]).data());
+      result.firstBlock = spec.splitDim < 0 ? 0 : it - last.begin();
+      result.blockShape =
+          spec.splitDim < 0
+              ? spec.shape
+              : wholeBatch(lastResult(program, slots[i]).shape,
+                           manifest.microbatches);
+      return result;
+    }
     if (spec.splitDim < 0) {
       result.blocks.push_back(
           ranks.at(outputRank(program)).outputs.at(slots[i]).data());
@@ -598,7 +625,7 @@ Session::Impl::run(const std::map<std::string, InputView> &inputs,
     bindInputs(rank, inputs);
   try {
     if (mpi)
-      return runMpi(program, ranks, warmup, repeat);
+      return runMpi(program, ranks, warmup, repeat, collect);
     if (cuda)
       runCuda(program, ranks, warmup, repeat);
     else
@@ -626,10 +653,11 @@ void Session::Impl::runThreads(const Program &program,
         return; // never joins a collective: the others must time out
       try {
         BoundRank &mine = bound[rank];
-        RankContext *context = contexts[rank].get();
+        ModelLibrary::Rank &cpu = *modelRanks[rank];
         perRank[rank] =
             runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-              mine.entry(context, mine.args.data(), mine.resultPointers.data());
+              cpu.run(mine.stage->function, mine.args.data(),
+                      mine.resultPointers.data());
             });
       } catch (const std::exception &e) {
         errors[rank] = e.what();
@@ -658,7 +686,7 @@ void Session::Impl::runCuda(const Program &program,
     threads.emplace_back([&, rank] {
       try {
         BoundRank &mine = bound[rank];
-        CudaModel::Rank *gpu = gpus[rank].get();
+        ModelLibrary::Rank *gpu = modelRanks[rank].get();
         perRank[rank] =
             runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
               gpu->run(mine.stage->function, mine.args.data(),
@@ -667,10 +695,10 @@ void Session::Impl::runCuda(const Program &program,
       } catch (const std::exception &e) {
         errors[rank] = e.what();
         // A failing rank aborts the others' communicators.
-        std::lock_guard<std::mutex> lock(gpusMutex);
+        std::lock_guard<std::mutex> lock(modelRanksMutex);
         if (firstFailure < 0)
           firstFailure = rank;
-        for (auto &gpu : gpus)
+        for (auto &gpu : modelRanks)
           gpu->abort();
       }
     });
@@ -692,17 +720,20 @@ void Session::Impl::runCuda(const Program &program,
 
 std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
                                                 std::vector<BoundRank> &bound,
-                                                int64_t warmup,
-                                                int64_t repeat) {
+                                                int64_t warmup, int64_t repeat,
+                                                bool collect) {
   if (mpiRank == options.stallRank)
     return {};
   BoundRank &mine = bound.front();
   RankContext &context = *contexts.front();
+  ModelLibrary::Rank &cpu = *modelRanks.front();
   communication[0] = 0;
   seconds = runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-    mine.entry(&context, mine.args.data(), mine.resultPointers.data());
+    cpu.run(mine.stage->function, mine.args.data(), mine.resultPointers.data());
   });
   timing = {seconds, communication[0] / static_cast<double>(warmup + repeat)};
+  if (!collect)
+    return {};
   // Outputs travel to rank 0 when another rank holds them; a split
   // output's blocks, from every rank of the last stage.
   const std::vector<int32_t> &last = program.stages.back().ranks;
@@ -780,9 +811,73 @@ RunTiming Session::getLastRunTiming() const { return impl->timing; }
 
 void Session::runInPlace(const std::map<std::string, InputView> &inputs,
                          bool prefill) {
-  if (impl->options.launcher != "threads")
-    throw Error("runInPlace runs with --launcher threads");
   impl->run(inputs, 0, 1, prefill, /*collect=*/false);
+}
+
+int32_t Session::getMpiRank() const { return impl->getMpiRank(); }
+
+std::vector<std::vector<char>>
+Session::gatherFromLastStage(const std::vector<char> &mine) {
+  return impl->gatherFromLastStage(mine);
+}
+
+void Session::broadcastFromRoot(std::vector<char> &data) {
+  impl->broadcastFromRoot(data);
+}
+
+/// Sizes first: what a rank sends is only known to it.
+std::vector<std::vector<char>>
+Session::Impl::gatherFromLastStage(const std::vector<char> &mine) {
+  if (!mpi)
+    return {mine};
+  RankContext &context = *contexts.front();
+  const std::vector<int32_t> &last = manifest.stages.back().ranks;
+  const char *site = "generation: gathering the next tokens' candidates";
+  if (mpiRank != 0) {
+    if (std::find(last.begin(), last.end(), mpiRank) != last.end()) {
+      int64_t bytes = static_cast<int64_t>(mine.size());
+      context.send(0, &bytes, sizeof(bytes), site);
+      context.send(0, mine.data(), bytes, site);
+    }
+    return {};
+  }
+  std::vector<std::vector<char>> all;
+  for (int32_t rank : last) {
+    if (rank == 0) {
+      all.push_back(mine);
+      continue;
+    }
+    int64_t bytes = 0;
+    context.recv(rank, &bytes, sizeof(bytes), site);
+    if (bytes < 0 || bytes > kMaxTensorBytes)
+      throw Error(std::string(site) + ": rank " + std::to_string(rank) +
+                  " announced " + std::to_string(bytes) + " bytes");
+    all.emplace_back(bytes);
+    context.recv(rank, all.back().data(), bytes, site);
+  }
+  return all;
+}
+
+void Session::Impl::broadcastFromRoot(std::vector<char> &data) {
+  if (!mpi)
+    return;
+  RankContext &context = *contexts.front();
+  const char *site = "generation: sending the chosen tokens";
+  if (mpiRank == 0) {
+    int64_t bytes = static_cast<int64_t>(data.size());
+    for (int32_t rank = 1; rank < manifest.ranks; ++rank) {
+      context.send(rank, &bytes, sizeof(bytes), site);
+      context.send(rank, data.data(), bytes, site);
+    }
+    return;
+  }
+  int64_t bytes = 0;
+  context.recv(0, &bytes, sizeof(bytes), site);
+  if (bytes < 0 || bytes > kMaxTensorBytes)
+    throw Error(std::string(site) + ": rank 0 announced " +
+                std::to_string(bytes) + " bytes");
+  data.resize(bytes);
+  context.recv(0, data.data(), bytes, site);
 }
 
 OutputBlocks Session::getOutputBlocks(const std::string &name,
@@ -794,13 +889,11 @@ void Session::reorderCaches(const std::vector<int64_t> &source) {
   impl->reorderCaches(source);
 }
 
+/// Each rank's library moves the rows where the cache lives: in the host
+/// buffer (CPU), or on the GPU, where a CUDA library keeps it resident.
 void Session::Impl::reorderCaches(const std::vector<int64_t> &source) {
-  if (cuda)
-    throw Error("beam search reorders the KV caches on the host; " + artifact +
-                " keeps them on the GPUs (--target cuda), which it does not "
-                "do yet");
-  std::vector<char> copy;
-  for (BoundRank &rank : bound) {
+  for (size_t r = 0; r < bound.size(); ++r) {
+    BoundRank &rank = bound[r];
     for (const TensorSpec &arg : rank.stage->args) {
       if (arg.kind != "cache")
         continue;
@@ -809,12 +902,8 @@ void Session::Impl::reorderCaches(const std::vector<int64_t> &source) {
         throw Error("KV cache '" + arg.name + "' (" + formatShape(arg.shape) +
                     ") does not hold " + std::to_string(source.size()) +
                     " sequences");
-      char *data = rank.caches->at(arg.name).get();
-      int64_t row = arg.bytes() / arg.shape[0];
-      copy.assign(data, data + arg.bytes());
-      for (size_t i = 0; i < source.size(); ++i)
-        if (source[i] != static_cast<int64_t>(i))
-          std::memcpy(data + i * row, copy.data() + source[i] * row, row);
+      modelRanks.at(r)->reorderRows(rank.caches->at(arg.name).get(),
+                                    arg.bytes() / arg.shape[0], source);
     }
   }
 }

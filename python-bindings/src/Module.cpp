@@ -292,4 +292,13 @@ NB_MODULE(_tp_mlir, m) {
           throw tp::rt::Error(error);
       },
       "artifact"_a, "path"_a);
+
+  // The manifest as the runtime reads it (checked against SHA256SUMS and
+  // the schema), in the text its one writer prints.
+  m.def(
+      "read_manifest",
+      [](const std::string &artifact) {
+        return tp::rt::printManifest(tp::rt::loadManifest(artifact));
+      },
+      "artifact"_a);
 }

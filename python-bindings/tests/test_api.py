@@ -59,6 +59,32 @@ def test_bundled_model_matches_reference(model, devices, tmp_path):
                                    atol=TOLERANCE, rtol=TOLERANCE)
 
 
+with open(os.path.join(MODELS, "hf", "zoo.json")) as f:
+    ZOO = {name: entry for name, entry in json.load(f).items()
+           if isinstance(entry, dict)}
+
+
+@pytest.mark.parametrize("devices", [1, 2, 4])
+@pytest.mark.parametrize("model", sorted(ZOO))
+def test_zoo_model_matches_reference(model, devices, tmp_path):
+    """transformers' models as torch.onnx.export writes them
+    (test/models/hf/generate.py stored torch's outputs beside each), through
+    the API, on 1, 2 and 4 ranks; atol = rtol = 1e-5 as run_zoo.py."""
+    entry = ZOO[model]
+    folder = os.path.join(MODELS, "hf", model)
+    artifact = tp.compile(os.path.join(folder, "model.onnx"), devices,
+                          input_shapes=entry["inputs"],
+                          output=tmp_path / "m.tpa")
+    got = tp.Session(artifact).run(
+        {name: np.load(os.path.join(folder, name + ".npy"))
+         for name in entry["inputs"]})
+    assert sorted(got) == sorted(entry["outputs"])
+    for name in entry["outputs"]:
+        np.testing.assert_allclose(
+            got[name], np.load(os.path.join(folder, name + ".npy")),
+            atol=TOLERANCE, rtol=TOLERANCE)
+
+
 def test_pipeline_and_sequence_parallel(tmp_path):
     artifact = tp.compile(os.path.join(MODELS, "gpt2", "model.onnx"), 2,
                           pipeline_stages=2, microbatches=2,
@@ -163,6 +189,14 @@ def test_compile_warnings_are_python_warnings(tmp_path):
     assert any("warning" in str(w.message) for w in caught)
 
 
+def test_manifest_is_the_runtime_reading(gpt2):
+    # The runtime's reader, printed by the writer tp-compile used: the
+    # file's own text, parsed.
+    with open(os.path.join(gpt2.path, "manifest.json")) as f:
+        assert gpt2.manifest == json.load(f)
+    assert gpt2.manifest["grid"]["tp"] == 2
+
+
 def test_corrupted_artifact_raises(gpt2, tmp_path):
     import shutil
     copy = tmp_path / "bad.tpa"
@@ -178,6 +212,9 @@ def test_corrupted_artifact_raises(gpt2, tmp_path):
         f.write(" ")
     with pytest.raises(tp.TPError, match="manifest.json: checksum mismatch"):
         tp.Session(copy)
+    # Artifact.manifest reads through the runtime's checks too.
+    with pytest.raises(tp.TPError, match="manifest.json: checksum mismatch"):
+        tp.Artifact(copy).manifest
     with pytest.raises(tp.TPError, match="not a tp-mlir artifact"):
         tp.Session(tmp_path / "nothing.tpa")
 

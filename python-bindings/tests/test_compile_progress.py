@@ -89,3 +89,39 @@ def test_ctrl_c_interrupts_the_compile(tmp_path):
                             env=dict(os.environ))
     assert result.stdout.strip() == "interrupted", result.stderr
     assert not out.exists()
+
+
+def test_ctrl_c_stops_the_host_compiler(tmp_path):
+    """Ctrl-C while the host C++ compiler builds the model's library (a
+    large model's build takes minutes): the compiler is killed at once and
+    the compile raises KeyboardInterrupt, leaving no artifact. The compiler
+    here is a stand-in that would take a minute."""
+    out = tmp_path / "g.tpa"
+    started, finished = tmp_path / "started", tmp_path / "finished"
+    compiler = tmp_path / "slow-c++"
+    compiler.write_text(f"#!/bin/sh\ntouch {started}\nsleep 60\n"
+                        f"touch {finished}\n")
+    compiler.chmod(0o755)
+    script = textwrap.dedent(f"""
+        import os, signal, threading, time, tp_mlir as tp
+        def press_ctrl_c():
+            while not os.path.exists({str(started)!r}):
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=press_ctrl_c, daemon=True).start()
+        begin = time.time()
+        try:
+            tp.compile({GPT2!r}, 2, target="cpu",
+                       input_shapes={SHAPES!r}, output={str(out)!r})
+            print("compiled")
+        except KeyboardInterrupt:
+            print("interrupted after %.0f s" % (time.time() - begin))
+    """)
+    result = subprocess.run([sys.executable, "-c", script],
+                            capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, CXX=str(compiler)))
+    assert result.stdout.startswith("interrupted"), result.stderr
+    seconds = int(result.stdout.split()[2])
+    assert seconds < 30, result.stdout
+    assert started.exists() and not finished.exists()
+    assert not out.exists()

@@ -35,9 +35,10 @@ class Artifact:
 
     @property
     def manifest(self):
-        """manifest.json as a dict (read as it is; Session verifies it)."""
-        with open(os.path.join(self.path, "manifest.json")) as f:
-            return json.load(f)
+        """manifest.json as a dict, as the runtime reads it: checked against
+        the artifact's SHA256SUMS and the manifest schema first (TPError
+        otherwise)."""
+        return json.loads(_tp_mlir.read_manifest(self.path))
 
     def export_weights(self, path):
         """Writes the unsharded weights to `path` (safetensors), bit-exact

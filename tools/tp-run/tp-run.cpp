@@ -41,6 +41,7 @@ struct Options {
   int64_t repeat = 1, warmup = 0;
   int64_t stallRank = -1; // testing: this rank never enters its stage
   bool quiet = false;
+  bool printManifest = false;
   int64_t generate = -1; // --generate T: new tokens per prompt
   int64_t eos = -1;
   bool sample = false;
@@ -55,6 +56,7 @@ struct Options {
             << "usage: tp-run ARTIFACT --input NAME=FILE.npy ... "
                "[--output-dir DIR] [--launcher threads|mpi] [--ranks N] "
                "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet]\n"
+               "       tp-run ARTIFACT --print-manifest\n"
                "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
                "[--input attention_mask=FILE.npy] [--eos ID] [--num-beams K] "
                "[--sample [--top-k K] [--top-p P] [--temperature T] "
@@ -170,6 +172,8 @@ Options parseOptions(int argc, char **argv) {
       options.seed = static_cast<uint64_t>(seed);
     } else if (arg == "--quiet") {
       options.quiet = true;
+    } else if (arg == "--print-manifest") {
+      options.printManifest = true;
     } else if (!arg.empty() && arg[0] == '-') {
       usage("unknown option '" + arg + "'");
     } else if (options.artifact.empty()) {
@@ -296,6 +300,9 @@ int generate(const Options &options, Session &session,
   generateOptions.temperature = options.temperature;
   generateOptions.seed = options.seed;
   Generation result = session.generate(ids, batch, mask, generateOptions);
+  // Under MPI every process has the tokens; rank 0 writes them.
+  if (session.getMpiRank() > 0)
+    return 0;
   OutputTensor tokens{"tokens", "I64", {result.batch, result.length}, {}};
   tokens.data.resize(result.tokens.size() * sizeof(int64_t));
   std::memcpy(tokens.data.data(), result.tokens.data(), tokens.data.size());
@@ -327,6 +334,12 @@ int generate(const Options &options, Session &session,
 }
 
 int run(const Options &options) {
+  // The manifest as this runtime reads it (checked against SHA256SUMS and
+  // the schema), printed by the writer tp-compile uses.
+  if (options.printManifest) {
+    std::cout << printManifest(loadManifest(options.artifact));
+    return 0;
+  }
   SessionOptions sessionOptions;
   sessionOptions.launcher = options.launcher;
   sessionOptions.timeoutSeconds = options.timeoutSeconds;

@@ -31,7 +31,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference-run"))
-from run_artifact import parse_config  # noqa: E402
+from run_artifact import parse_config, read_manifest  # noqa: E402
 LAUNCH = re.compile(r"(\w+(?:<\w+>)?)\s*<<<(.*?)>>>\(", re.DOTALL)
 
 
@@ -76,14 +76,18 @@ def count_replays(log):
 
 
 def generate(args):
-    """Greedy generation on the emulated GPU: each decode step's stage is a
-    replay of its graph, with the step's own token, mask and position."""
+    """Generation on the emulated GPU, greedy or with --num-beams K (the KV
+    caches' rows moved on the device between steps): each decode step's
+    stage is a replay of its graph, with the step's own token, mask and
+    position."""
     model = os.path.join(args.model_dir, "model.onnx")
     name = os.path.basename(os.path.normpath(args.model_dir))
     env = dict(os.environ)
     if args.nvcc:
         env["NVCC"] = shutil.which(args.nvcc) or args.nvcc
-    greedy = np.load(os.path.join(args.model_dir, "greedy.npy"))
+    beams = args.num_beams
+    greedy = np.load(os.path.join(args.model_dir, "greedy.npy" if beams == 1
+                                  else "beam%d.npy" % beams))
     failures = 0
     with tempfile.TemporaryDirectory() as work:
         for text in args.config:
@@ -92,7 +96,8 @@ def generate(args):
             subprocess.run([args.tp_compile, model, "--target", "cuda",
                             "-o", artifact, "--devices", str(config["tp"]),
                             "--pp", str(config["pp"]), "--max-seq", "24",
-                            "--max-batch", "2"], check=True, env=env,
+                            "--max-batch", str(2 * beams)], check=True,
+                           env=env,
                            stderr=subprocess.DEVNULL)
             emulate(artifact, args.cxx)
             out_dir = os.path.join(work, "out")
@@ -103,7 +108,8 @@ def generate(args):
                                                         "input_ids.npy"),
                  "--input", "attention_mask=" + os.path.join(
                      args.model_dir, "attention_mask.npy"),
-                 "--output-dir", out_dir, "--quiet"], check=True,
+                 "--num-beams", str(beams), "--output-dir", out_dir,
+                 "--quiet"], check=True,
                 env=dict(env, TP_EMU_GRAPH_LOG=log), stdout=subprocess.DEVNULL)
             tokens = np.load(os.path.join(out_dir, "tokens.npy"))
             reference = greedy[:, :tokens.shape[1]]
@@ -111,8 +117,9 @@ def generate(args):
             replays = count_replays(log)
             ok = same and replays > 0
             failures += not ok
-            print("%s [%s] emulated cuda generate %d: tokens %s, %d graph "
+            print("%s [%s] emulated cuda generate %d%s: tokens %s, %d graph "
                   "replays %s" % (name, text, args.generate,
+                                  " beams %d" % beams if beams > 1 else "",
                                   "equal" if same else "DIFFER", replays,
                                   "ok" if ok else "FAIL"))
     print(("FAIL %s" if failures else "PASS %s") % name)
@@ -136,6 +143,9 @@ def main():
                         "(test/models/hf/with-past/<name>): tp-compile "
                         "--max-seq 24 --max-batch 2, tp-run --generate T, "
                         "and the tokens must equal greedy.npy")
+    parser.add_argument("--num-beams", type=int, default=1, metavar="K",
+                        help="with --generate: beam search (--max-batch "
+                        "2K), against beam<K>.npy")
     args = parser.parse_args()
     if args.generate:
         return generate(args)
@@ -163,8 +173,7 @@ def main():
                 shutil.copytree(artifact, os.path.join(
                     args.keep, name + "-" + os.path.basename(artifact)),
                     dirs_exist_ok=True)
-            with open(os.path.join(artifact, "manifest.json")) as f:
-                manifest = json.load(f)
+            manifest = read_manifest(args.tp_run, artifact)
             inputs = []
             for spec in manifest["inputs"]:
                 inputs += ["--input", "%s=%s" % (

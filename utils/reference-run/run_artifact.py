@@ -35,6 +35,14 @@ def parse_config(text):
     return config
 
 
+def read_manifest(tp_run, artifact):
+    """The artifact's manifest as the runtime reads it (checked against
+    SHA256SUMS and the schema): tp-run --print-manifest, the one reader."""
+    out = subprocess.run([tp_run, artifact, "--print-manifest"], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out)
+
+
 def mpirun_prefix(ranks):
     prefix = ["mpirun", "--oversubscribe", "-np", str(ranks)]
     if os.geteuid() == 0:
@@ -71,8 +79,7 @@ def main():
             for shape in args.input_shape:
                 cmd += ["--input-shape", shape]
             subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
-            with open(os.path.join(artifact, "manifest.json")) as f:
-                manifest = json.load(f)
+            manifest = read_manifest(args.tp_run, artifact)
             ranks = manifest["grid"]["ranks"]
             inputs = []
             for spec in manifest["inputs"]:

@@ -80,6 +80,9 @@ struct WeightSpec {
   /// replicated whole weight.
   std::string initializer;
   std::vector<int64_t> globalShape;
+  /// The planner's name for the weight's part in the split (column, row,
+  /// vocab, ...); informational.
+  std::string role;
   int64_t dim = -1, sliceOffset = 0, sliceSize = 0, paddedSize = 0;
   bool isSplit = false, isSlice = false;
 };
@@ -87,6 +90,8 @@ struct WeightSpec {
 struct RankSpec {
   int32_t rank = 0;
   int64_t stage = 0, tpIndex = 0;
+  /// The stage function the rank runs (its stage's).
+  std::string function;
   std::string file, sha256;
   uint64_t bytes = 0;
   std::vector<WeightSpec> weights;
@@ -102,6 +107,8 @@ struct PrefillSpec {
 
 struct Manifest {
   std::string dir;
+  /// The model tp-compile read, and the partitioned module beside it.
+  std::string model, mlir;
   std::string target, library, source;
   int64_t tp = 1, pp = 1, microbatches = 1, ranks = 1;
   /// Generation (`generation` in the manifest): the decode step's longest
@@ -120,6 +127,11 @@ struct Manifest {
 /// Throws Error naming the first violation.
 Manifest parseManifest(const std::string &json, const std::string &dir);
 
+/// manifest.json's text for `manifest`: the schema parseManifest reads, and
+/// the only code that writes it (tp-compile fills a Manifest and prints it).
+/// Printing a parsed manifest gives the same text back.
+std::string printManifest(const Manifest &manifest);
+
 /// Reads `<dir>/SHA256SUMS` and `<dir>/manifest.json`, checks the manifest
 /// against its checksum, and parses it.
 Manifest loadManifest(const std::string &dir);
@@ -134,9 +146,9 @@ std::string verifyLibrary(const Manifest &manifest);
 /// ArtifactFormat.h).
 std::string getManifestSignature(const Manifest &manifest);
 
-/// Checks the loaded library's tp_model_signature() against the manifest;
-/// `library` is a dlopen handle.
-void checkLibrarySignature(const Manifest &manifest, void *library);
+/// Checks a loaded library's signature (ModelLibrary::signature()) against
+/// the manifest.
+void checkLibrarySignature(const Manifest &manifest, const std::string &actual);
 
 /// One rank's weights: the file's bytes (checked) and a pointer per name.
 struct RankWeights {

@@ -22,7 +22,10 @@
 /// 6: a model output may carry `split_dim`: each rank of the last stage
 /// returns its block of that dim (a generation artifact's logits), and the
 /// output's `shape` is the whole output's.
-#define TP_ARTIFACT_FORMAT_VERSION 6
+/// 7: the model library's entry points are the versioned C ABI of
+/// tp_model_abi.h (one export, tp_model_query), for --target cpu as for
+/// cuda; a rank's `function` must be its stage's.
+#define TP_ARTIFACT_FORMAT_VERSION 7
 
 /// The checksum file, in `sha256sum` format ("<hex>  <name>" per line), so
 /// that `sha256sum -c SHA256SUMS` inside the artifact checks it too. The
@@ -31,7 +34,8 @@
 #define TP_ARTIFACT_CHECKSUMS "SHA256SUMS"
 
 /// The model library's self-description, returned by its exported
-/// `const char *tp_model_signature(void)`:
+/// `const char *tp_model_signature(void)` and by the `signature` entry of
+/// its C ABI (tp_model_abi.h):
 ///
 ///   tp-model-signature 1
 ///   grid tp=2 pp=1 microbatches=1

@@ -4,15 +4,15 @@
 // runs it. tp-compile copies this header into the artifact as
 // tp_cuda_runtime.h. It has two parts:
 //
-//  - A C ABI (tp_cuda_*) that every CUDA model library exports. tp-run links
-//    no CUDA library: it dlopens the model and calls these through dlsym, so
+//  - The C ABI every model library exports (tp_model_abi.h): tp-run links
+//    no CUDA library; it dlopens the model and calls tp_model_query, so
 //    this part needs nothing but the C++ standard library.
 //  - With TP_CUDA_MODEL_LIBRARY defined (model.cu defines it; nvcc compiles
 //    it): one rank's state (device, stream, cuBLAS handle, NCCL
 //    communicators), the checks that turn a failed CUDA, cuBLAS or NCCL call
 //    into an Error naming the call and the op it came from, the few generic
 //    kernels generated code launches (fill, copies between layouts), and the
-//    definitions of the C ABI. Errors are C++ exceptions inside the library
+//    library's side of the C ABI. Errors are C++ exceptions inside the library
 //    and a status plus a message at the C ABI.
 //
 // Ranks are numbered as in RankContext.h: rank = stage * tp + tpIndex. A
@@ -31,47 +31,7 @@
 #ifndef TP_RUNTIME_CUDARANKCONTEXT_H
 #define TP_RUNTIME_CUDARANKCONTEXT_H
 
-#include <cstdint>
-
-/// Bytes of the id tp_cuda_unique_id writes (an ncclUniqueId).
-#define TP_CUDA_UNIQUE_ID_BYTES 128
-
-extern "C" {
-/// Visible CUDA devices; 0 when there are none or no driver.
-int tp_cuda_device_count(void);
-/// Writes a fresh id for one world of ranks (TP_CUDA_UNIQUE_ID_BYTES) to
-/// `id`. Returns 0 on success.
-int tp_cuda_unique_id(void *id);
-/// Creates rank `rank` of `worldSize` on CUDA device `device`: its stream,
-/// cuBLAS handle and NCCL communicators. NCCL initialisation is collective:
-/// every rank of the world must call this concurrently, with the same `id`.
-/// Returns null on failure; tp_cuda_last_error(nullptr) then says why.
-void *tp_cuda_rank_create(int rank, int worldSize, int device, const void *id);
-/// Runs the stage function `stage` (manifest "function") on host data:
-/// uploads `hostArgs` (weights only on the first call, or when their host
-/// pointer changes), runs, and downloads the results into `hostResults`.
-/// Returns 0, or nonzero with the reason in tp_cuda_last_error(rank); the
-/// device buffers a failed stage had allocated are not recovered.
-int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
-                     void *const *hostResults);
-/// The last failure of `rank`'s calls; for a null `rank`, the calling
-/// thread's last failed tp_cuda_rank_create. Never null.
-const char *tp_cuda_last_error(void *rank);
-/// Aborts `rank`'s communicators so that peers waiting on a failed rank
-/// return with an error instead of hanging. May be called from any thread.
-void tp_cuda_rank_abort(void *rank);
-/// Releases everything `rank` holds. Null is ignored.
-void tp_cuda_rank_destroy(void *rank);
-
-typedef int (*tp_cuda_device_count_fn)(void);
-typedef int (*tp_cuda_unique_id_fn)(void *);
-typedef void *(*tp_cuda_rank_create_fn)(int, int, int, const void *);
-typedef int (*tp_cuda_rank_run_fn)(void *, const char *, void *const *,
-                                   void *const *);
-typedef const char *(*tp_cuda_last_error_fn)(void *);
-typedef void (*tp_cuda_rank_abort_fn)(void *);
-typedef void (*tp_cuda_rank_destroy_fn)(void *);
-}
+#include "tp_model_abi.h"
 
 #ifdef TP_CUDA_MODEL_LIBRARY
 
@@ -381,7 +341,7 @@ void writeCache(Rank *context, T *cache, const T *update,
 }
 
 namespace detail {
-/// Why the calling thread's last tp_cuda_rank_create failed.
+/// Why the calling thread's last rank_create failed.
 inline thread_local std::string createError;
 
 /// Releases a stage's graph and its buffers.
@@ -439,18 +399,28 @@ inline const StageInfo &findStage(const char *name) {
 } // namespace tp::cuda
 
 //===----------------------------------------------------------------------===//
-// The C ABI
+// The C ABI (tp_model_abi.h)
 //===----------------------------------------------------------------------===//
 
-extern "C" {
 
-int tp_cuda_device_count(void) {
+namespace tp::cuda::abi {
+
+/// A tp_model_rank is a tp::cuda::Rank behind the ABI's opaque type.
+inline Rank *unwrap(tp_model_rank *rank) {
+  return reinterpret_cast<Rank *>(rank);
+}
+
+inline const char *signature() {
+  return tp_model_signature();
+}
+
+inline int deviceCount() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }
 
-int tp_cuda_unique_id(void *id) {
-  static_assert(sizeof(ncclUniqueId) == TP_CUDA_UNIQUE_ID_BYTES,
+inline int uniqueId(void *id) {
+  static_assert(sizeof(ncclUniqueId) == TP_MODEL_UNIQUE_ID_BYTES,
                 "ncclUniqueId changed size");
   ncclUniqueId unique;
   if (ncclGetUniqueId(&unique) != ncclSuccess)
@@ -459,8 +429,10 @@ int tp_cuda_unique_id(void *id) {
   return 0;
 }
 
-void *tp_cuda_rank_create(int rank, int worldSize, int device, const void *id) {
-  using namespace tp::cuda;
+inline tp_model_rank *createRank(const tp_rank_config *config) {
+  int32_t rank = config->rank, worldSize = config->world_size,
+          device = config->device;
+  const void *id = config->unique_id;
   const char *site = "creating the rank";
   auto *context = new Rank();
   context->rank = rank;
@@ -502,13 +474,12 @@ void *tp_cuda_rank_create(int rank, int worldSize, int device, const void *id) {
     detail::destroy(context);
     return nullptr;
   }
-  return context;
+  return reinterpret_cast<tp_model_rank *>(context);
 }
 
-int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
-                     void *const *hostResults) {
-  using namespace tp::cuda;
-  auto *context = static_cast<Rank *>(rank);
+inline int runRank(tp_model_rank *rank, const char *stage,
+                   void *const *hostArgs, void *const *hostResults) {
+  Rank *context = unwrap(rank);
   std::vector<void *> temporaries;
   try {
     const char *site = stage;
@@ -632,14 +603,65 @@ int tp_cuda_rank_run(void *rank, const char *stage, void *const *hostArgs,
   }
 }
 
-const char *tp_cuda_last_error(void *rank) {
-  if (!rank)
-    return tp::cuda::detail::createError.c_str();
-  return static_cast<tp::cuda::Rank *>(rank)->lastError.c_str();
+/// The cache is resident on the device once a stage has used it: its rows
+/// move there, through a copy of the whole; before that, on the host.
+inline int reorderRows(tp_model_rank *rank, void *cache, int64_t rows,
+                       int64_t rowBytes, const int64_t *source) {
+  Rank *context = unwrap(rank);
+  const char *site = "reordering a KV cache";
+  auto it = context->resident.find(cache);
+  bool onDevice = it != context->resident.end() && it->second.second;
+  int64_t bytes = rows * rowBytes;
+  std::vector<char> hostCopy;
+  void *copy = nullptr;
+  try {
+    for (int64_t i = 0; i < rows; ++i)
+      if (source[i] < 0 || source[i] >= rows)
+        throw Error("cache row " + std::to_string(source[i]) +
+                    " does not exist (" + std::to_string(rows) + " rows)");
+    char *data = static_cast<char *>(cache);
+    cudaMemcpyKind kind = cudaMemcpyHostToHost;
+    if (onDevice) {
+      data = static_cast<char *>(it->second.second);
+      kind = cudaMemcpyDeviceToDevice;
+      TP_CUDA_CHECK(cudaSetDevice(context->device), site);
+      copy = allocate<char>(context, bytes, site);
+      TP_CUDA_CHECK(
+          cudaMemcpyAsync(copy, data, bytes, kind, context->stream), site);
+    } else {
+      hostCopy.assign(data, data + bytes);
+      copy = hostCopy.data();
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      if (source[i] == i)
+        continue;
+      char *to = data + i * rowBytes;
+      const char *from = static_cast<char *>(copy) + source[i] * rowBytes;
+      if (onDevice)
+        TP_CUDA_CHECK(cudaMemcpyAsync(to, from, rowBytes, kind,
+                                      context->stream),
+                      site);
+      else
+        std::memcpy(to, from, rowBytes);
+    }
+    if (onDevice) {
+      release(context, copy);
+      TP_CUDA_CHECK(cudaStreamSynchronize(context->stream), site);
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    context->lastError =
+        "rank " + std::to_string(context->rank) + ": " + e.what();
+    return 1;
+  }
 }
 
-void tp_cuda_rank_abort(void *rank) {
-  auto *context = static_cast<tp::cuda::Rank *>(rank);
+inline const char *lastError(tp_model_rank *rank) {
+  return rank ? unwrap(rank)->lastError.c_str() : detail::createError.c_str();
+}
+
+inline void abortRank(tp_model_rank *rank) {
+  Rank *context = unwrap(rank);
   if (!context)
     return;
   for (auto &[group, comm] : context->groupComms)
@@ -653,11 +675,21 @@ void tp_cuda_rank_abort(void *rank) {
   context->world = nullptr;
 }
 
-void tp_cuda_rank_destroy(void *rank) {
-  tp::cuda::detail::destroy(static_cast<tp::cuda::Rank *>(rank));
+inline void destroyRank(tp_model_rank *rank) {
+  detail::destroy(unwrap(rank));
 }
 
-} // extern "C"
+} // namespace tp::cuda::abi
+
+extern "C" TP_MODEL_EXPORT const tp_model_api *
+tp_model_query(uint32_t abiVersion) {
+  using namespace tp::cuda::abi;
+  static const tp_model_api api = {
+      TP_MODEL_ABI_VERSION, "cuda",      signature,   deviceCount,
+      uniqueId,             createRank,  runRank,     reorderRows,
+      lastError,            abortRank,   destroyRank};
+  return abiVersion == TP_MODEL_ABI_VERSION ? &api : nullptr;
+}
 
 #endif // TP_CUDA_MODEL_LIBRARY
 

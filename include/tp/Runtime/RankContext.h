@@ -1,9 +1,16 @@
 //===- RankContext.h - what generated code calls at run time ----*- C++ -*-===//
 //
-// The only interface between code emitted by tp-compile (`--target cpu`) and
-// the runtime. Generated code includes this header (tp-compile copies it into
-// the artifact as tp_runtime.h) and calls the virtual functions below, so a
-// compiled model library has no link-time dependency on the runtime.
+// What code emitted by tp-compile (`--target cpu`) calls: a RankContext's
+// collectives and buffer pool. tp-compile copies this header into the
+// artifact as tp_runtime.h. It has two parts:
+//
+//  - RankContext, the C++ interface generated code calls and the runtime's
+//    communicators (threads, MPI) implement.
+//  - With TP_CPU_MODEL_LIBRARY defined (model.cpp defines it): the model
+//    library's side of the C ABI (tp_model_abi.h). Inside the library a
+//    RankContext forwards to the host's tp_host_comm; errors are C++
+//    exceptions inside and a status plus a message at the ABI, so no C++
+//    type or exception crosses between the library and the runtime.
 //
 // Ranks are numbered row-major over (pipeline stage, tensor index):
 // rank = stage * tp + tpIndex. A collective runs over a Group: the ranks that
@@ -14,6 +21,8 @@
 
 #ifndef TP_RUNTIME_RANKCONTEXT_H
 #define TP_RUNTIME_RANKCONTEXT_H
+
+#include "tp_model_abi.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -30,6 +39,10 @@ namespace tp::rt {
 /// only through dtypeName().
 /// BF16 travels in .npy files as its raw bits ('<u2'): NumPy has no bfloat16.
 enum class DType : int32_t { F32, F64, I64, I32, I16, I8, U8, Bool, F16, BF16 };
+static_assert(static_cast<int32_t>(DType::F32) == TP_DTYPE_F32 &&
+                  static_cast<int32_t>(DType::I64) == TP_DTYPE_I64 &&
+                  static_cast<int32_t>(DType::BF16) == TP_DTYPE_BF16,
+              "DType must number element types as tp_model_abi.h does");
 
 inline int64_t dtypeBytes(DType type) {
   switch (type) {
@@ -49,6 +62,8 @@ inline int64_t dtypeBytes(DType type) {
 }
 
 enum class Reduction : int32_t { Sum, Product, Max, Min };
+static_assert(static_cast<int32_t>(Reduction::Min) == TP_REDUCE_MIN,
+              "Reduction must number reductions as tp_model_abi.h does");
 
 /// `size` ranks spaced `stride` apart in global rank numbering.
 struct Group {
@@ -145,8 +160,6 @@ public:
 
 private:
   std::unordered_map<int64_t, std::vector<void *>> freeBuffers;
-  // Last, so that a model library built before it still finds freeBuffers
-  // where it was.
   std::unordered_set<void *> inUse;
 };
 
@@ -170,12 +183,159 @@ inline void writeCache(T *cache, const T *update, int64_t position,
 
 } // namespace tp::rt
 
-/// Signature of every entry point a model library exports, one per pipeline
-/// stage: `args` in the stage function's argument order (inputs and weights,
-/// see manifest.json), `results` preallocated by the caller.
-extern "C" {
-typedef void (*tp_stage_fn)(tp::rt::RankContext *context,
-                            void *const *args, void *const *results);
+#ifdef TP_CPU_MODEL_LIBRARY
+
+#include <exception>
+#include <new>
+
+namespace tp::rt {
+
+/// A stage function of the generated code: `args` in the function's
+/// argument order (inputs, weights, caches), `results` preallocated.
+using StageFunction = void (*)(RankContext *context, void *const *args,
+                               void *const *results);
+struct StageEntry {
+  const char *name;
+  StageFunction function;
+};
+struct ModelEntries {
+  const StageEntry *stages;
+  int32_t numStages;
+};
+/// The library's stage functions; defined by the generated code.
+const ModelEntries &modelEntries();
+
+namespace detail {
+/// A rank inside the library: the host's collectives behind RankContext,
+/// which throws the host's message when a call fails.
+class HostRankContext final : public RankContext {
+public:
+  HostRankContext(int32_t rank, int32_t worldSize, const tp_host_comm &comm)
+      : rankIndex(rank), size(worldSize), comm(comm) {}
+  int32_t rank() const override { return rankIndex; }
+  int32_t worldSize() const override { return size; }
+  void allReduce(Group group, void *buffer, int64_t count, DType type,
+                 Reduction op, const char *site) override {
+    check(comm.all_reduce(comm.self, {group.size, group.stride}, buffer, count,
+                          static_cast<int32_t>(type), static_cast<int32_t>(op),
+                          site));
+  }
+  void allGather(Group group, const void *in, void *out, int64_t outer,
+                 int64_t chunkBytes, const char *site) override {
+    check(comm.all_gather(comm.self, {group.size, group.stride}, in, out, outer,
+                          chunkBytes, site));
+  }
+  void reduceScatter(Group group, const void *in, void *out, int64_t outer,
+                     int64_t chunk, DType type, Reduction op,
+                     const char *site) override {
+    check(comm.reduce_scatter(comm.self, {group.size, group.stride}, in, out,
+                              outer, chunk, static_cast<int32_t>(type),
+                              static_cast<int32_t>(op), site));
+  }
+  void send(int32_t peer, const void *buffer, int64_t bytes,
+            const char *site) override {
+    check(comm.send(comm.self, peer, buffer, bytes, site));
+  }
+  void recv(int32_t peer, void *buffer, int64_t bytes,
+            const char *site) override {
+    check(comm.recv(comm.self, peer, buffer, bytes, site));
+  }
+
+private:
+  void check(int status) {
+    if (status != 0)
+      throw Error(comm.last_error(comm.self));
+  }
+  int32_t rankIndex, size;
+  tp_host_comm comm;
+};
+
+/// Why the calling thread's last rank_create failed.
+inline thread_local std::string createError;
+} // namespace detail
+} // namespace tp::rt
+
+/// The library's rank: its context (and buffer pool, kept between runs).
+struct tp_model_rank {
+  tp::rt::detail::HostRankContext context;
+  std::string lastError;
+};
+
+
+namespace tp::rt::detail {
+inline const char *signature() {
+  return tp_model_signature();
 }
+inline int deviceCount() { return -1; }
+inline int uniqueId(void *id) {
+  std::memset(id, 0, TP_MODEL_UNIQUE_ID_BYTES);
+  return 0;
+}
+inline tp_model_rank *createRank(const tp_rank_config *config) {
+  if (!config || !config->comm) {
+    createError = "a CPU model rank needs the host's collectives";
+    return nullptr;
+  }
+  auto *rank = new (std::nothrow) tp_model_rank{
+      HostRankContext(config->rank, config->world_size, *config->comm), {}};
+  if (!rank)
+    createError = "out of memory creating rank " + std::to_string(config->rank);
+  return rank;
+}
+inline int runRank(tp_model_rank *rank, const char *stage, void *const *args,
+                   void *const *results) {
+  try {
+    const ModelEntries &entries = modelEntries();
+    for (int32_t i = 0; i < entries.numStages; ++i)
+      if (std::strcmp(entries.stages[i].name, stage) == 0) {
+        entries.stages[i].function(&rank->context, args, results);
+        return 0;
+      }
+    throw Error(std::string("the model has no stage function '") + stage +
+                "'");
+  } catch (const std::exception &e) {
+    rank->lastError = e.what();
+  } catch (...) {
+    rank->lastError = "stage '" + std::string(stage) + "' failed";
+  }
+  return 1;
+}
+inline int reorderRows(tp_model_rank *rank, void *cache, int64_t rows,
+                       int64_t rowBytes, const int64_t *source) {
+  try {
+    auto *data = static_cast<char *>(cache);
+    std::vector<char> copy(data, data + rows * rowBytes);
+    for (int64_t i = 0; i < rows; ++i) {
+      if (source[i] < 0 || source[i] >= rows)
+        throw Error("cache row " + std::to_string(source[i]) +
+                    " does not exist (" + std::to_string(rows) + " rows)");
+      if (source[i] != i)
+        std::memcpy(data + i * rowBytes, copy.data() + source[i] * rowBytes,
+                    static_cast<size_t>(rowBytes));
+    }
+    return 0;
+  } catch (const std::exception &e) {
+    rank->lastError = e.what();
+    return 1;
+  }
+}
+inline const char *lastError(tp_model_rank *rank) {
+  return rank ? rank->lastError.c_str() : createError.c_str();
+}
+inline void abortRank(tp_model_rank *) {}
+inline void destroyRank(tp_model_rank *rank) { delete rank; }
+} // namespace tp::rt::detail
+
+extern "C" TP_MODEL_EXPORT const tp_model_api *
+tp_model_query(uint32_t abiVersion) {
+  using namespace tp::rt::detail;
+  static const tp_model_api api = {
+      TP_MODEL_ABI_VERSION, "cpu",       signature,   deviceCount,
+      uniqueId,             createRank,  runRank,     reorderRows,
+      lastError,            abortRank,   destroyRank};
+  return abiVersion == TP_MODEL_ABI_VERSION ? &api : nullptr;
+}
+
+#endif // TP_CPU_MODEL_LIBRARY
 
 #endif // TP_RUNTIME_RANKCONTEXT_H

@@ -59,6 +59,9 @@ struct OutputBlocks {
   std::vector<int64_t> blockShape;
   /// The split dim; -1 when `blocks` is the whole output.
   int64_t dim = -1;
+  /// Under --launcher mpi a process holds its own rank's block alone (none
+  /// before the last stage): its position among the last stage's ranks.
+  int64_t firstBlock = 0;
 };
 
 /// Where a forward pass's time went on the rank that holds the outputs:
@@ -142,15 +145,30 @@ public:
 
   /// One forward pass (with `prefill`, the prefill program) whose outputs
   /// stay on the ranks, for getOutputBlocks: no whole output is assembled.
-  /// Threads and CUDA launchers only. Throws Error as run() does.
+  /// Throws Error as run() does.
   void runInPlace(const std::map<std::string, InputView> &inputs,
                   bool prefill = false);
 
   /// The output `name` of the last run (of the prefill program with
-  /// `prefill`), as the ranks hold it. Throws Error for an unknown name,
-  /// and under MPI, where the other ranks' blocks are in other processes.
+  /// `prefill`), as the ranks hold it; under MPI, as this process's rank
+  /// holds it (see OutputBlocks::firstBlock). Throws Error for an unknown
+  /// name.
   OutputBlocks getOutputBlocks(const std::string &name,
                                bool prefill = false) const;
+
+  /// This process's rank under --launcher mpi; -1 with threads, where
+  /// every rank is in this process.
+  int32_t getMpiRank() const;
+
+  /// Under --launcher mpi: `mine` from each rank of the last stage to rank
+  /// 0, which returns them in the stage's rank order (every other process
+  /// returns nothing). With threads: {mine}.
+  std::vector<std::vector<char>>
+  gatherFromLastStage(const std::vector<char> &mine);
+
+  /// Under --launcher mpi: rank 0's `data` to every process (a no-op with
+  /// threads).
+  void broadcastFromRoot(std::vector<char> &data);
 
   /// Runs a generation artifact's prefill program (its inputs and outputs
   /// are manifest.prefill's), which writes the KV caches the decode step
@@ -160,11 +178,14 @@ public:
 
   /// Reorders the sequences (dim 0) of every KV cache on this process's
   /// ranks: sequence i takes what sequence `source[i]` held (beam search
-  /// keeping the beams it extends). Throws Error for CUDA artifacts, whose
-  /// caches live on the GPUs.
+  /// keeping the beams it extends), where they live: on the host, or on
+  /// the GPUs of a --target cuda artifact.
   void reorderCaches(const std::vector<int64_t> &source);
 
-  /// Greedy generation with an artifact compiled with --max-seq:
+  /// Generation with an artifact compiled with --max-seq, on thread ranks
+  /// or, under --launcher mpi, called by every process (rank 0 chooses the
+  /// tokens from the candidates each last-stage rank sends, then sends them
+  /// to all; every process returns the same tokens):
   /// `promptIds` is [batch, promptLength] int64 (batch up to the compiled
   /// --max-batch), `attentionMask` the same shape, 0 on the left padding of
   /// shorter prompts (empty: all ones). Each step runs the decode program

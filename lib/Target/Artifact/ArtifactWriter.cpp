@@ -12,6 +12,7 @@
 
 #include "ArtifactPlan.h"
 #include "InitializerSource.h"
+#include "tp/Runtime/Artifact.h"
 #include "tp/Target/Artifact/SafeTensors.h"
 
 #include "../ONNX/ModelLoader.h"
@@ -20,7 +21,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SHA256.h"
@@ -262,170 +262,147 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
   return success();
 }
 
-static void writeShape(llvm::json::OStream &json, StringRef key,
-                       const std::vector<int64_t> &shape) {
-  json.attributeArray(key, [&] {
-    for (int64_t dim : shape)
-      json.value(dim);
-  });
+static std::vector<int64_t> shapeOf(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped)
+    return {};
+  return std::vector<int64_t>(shaped.getShape().begin(),
+                              shaped.getShape().end());
 }
 
-static void writeSignature(llvm::json::OStream &json, StringRef key,
-                           const std::vector<TensorSignature> &list) {
-  json.attributeArray(key, [&] {
-    for (const TensorSignature &sig : list)
-      json.object([&] {
-        json.attribute("name", sig.name);
-        json.attribute("dtype", sig.dtype);
-        writeShape(json, "shape", sig.shape);
-        json.attribute("stage", sig.stage);
-        if (sig.splitDim >= 0)
-          json.attribute("split_dim", sig.splitDim);
-        if (sig.indexBound > 0)
-          json.attributeArray("index_range", [&] {
-            json.value(-sig.indexBound);
-            json.value(sig.indexBound - 1);
-          });
-      });
-  });
+/// A model input or output as the manifest lists it.
+static std::vector<::tp::rt::TensorSpec>
+getSignatureSpecs(const std::vector<TensorSignature> &list, StringRef kind) {
+  std::vector<::tp::rt::TensorSpec> specs;
+  for (const TensorSignature &sig : list) {
+    ::tp::rt::TensorSpec spec;
+    spec.kind = kind.str();
+    spec.name = sig.name;
+    spec.dtype = sig.dtype;
+    spec.shape = sig.shape;
+    spec.stage = sig.stage;
+    spec.splitDim = sig.splitDim;
+    if (sig.indexBound > 0)
+      spec.indexRange = {-sig.indexBound, sig.indexBound - 1};
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
 /// A stage function's arguments or results as the runtime binds them.
-static void writeBindings(llvm::json::OStream &json, StringRef key,
-                          func::FuncOp func, bool results) {
-  json.attributeArray(key, [&] {
-    unsigned count = results ? func.getNumResults() : func.getNumArguments();
-    for (unsigned i = 0; i < count; ++i) {
-      Type type = results ? func.getResultTypes()[i] : func.getArgumentTypes()[i];
-      DictionaryAttr attrs =
-          results ? func.getResultAttrDict(i) : func.getArgAttrDict(i);
-      json.object([&] {
-        std::string kind = results ? "send" : "argument";
-        std::string name;
-        for (auto [attrName, attrKind] :
-             {std::pair("tp.weight", "weight"), std::pair("tp.input", "input"),
-              std::pair("tp.cache", "cache"), std::pair("tp.output", "output")})
-          if (auto attr = attrs ? attrs.getAs<StringAttr>(attrName) : nullptr) {
-            kind = attrKind;
-            name = attr.getValue().str();
-          }
-        auto shaped = dyn_cast<ShapedType>(type);
-        // A weight is bound by its key in the rank file: a piece of a fused
-        // weight by its range of the initializer.
-        if (kind == "weight" && !results)
-          name = getPieceName(name, getLayout(func, i),
-                              shaped ? shaped.getRank() : 0);
-        json.attribute("kind", kind);
-        if (!name.empty())
-          json.attribute("name", name);
-        json.attribute("dtype",
-                       getDTypeName(shaped ? shaped.getElementType() : type));
-        writeShape(json, "shape",
-                   shaped ? std::vector<int64_t>(shaped.getShape().begin(),
-                                                 shaped.getShape().end())
-                          : std::vector<int64_t>());
-      });
-    }
-  });
+static std::vector<::tp::rt::TensorSpec> getBindings(func::FuncOp func,
+                                                     bool results) {
+  std::vector<::tp::rt::TensorSpec> specs;
+  unsigned count = results ? func.getNumResults() : func.getNumArguments();
+  for (unsigned i = 0; i < count; ++i) {
+    Type type = results ? func.getResultTypes()[i] : func.getArgumentTypes()[i];
+    DictionaryAttr attrs =
+        results ? func.getResultAttrDict(i) : func.getArgAttrDict(i);
+    ::tp::rt::TensorSpec spec;
+    spec.kind = results ? "send" : "argument";
+    for (auto [attrName, attrKind] :
+         {std::pair("tp.weight", "weight"), std::pair("tp.input", "input"),
+          std::pair("tp.cache", "cache"), std::pair("tp.output", "output")})
+      if (auto attr = attrs ? attrs.getAs<StringAttr>(attrName) : nullptr) {
+        spec.kind = attrKind;
+        spec.name = attr.getValue().str();
+      }
+    auto shaped = dyn_cast<ShapedType>(type);
+    // A weight is bound by its key in the rank file: a piece of a fused
+    // weight by its range of the initializer.
+    if (spec.kind == "weight" && !results)
+      spec.name = getPieceName(spec.name, getLayout(func, i),
+                               shaped ? shaped.getRank() : 0);
+    spec.dtype = getDTypeName(shaped ? shaped.getElementType() : type);
+    spec.shape = shapeOf(type);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
-static void writeManifest(llvm::raw_ostream &os, const ArtifactPlan &plan,
-                          StringRef modelPath,
-                          const std::vector<RankOutput> &outputs,
-                          const ArtifactOptions &options, StringRef source,
-                          StringRef library) {
-  llvm::json::OStream json(os, /*IndentSize=*/2);
-  json.object([&] {
-    json.attribute("format", "tp-artifact");
-    json.attribute("format_version", kArtifactFormatVersion);
-    json.attribute("model", modelPath);
-    json.attribute("mlir", "model.mlir");
-    json.attribute("target", options.target);
-    if (!source.empty())
-      json.attribute("source", source);
-    if (!library.empty())
-      json.attribute("library", library);
-    json.attributeObject("grid", [&] {
-      json.attribute("tp", plan.tpDevices);
-      json.attribute("pp", plan.stages);
-      json.attribute("microbatches", plan.microbatches);
-      json.attribute("ranks", plan.tpDevices * plan.stages);
-    });
-    auto writeStages = [&](const std::vector<func::FuncOp> &funcs) {
-      json.attributeArray("stages", [&] {
-        for (auto [stage, func] : llvm::enumerate(funcs))
-          json.object([&] {
-            json.attribute("stage", int64_t(stage));
-            json.attribute("function", func::FuncOp(func).getSymName());
-            json.attributeArray("ranks", [&] {
-              for (int64_t t = 0; t < plan.tpDevices; ++t)
-                json.value(int64_t(stage) * plan.tpDevices + t);
-            });
-            writeBindings(json, "args", func, /*results=*/false);
-            writeBindings(json, "results", func, /*results=*/true);
-          });
-      });
-    };
-    writeStages(plan.stageFuncs);
-    writeSignature(json, "inputs", plan.inputs);
-    writeSignature(json, "outputs", plan.outputs);
-    if (options.maxSeq > 0)
-      json.attributeObject("generation", [&] {
-        json.attribute("max_seq", options.maxSeq);
-        json.attribute("max_batch", options.maxBatch);
-        // The prompt's program: same ranks, weights and caches.
-        if (!plan.prefillFuncs.empty())
-          json.attributeObject("prefill", [&] {
-            json.attribute("length", options.prefillLength);
-            writeStages(plan.prefillFuncs);
-            writeSignature(json, "inputs", plan.prefillInputs);
-            writeSignature(json, "outputs", plan.prefillOutputs);
-          });
-      });
-    json.attributeArray("ranks", [&] {
-      for (const RankPlan &rank : plan.ranks)
-        json.object([&] {
-          const RankOutput &out = outputs[rank.rank];
-          uint64_t headerBytes = out.bytes - rank.dataBytes;
-          json.attribute("rank", rank.rank);
-          json.attribute("stage", rank.stage);
-          json.attribute("tp_index", rank.tpIndex);
-          func::FuncOp func = plan.stageFuncs[rank.stage];
-          json.attribute("function", func.getSymName());
-          json.attribute("file", rank.fileName);
-          json.attribute("bytes", out.bytes);
-          json.attribute("sha256", out.sha256);
-          json.attributeArray("weights", [&] {
-            for (const ShardPlacement &shard : rank.shards)
-              json.object([&] {
-                const WeightPlan &weight = plan.weights[shard.weight];
-                const WeightUse &use = weight.uses[shard.use];
-                json.attribute("name", use.key);
-                json.attribute("initializer", weight.name);
-                json.attribute("dtype", weight.kind.safetensorsName);
-                writeShape(json, "global_shape", weight.globalShape);
-                writeShape(json, "shape", use.localShape);
-                json.attribute("split_dim", use.getSplitDim());
-                if (use.piece)
-                  json.attributeObject("slice", [&] {
-                    json.attribute("dim", use.dim);
-                    json.attribute("offset", use.offset);
-                    json.attribute("size", use.size);
-                  });
-                if (use.padded)
-                  json.attribute("padded_size", use.padded);
-                json.attribute("role", stringifySplitRole(use.role));
-                json.attributeArray("data_offsets", [&] {
-                  json.value(shard.begin);
-                  json.value(shard.end);
-                });
-                json.attribute("file_offset", headerBytes + shard.begin);
-              });
-          });
-        });
-    });
-  });
-  os << "\n";
+static std::vector<::tp::rt::StageSpec>
+getStageSpecs(const ArtifactPlan &plan, ArrayRef<func::FuncOp> funcs) {
+  std::vector<::tp::rt::StageSpec> stages;
+  for (auto [stage, func] : llvm::enumerate(funcs)) {
+    ::tp::rt::StageSpec spec;
+    spec.stage = static_cast<int64_t>(stage);
+    spec.function = func::FuncOp(func).getSymName().str();
+    for (int64_t t = 0; t < plan.tpDevices; ++t)
+      spec.ranks.push_back(
+          static_cast<int32_t>(int64_t(stage) * plan.tpDevices + t));
+    spec.args = getBindings(func, /*results=*/false);
+    spec.results = getBindings(func, /*results=*/true);
+    stages.push_back(std::move(spec));
+  }
+  return stages;
+}
+
+/// The manifest of the artifact being written; lib/Runtime prints it
+/// (printManifest), so that one schema has one writer and one reader.
+static ::tp::rt::Manifest getManifest(const ArtifactPlan &plan,
+                                      StringRef modelPath,
+                                      const std::vector<RankOutput> &outputs,
+                                      const ArtifactOptions &options,
+                                      StringRef source, StringRef library) {
+  ::tp::rt::Manifest manifest;
+  manifest.model = modelPath.str();
+  manifest.mlir = "model.mlir";
+  manifest.target = options.target;
+  manifest.source = source.str();
+  manifest.library = library.str();
+  manifest.tp = plan.tpDevices;
+  manifest.pp = plan.stages;
+  manifest.microbatches = plan.microbatches;
+  manifest.ranks = plan.tpDevices * plan.stages;
+  manifest.stages = getStageSpecs(plan, plan.stageFuncs);
+  manifest.inputs = getSignatureSpecs(plan.inputs, "input");
+  manifest.outputs = getSignatureSpecs(plan.outputs, "output");
+  if (options.maxSeq > 0) {
+    manifest.maxSeq = options.maxSeq;
+    manifest.maxBatch = options.maxBatch;
+    if (!plan.prefillFuncs.empty()) {
+      manifest.prefill.length = options.prefillLength;
+      manifest.prefill.stages = getStageSpecs(plan, plan.prefillFuncs);
+      manifest.prefill.inputs = getSignatureSpecs(plan.prefillInputs, "input");
+      manifest.prefill.outputs =
+          getSignatureSpecs(plan.prefillOutputs, "output");
+    }
+  }
+  for (const RankPlan &rank : plan.ranks) {
+    const RankOutput &out = outputs[rank.rank];
+    uint64_t headerBytes = out.bytes - rank.dataBytes;
+    ::tp::rt::RankSpec spec;
+    spec.rank = static_cast<int32_t>(rank.rank);
+    spec.stage = rank.stage;
+    spec.tpIndex = rank.tpIndex;
+    spec.function = func::FuncOp(plan.stageFuncs[rank.stage]).getSymName().str();
+    spec.file = rank.fileName;
+    spec.bytes = out.bytes;
+    spec.sha256 = out.sha256;
+    for (const ShardPlacement &shard : rank.shards) {
+      const WeightPlan &weight = plan.weights[shard.weight];
+      const WeightUse &use = weight.uses[shard.use];
+      ::tp::rt::WeightSpec w;
+      w.name = use.key;
+      w.initializer = weight.name;
+      w.dtype = weight.kind.safetensorsName;
+      w.globalShape = weight.globalShape;
+      w.shape = use.localShape;
+      w.isSplit = use.getSplitDim() >= 0;
+      w.isSlice = static_cast<bool>(use.piece);
+      w.dim = w.isSlice ? use.dim : use.getSplitDim();
+      w.sliceOffset = use.offset;
+      w.sliceSize = use.size;
+      w.paddedSize = use.padded;
+      w.role = stringifySplitRole(use.role).str();
+      w.dataBegin = shard.begin;
+      w.bytes = shard.end - shard.begin;
+      w.fileOffset = headerBytes + shard.begin;
+      spec.weights.push_back(std::move(w));
+    }
+    manifest.rankSpecs.push_back(std::move(spec));
+  }
+  return manifest;
 }
 
 /// SHA256SUMS over every file of the artifact (the rank files by the
@@ -535,8 +512,8 @@ LogicalResult mlir::tp::writeArtifact(ModuleOp module, StringRef outDir,
   std::unique_ptr<llvm::raw_fd_ostream> manifest;
   if (failed(openOutput("manifest.json", manifest)))
     return failure();
-  writeManifest(*manifest, *plan, modelPath, outputs, options, source,
-                library);
+  *manifest << ::tp::rt::printManifest(
+      getManifest(*plan, modelPath, outputs, options, source, library));
   manifest->close();
   if (manifest->has_error())
     return emitError(loc) << "cannot write manifest.json: "

@@ -109,16 +109,20 @@ FailureOr<std::string> mlir::tp::getModelSignature(ModuleOp module) {
 
 LogicalResult mlir::tp::emitModelSignature(ModuleOp module,
                                            llvm::raw_ostream &os) {
-  if (!module.lookupSymbol<shard::GridOp>("grid"))
-    return success();
-  FailureOr<std::string> signature = getModelSignature(module);
-  if (failed(signature))
-    return failure();
+  // A module that is not partitioned is in no artifact: it describes
+  // nothing, and a runtime refuses it.
+  std::string text;
+  if (module.lookupSymbol<shard::GridOp>("grid")) {
+    FailureOr<std::string> signature = getModelSignature(module);
+    if (failed(signature))
+      return failure();
+    text = std::move(*signature);
+  }
   // The text holds only names, digits and punctuation: no escapes needed
   // beyond the newlines.
-  os << "extern \"C\" const char *" << TP_MODEL_SIGNATURE_SYMBOL
+  os << "extern \"C\" TP_MODEL_EXPORT const char *" << TP_MODEL_SIGNATURE_SYMBOL
      << "(void) {\n  return \"";
-  for (char c : *signature) {
+  for (char c : text) {
     if (c == '\n')
       os << "\\n";
     else if (c == '"' || c == '\\')

@@ -10,6 +10,8 @@
 #include "tp/Target/Emit/EmitCpp.h"
 #include "tp/Target/Emit/EmitCuda.h"
 
+#include "BuildSupport.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -61,9 +63,8 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
 
   source = "model.cu";
   library = "libmodel.so";
-  SmallString<256> sourcePath(outDir), headerPath(outDir), libraryPath(outDir);
+  SmallString<256> sourcePath(outDir), libraryPath(outDir);
   llvm::sys::path::append(sourcePath, source);
-  llvm::sys::path::append(headerPath, "tp_cuda_runtime.h");
   llvm::sys::path::append(libraryPath, library);
 
   OwningOpRef<ModuleOp> copy(module.clone());
@@ -77,12 +78,11 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
              << "cannot write '" << sourcePath << "': " << ec.message();
     if (failed(emitCuda(*copy, os)))
       return failure();
-    llvm::raw_fd_ostream header(headerPath, ec, llvm::sys::fs::OF_Text);
-    if (ec)
-      return emitError(loc)
-             << "cannot write '" << headerPath << "': " << ec.message();
-    header << kCudaRuntimeHeader;
   }
+  if (failed(writeArtifactHeader(loc, outDir, "tp_cuda_runtime.h",
+                                 kCudaRuntimeHeader)) ||
+      failed(writeModelAbiHeader(loc, outDir)))
+    return failure();
 
   SmallVector<std::string> args = {nvcc,
                                    "-std=c++17",
@@ -91,7 +91,7 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
                                    "--expt-relaxed-constexpr",
                                    "-shared",
                                    "-Xcompiler",
-                                   "-fPIC",
+                                   "-fPIC,-fvisibility=hidden",
                                    "-w",
                                    "-I",
                                    outDir.str(),
@@ -104,12 +104,5 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   SmallVector<StringRef> extra;
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   args.append(extra.begin(), extra.end());
-  SmallVector<StringRef> argRefs(args.begin(), args.end());
-  int rc =
-      llvm::sys::ExecuteAndWait(nvcc, argRefs, std::nullopt, {}, 0, 0, &error);
-  if (rc != 0)
-    return emitError(loc) << "compiling " << sourcePath << " with " << nvcc
-                          << " failed" << (error.empty() ? "" : ": " + error)
-                          << " (exit code " << rc << ")";
-  return success();
+  return runBuild(loc, args, sourcePath, options.interrupted);
 }

@@ -7,6 +7,8 @@
 
 #include "tp/Target/Emit/EmitCpp.h"
 
+#include "BuildSupport.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -37,9 +39,8 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   Location loc = module.getLoc();
   source = "model.cpp";
   library = "libmodel.so";
-  SmallString<256> sourcePath(outDir), headerPath(outDir), libraryPath(outDir);
+  SmallString<256> sourcePath(outDir), libraryPath(outDir);
   llvm::sys::path::append(sourcePath, source);
-  llvm::sys::path::append(headerPath, "tp_runtime.h");
   llvm::sys::path::append(libraryPath, library);
 
   OwningOpRef<ModuleOp> copy(module.clone());
@@ -53,12 +54,10 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
                             << "': " << ec.message();
     if (failed(emitCpp(*copy, os)))
       return failure();
-    llvm::raw_fd_ostream header(headerPath, ec, llvm::sys::fs::OF_Text);
-    if (ec)
-      return emitError(loc) << "cannot write '" << headerPath
-                            << "': " << ec.message();
-    header << kRuntimeHeader;
   }
+  if (failed(writeArtifactHeader(loc, outDir, "tp_runtime.h", kRuntimeHeader)) ||
+      failed(writeModelAbiHeader(loc, outDir)))
+    return failure();
 
   std::string compiler = findCompiler(options);
   if (compiler.empty())
@@ -69,6 +68,7 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
                                    "-O3",
                                    "-march=native",
                                    "-fPIC",
+                                   "-fvisibility=hidden",
                                    "-shared",
                                    "-w",
                                    "-I",
@@ -80,14 +80,5 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   SmallVector<StringRef> extra;
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   args.append(extra.begin(), extra.end());
-  SmallVector<StringRef> argRefs(args.begin(), args.end());
-  std::string error;
-  int rc = llvm::sys::ExecuteAndWait(compiler, argRefs, std::nullopt, {}, 0, 0,
-                                     &error);
-  if (rc != 0)
-    return emitError(loc) << "compiling " << sourcePath << " with "
-                          << compiler << " failed"
-                          << (error.empty() ? "" : ": " + error)
-                          << " (exit code " << rc << ")";
-  return success();
+  return runBuild(loc, args, sourcePath, options.interrupted);
 }

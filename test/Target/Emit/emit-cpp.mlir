@@ -67,5 +67,5 @@ func.func @main(%x: tensor<4x8xf32> {tp.input = "x"},
   // CHECK: std::memcpy(results[1],
   return %y, %e : tensor<4x16xf32>, tensor<4x16xf32>
 }
-// CHECK: extern "C" {
-// CHECK: void tp_main(
+// CHECK: const tp::rt::ModelEntries &tp::rt::modelEntries() {
+// CHECK: static const StageEntry stages[] = {{[{][{]}}"main", fn_main}};

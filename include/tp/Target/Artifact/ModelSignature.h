@@ -33,9 +33,8 @@ FailureOr<SmallVector<func::FuncOp>> getPrefillFunctions(ModuleOp module);
 FailureOr<std::string> getModelSignature(ModuleOp module);
 
 /// Prints the C definition of tp_model_signature() returning
-/// getModelSignature(module); prints nothing for a module that is not
-/// partitioned (no @grid), which no artifact holds. Fails as
-/// getModelSignature does.
+/// getModelSignature(module), or "" for a module that is not partitioned
+/// (no @grid), which no artifact holds. Fails as getModelSignature does.
 LogicalResult emitModelSignature(ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace mlir::tp

@@ -4,8 +4,8 @@
 // one rank: one C++ function per func.func, BLAS calls for contractions,
 // loop nests for every other linalg.generic, and calls into
 // tp::rt::RankContext (include/tp/Runtime/RankContext.h) for collectives.
-// Every stage function is exported as `extern "C" tp_<name>` with the
-// tp_stage_fn signature.
+// The library exports one symbol, tp_model_query (the C ABI of
+// tp_model_abi.h), which reaches every public function as a stage.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
 
 namespace mlir::tp {
@@ -34,6 +35,8 @@ struct BuildOptions {
   std::string compiler;
   /// Flags for the generated code (appended after the defaults).
   std::string extraFlags;
+  /// Polled while the compiler runs: true kills it and fails the build.
+  std::function<bool()> interrupted;
 };
 
 /// Writes `<outDir>/model.cpp` (the emitted program for a copy of

@@ -4,8 +4,9 @@
 // for one rank, with the same structure as EmitCpp's output: one host
 // function per func.func; cuBLAS for contractions, a generated __global__
 // kernel for every other linalg.generic, NCCL for collectives, all queued on
-// the rank's stream. The library exports the C ABI of
-// include/tp/Runtime/CudaRankContext.h, which tp-run drives through dlsym.
+// the rank's stream. The library exports the C ABI of tp_model_abi.h
+// (defined in include/tp/Runtime/CudaRankContext.h), which tp-run drives
+// through dlsym.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
 
 namespace mlir::tp {
@@ -30,6 +32,8 @@ struct CudaBuildOptions {
   std::string arch = "sm_90";
   /// Flags for nvcc (appended after the defaults).
   std::string extraFlags;
+  /// Polled while the compiler runs: true kills it and fails the build.
+  std::function<bool()> interrupted;
 };
 
 /// The nvcc to build with: `options.nvcc`, else $NVCC, else nvcc on PATH.

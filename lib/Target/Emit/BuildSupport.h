@@ -1,0 +1,37 @@
+//===- BuildSupport.h - what both library builds share ----------*- C++ -*-===//
+//
+// The emitted source of a model library includes its runtime header
+// (tp_runtime.h or tp_cuda_runtime.h), which includes tp_model_abi.h, the
+// library's C ABI; tp-compile writes them beside the source, then runs the
+// host compiler or nvcc, which the caller may interrupt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LIB_TARGET_EMIT_BUILDSUPPORT_H
+#define LIB_TARGET_EMIT_BUILDSUPPORT_H
+
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
+
+#include <functional>
+#include <string>
+
+namespace mlir::tp {
+
+/// Writes `text` to `outDir`/`name`; an error names the file.
+LogicalResult writeArtifactHeader(Location loc, StringRef outDir,
+                                  StringRef name, StringRef text);
+
+/// Writes tp_model_abi.h into `outDir`.
+LogicalResult writeModelAbiHeader(Location loc, StringRef outDir);
+
+/// Runs `args` (args[0] is the program) to build `sourcePath`, polling
+/// `interrupted` (if set) while it runs: when it returns true the build is
+/// killed. Errors name the source, the program and its exit code.
+LogicalResult runBuild(Location loc, ArrayRef<std::string> args,
+                       StringRef sourcePath,
+                       const std::function<bool()> &interrupted);
+
+} // namespace mlir::tp
+
+#endif // LIB_TARGET_EMIT_BUILDSUPPORT_H
