@@ -1,9 +1,10 @@
-//===- Generate.cpp - greedy generation over a decode step ----------------===//
+//===- Generate.cpp - generation over a decode step -----------------------===//
 //
 // Session::generate: runs the decode program of an artifact compiled with
 // --max-seq once per position, feeding each sequence's next token, its
 // attention mask over the cache and its position, while the ranks keep
-// their KV caches between steps.
+// their KV caches between steps. Greedy, sampling or beam search, on thread
+// ranks or one MPI process per rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,24 +38,72 @@ const TensorSpec *findInput(const std::vector<TensorSpec> &inputs,
   return nullptr;
 }
 
-/// The logits of one position of every sequence, as the ranks hold them:
-/// one block of the vocabulary per rank (or the whole vocabulary on one),
-/// read in place. Choosing a token reads each block on its own and
-/// combines what each yields, a (max, index) pair or its top candidates, so
-/// the logits are never gathered.
-class Logits {
+/// What one block of the vocabulary says about one row's next token: its
+/// best (logit, index) pairs, largest first, ties by index, and, where the
+/// rule needs the log-softmax, the block's (max, sum of exp) pair.
+struct RowCandidates {
+  std::vector<std::pair<float, int64_t>> top;
+  double max = -INFINITY, sumExp = 0;
+};
+
+bool better(const std::pair<float, int64_t> &a,
+            const std::pair<float, int64_t> &b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+/// The next token's candidates of every row at one position of the logits,
+/// as the ranks hold them: each rank's block of the vocabulary (or the
+/// whole vocabulary on one) is read in place and yields only what the
+/// decoding rule needs (greedy: its first maximum; sampling: its top-k;
+/// beams: its 2K best and its (max, sum of exp) pair), so the logits are
+/// never gathered. Under MPI each last-stage process reduces its own block
+/// and rank 0 merges what they send (serialize / deserialize).
+class Candidates {
 public:
-  /// Position `t` of the [rows, positions, vocabulary] output `blocks`.
-  Logits(const OutputBlocks &blocks, int64_t vocab, int64_t t) {
+  Candidates() = default;
+
+  /// Position `t` of the [rows, positions, vocabulary] output `blocks`:
+  /// each block's `k` best per row (all for k = 0), with (max, sum of exp)
+  /// when `withLogSumExp`.
+  Candidates(const OutputBlocks &blocks, int64_t vocab, int64_t rows,
+             int64_t t, int64_t k, bool withLogSumExp) {
     int64_t dim = static_cast<int64_t>(blocks.blockShape.size()) - 1;
     int64_t width = blocks.blockShape[dim];
     int64_t positions = blocks.blockShape[1];
     for (size_t b = 0; b < blocks.blocks.size(); ++b) {
-      int64_t begin = static_cast<int64_t>(b) * width;
-      parts.push_back(
-          {reinterpret_cast<const float *>(blocks.blocks[b]) + t * width, begin,
-           std::max<int64_t>(0, std::min(width, vocab - begin)),
-           positions * width});
+      int64_t begin = (blocks.firstBlock + static_cast<int64_t>(b)) * width;
+      int64_t count = std::max<int64_t>(0, std::min(width, vocab - begin));
+      const float *base =
+          reinterpret_cast<const float *>(blocks.blocks[b]) + t * width;
+      std::vector<RowCandidates> part(rows);
+      std::vector<std::pair<float, int64_t>> all;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *x = base + r * positions * width;
+        RowCandidates &row = part[r];
+        if (count == 0)
+          continue;
+        if (k == 1) {
+          // Greedy: the first maximum, in one pass.
+          int64_t best = 0;
+          for (int64_t i = 1; i < count; ++i)
+            if (x[i] > x[best])
+              best = i;
+          row.top.push_back({x[best], begin + best});
+        } else {
+          all.clear();
+          for (int64_t i = 0; i < count; ++i)
+            all.push_back({x[i], begin + i});
+          int64_t keep = k > 0 ? std::min<int64_t>(k, count) : count;
+          std::partial_sort(all.begin(), all.begin() + keep, all.end(), better);
+          row.top.assign(all.begin(), all.begin() + keep);
+        }
+        if (withLogSumExp) {
+          row.max = *std::max_element(x, x + count);
+          for (int64_t i = 0; i < count; ++i)
+            row.sumExp += std::exp(static_cast<double>(x[i]) - row.max);
+        }
+      }
+      parts.push_back(std::move(part));
     }
   }
 
@@ -64,33 +113,23 @@ public:
   int64_t argmax(int64_t r) const {
     float best = -INFINITY;
     int64_t index = -1;
-    for (const Part &part : parts) {
-      const float *x = part.row(r);
-      for (int64_t i = 0; i < part.count; ++i)
-        if (index < 0 || x[i] > best)
-          best = x[i], index = part.begin + i;
-    }
+    for (const std::vector<RowCandidates> &part : parts)
+      for (const auto &[x, i] : part[r].top)
+        if (index < 0 || x > best || (x == best && i < index))
+          best = x, index = i;
     return index;
   }
 
   /// log(sum(exp(logits))) of row `r`, from each block's (max, sum of exp)
   /// pair.
   double logSumExp(int64_t r) const {
-    std::vector<std::pair<double, double>> pairs;
     double top = -INFINITY;
-    for (const Part &part : parts) {
-      const float *x = part.row(r);
-      if (part.count == 0)
-        continue;
-      double m = *std::max_element(x, x + part.count), sum = 0;
-      for (int64_t i = 0; i < part.count; ++i)
-        sum += std::exp(static_cast<double>(x[i]) - m);
-      pairs.push_back({m, sum});
-      top = std::max(top, m);
-    }
+    for (const std::vector<RowCandidates> &part : parts)
+      top = std::max(top, part[r].max);
     double sum = 0;
-    for (auto [m, s] : pairs)
-      sum += s * std::exp(m - top);
+    for (const std::vector<RowCandidates> &part : parts)
+      if (part[r].sumExp > 0)
+        sum += part[r].sumExp * std::exp(part[r].max - top);
     return top + std::log(sum);
   }
 
@@ -98,17 +137,10 @@ public:
   /// ties by index: each block's `k` largest, merged.
   std::vector<std::pair<float, int64_t>> top(int64_t r, int64_t k) const {
     std::vector<std::pair<float, int64_t>> all;
-    auto better = [](const auto &a, const auto &b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    std::vector<std::pair<float, int64_t>> mine;
-    for (const Part &part : parts) {
-      const float *x = part.row(r);
-      mine.clear();
-      for (int64_t i = 0; i < part.count; ++i)
-        mine.push_back({x[i], part.begin + i});
-      int64_t keep = k > 0 ? std::min<int64_t>(k, mine.size()) : mine.size();
-      std::partial_sort(mine.begin(), mine.begin() + keep, mine.end(), better);
+    for (const std::vector<RowCandidates> &part : parts) {
+      const auto &mine = part[r].top;
+      int64_t keep =
+          k > 0 ? std::min<int64_t>(k, mine.size()) : mine.size();
       all.insert(all.end(), mine.begin(), mine.begin() + keep);
     }
     int64_t keep = k > 0 ? std::min<int64_t>(k, all.size()) : all.size();
@@ -117,13 +149,71 @@ public:
     return all;
   }
 
+  /// The blocks' candidates as bytes, for another process.
+  std::vector<char> serialize() const {
+    std::vector<char> out;
+    auto put = [&](const void *p, size_t n) {
+      out.insert(out.end(), static_cast<const char *>(p),
+                 static_cast<const char *>(p) + n);
+    };
+    int64_t count = static_cast<int64_t>(parts.size());
+    put(&count, sizeof(count));
+    for (const std::vector<RowCandidates> &part : parts) {
+      int64_t rows = static_cast<int64_t>(part.size());
+      put(&rows, sizeof(rows));
+      for (const RowCandidates &row : part) {
+        int64_t n = static_cast<int64_t>(row.top.size());
+        put(&n, sizeof(n));
+        for (const auto &[x, i] : row.top) {
+          put(&x, sizeof(x));
+          put(&i, sizeof(i));
+        }
+        put(&row.max, sizeof(row.max));
+        put(&row.sumExp, sizeof(row.sumExp));
+      }
+    }
+    return out;
+  }
+
+  /// Adds the blocks `bytes` (serialize()) holds; `from` names the sender
+  /// in errors.
+  void deserialize(const std::vector<char> &bytes, const std::string &from) {
+    size_t at = 0;
+    auto get = [&](void *p, size_t n) {
+      if (bytes.size() - at < n)
+        throw Error("generation: the candidates from " + from +
+                    " are truncated");
+      std::memcpy(p, bytes.data() + at, n);
+      at += n;
+    };
+    int64_t count = 0;
+    get(&count, sizeof(count));
+    for (int64_t p = 0; p < count; ++p) {
+      int64_t rows = 0;
+      get(&rows, sizeof(rows));
+      if (rows < 0 || rows > kMaxSequence)
+        throw Error("generation: bad candidates from " + from);
+      std::vector<RowCandidates> part(rows);
+      for (RowCandidates &row : part) {
+        int64_t n = 0;
+        get(&n, sizeof(n));
+        if (n < 0 || static_cast<uint64_t>(n) > bytes.size())
+          throw Error("generation: bad candidates from " + from);
+        row.top.resize(n);
+        for (auto &[x, i] : row.top) {
+          get(&x, sizeof(x));
+          get(&i, sizeof(i));
+        }
+        get(&row.max, sizeof(row.max));
+        get(&row.sumExp, sizeof(row.sumExp));
+      }
+      parts.push_back(std::move(part));
+    }
+  }
+
 private:
-  struct Part {
-    const float *data;
-    int64_t begin, count, stride;
-    const float *row(int64_t r) const { return data + r * stride; }
-  };
-  std::vector<Part> parts;
+  /// One entry per block, in vocabulary order; one per row within it.
+  std::vector<std::vector<RowCandidates>> parts;
 };
 
 /// splitmix64: the same stream on every platform and rank count.
@@ -147,7 +237,7 @@ private:
 /// restricted to the top-k and then the top-p tokens (transformers' order
 /// of its TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper):
 /// only the top-k of each rank's block are read.
-int64_t sampleToken(const Logits &logits, int64_t r,
+int64_t sampleToken(const Candidates &logits, int64_t r,
                     const GenerateOptions &options, double draw) {
   std::vector<std::pair<float, int64_t>> order = logits.top(r, options.topK);
   int64_t keep = static_cast<int64_t>(order.size());
@@ -183,11 +273,6 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     throw Error(manifest.dir + " has no decode step: compile the model, "
                                "exported with its KV cache, with tp-compile "
                                "--max-seq S");
-  // Every rank picks the next token from the logits, which only rank 0
-  // gets under MPI.
-  if (getOptions().launcher != "threads")
-    throw Error("generation runs with --launcher threads; --launcher " +
-                getOptions().launcher + " does not generate yet");
   int64_t slots = manifest.maxSeq, rows = manifest.maxBatch;
   int64_t beams = options.numBeams;
   if (beams < 1)
@@ -272,7 +357,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   // Picks the token after position t of each sequence from `logits`; true
   // once every sequence is done.
   Draws draws(options.seed);
-  auto choose = [&](const Logits &logits, int64_t t) {
+  auto choose = [&](const Candidates &logits, int64_t t) {
     bool allDone = true;
     for (int64_t r = 0; r < rows; ++r) {
       // Every row takes its draw, done or not: the stream of row r at step
@@ -336,7 +421,10 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
                                     return a.score < c.score;
                                   }));
   };
-  auto beamStep = [&](const Logits &logits, int64_t t) {
+  // The rows each beam-search step moved the caches from (MPI ranks other
+  // than 0 move theirs as rank 0 says).
+  std::vector<int64_t> lastSource;
+  auto beamStep = [&](const Candidates &logits, int64_t t) {
     std::vector<int64_t> source(rows), next(rows);
     for (int64_t r = 0; r < rows; ++r)
       source[r] = r, next[r] = r < batch * beams ? options.eosTokenId : 0;
@@ -392,6 +480,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
         std::memcpy(&sequence[r * length], &moved[source[r] * length],
                     length * sizeof(int64_t));
     reorderCaches(source);
+    lastSource = source;
     for (int64_t r = 0; r < batch * beams; ++r)
       sequence[r * length + t + 1] = next[r];
     beamScores = scores;
@@ -420,8 +509,66 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
       std::copy(row.begin(), row.end(), sequence.begin() + b * length);
     }
   };
-  auto pick = [&](const Logits &logits, int64_t t) {
+  auto pick = [&](const Candidates &logits, int64_t t) {
     return beams > 1 ? beamStep(logits, t) : choose(logits, t);
+  };
+  // What each rank's block of the logits must yield for the rule.
+  int64_t candidates = beams > 1 ? 2 * beams : options.sample ? options.topK : 1;
+  // Under MPI each process holds one rank: the last stage's ranks send
+  // their candidates to rank 0, which picks the tokens and sends every
+  // process the sequences (and the beams' cache moves).
+  bool mpi = getMpiRank() >= 0, root = getMpiRank() <= 0;
+  auto put = [](std::vector<char> &out, const void *p, size_t n) {
+    out.insert(out.end(), static_cast<const char *>(p),
+               static_cast<const char *>(p) + n);
+  };
+  auto shareSequences = [&](std::vector<char> &message, size_t at) {
+    if (!root) {
+      size_t bytes = sequence.size() * sizeof(int64_t);
+      if (message.size() < at + bytes)
+        throw Error("generation: rank 0 sent a truncated step");
+      std::memcpy(sequence.data(), message.data() + at, bytes);
+      return at + bytes;
+    }
+    put(message, sequence.data(), sequence.size() * sizeof(int64_t));
+    return message.size();
+  };
+  // Position `position` of the logits of the last run (of the prefill
+  // program with `prefill`) picks the token after position t.
+  auto step = [&](bool prefill, int64_t position, int64_t t) {
+    Candidates mine(getOutputBlocks("logits", prefill), vocab, rows, position,
+                    candidates, /*withLogSumExp=*/beams > 1);
+    if (!mpi)
+      return pick(mine, t);
+    std::vector<std::vector<char>> sent = gatherFromLastStage(mine.serialize());
+    std::vector<char> message;
+    int64_t finished = 0;
+    if (root) {
+      Candidates merged;
+      for (size_t i = 0; i < sent.size(); ++i)
+        merged.deserialize(sent[i], "last-stage rank " + std::to_string(i));
+      finished = pick(merged, t);
+      put(message, &finished, sizeof(finished));
+      shareSequences(message, 0);
+      if (beams > 1)
+        put(message, lastSource.data(), lastSource.size() * sizeof(int64_t));
+    }
+    broadcastFromRoot(message);
+    if (!root) {
+      if (message.size() < sizeof(finished))
+        throw Error("generation: rank 0 sent a truncated step");
+      std::memcpy(&finished, message.data(), sizeof(finished));
+      size_t at = shareSequences(message, sizeof(finished));
+      if (beams > 1) {
+        std::vector<int64_t> source(rows);
+        if (message.size() != at + rows * sizeof(int64_t))
+          throw Error("generation: rank 0 sent a truncated step");
+        std::memcpy(source.data(), message.data() + at,
+                    rows * sizeof(int64_t));
+        reorderCaches(source);
+      }
+    }
+    return finished != 0;
   };
 
   int64_t lastStep = length - 1;
@@ -471,9 +618,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     runInPlace(inputs, /*prefill=*/true);
     first = count;
     if (count == promptLength && lastStep >= promptLength) {
-      finished = pick(
-          Logits(getOutputBlocks("logits", /*prefill=*/true), vocab, count - 1),
-          count - 1);
+      finished = step(/*prefill=*/true, count - 1, count - 1);
       lastWritten = count;
       result.prefillSeconds =
           std::chrono::duration<double>(Clock::now() - start).count();
@@ -510,7 +655,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     }
     if (t + 1 < promptLength)
       continue;
-    finished = pick(Logits(getOutputBlocks("logits"), vocab, 0), t);
+    finished = step(/*prefill=*/false, 0, t);
     lastWritten = t + 1;
     if (t + 1 > promptLength)
       ++result.decodeSteps;
@@ -525,8 +670,17 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     result.runtimeSecondsPerToken =
         result.secondsPerToken - stageSeconds / steps;
   }
-  if (beams > 1 && options.maxNewTokens > 0)
+  if (beams > 1 && options.maxNewTokens > 0 && root)
     finishBeams(lastWritten);
+  // Every process returns rank 0's tokens.
+  if (mpi) {
+    std::vector<char> message;
+    if (root)
+      shareSequences(message, 0);
+    broadcastFromRoot(message);
+    if (!root)
+      shareSequences(message, 0);
+  }
   result.tokens.assign(sequence.begin(), sequence.begin() + batch * length);
   return result;
 }
