@@ -5,7 +5,8 @@
 // the model's outputs end on the last stage's first rank. With threads the
 // ranks' communicators live as long as the session, so their buffer pools
 // carry over from one run to the next; with MPI this process is one rank;
-// a --target cuda artifact runs one GPU per rank (rank % visible devices).
+// a --target cuda artifact runs one GPU per rank (rank % visible devices,
+// or, under MPI, the process's rank on its node), with NCCL between them.
 // Either way the model library is reached through its C ABI
 // (tp_model_abi.h, ModelLibrary).
 //
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <mutex>
@@ -366,6 +368,20 @@ private:
   std::string broken;
 };
 
+/// This process's rank among those on its node, as the MPI launcher says
+/// (Open MPI, MPICH, Slurm); `rank` when none does.
+static int32_t localRank(int32_t rank) {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID"})
+    if (const char *value = std::getenv(name)) {
+      char *end = nullptr;
+      long parsed = std::strtol(value, &end, 10);
+      if (end != value && *end == '\0' && parsed >= 0 && parsed < kMaxRanks)
+        return static_cast<int32_t>(parsed);
+    }
+  return rank;
+}
+
 Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     : options(std::move(options)), artifact(artifact) {
   manifest = loadManifest(artifact);
@@ -377,9 +393,6 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     throw Error("unknown launcher '" + this->options.launcher +
                 "' (threads or mpi)");
   mpi = this->options.launcher == "mpi";
-  if (mpi && manifest.target == "cuda")
-    throw Error("--launcher mpi does not run --target cuda artifacts yet; "
-                "use --launcher threads");
   if (mpi && !haveMpi())
     throw Error("this tp-run was built without MPI; use --launcher threads");
   // The library's static constructors run when it is loaded: check it
@@ -412,8 +425,27 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     if (manifest.prefill.length > 0)
       prefillBound.push_back(bindRank(manifest, prefillProgram(manifest),
                                       mpiRank, &bound.back()));
-    modelRanks.push_back(
-        model->createRank(mpiRank, size, contexts.front().get()));
+    if (!cuda) {
+      modelRanks.push_back(
+          model->createRank(mpiRank, size, contexts.front().get()));
+      return;
+    }
+    // One GPU per process, by its rank on its node; rank 0 creates the
+    // world's NCCL id and MPI carries it to the others, on any node.
+    int devices = model->deviceCount();
+    if (devices < 1)
+      throw Error("rank " + std::to_string(mpiRank) +
+                  ": no CUDA device is visible to this process");
+    std::vector<char> id;
+    if (mpiRank == 0)
+      id = model->uniqueId();
+    broadcastFromRoot(id);
+    if (id.size() != TP_MODEL_UNIQUE_ID_BYTES)
+      throw Error("rank " + std::to_string(mpiRank) +
+                  ": rank 0 sent an NCCL id of " + std::to_string(id.size()) +
+                  " bytes");
+    modelRanks.push_back(model->createRank(
+        mpiRank, size, nullptr, localRank(mpiRank) % devices, id));
     return;
   }
   if (cuda) {
@@ -726,10 +758,11 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
     return {};
   BoundRank &mine = bound.front();
   RankContext &context = *contexts.front();
-  ModelLibrary::Rank &cpu = *modelRanks.front();
+  ModelLibrary::Rank &rank = *modelRanks.front();
   communication[0] = 0;
   seconds = runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-    cpu.run(mine.stage->function, mine.args.data(), mine.resultPointers.data());
+    rank.run(mine.stage->function, mine.args.data(),
+             mine.resultPointers.data());
   });
   timing = {seconds, communication[0] / static_cast<double>(warmup + repeat)};
   if (!collect)

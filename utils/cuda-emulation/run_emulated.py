@@ -31,7 +31,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference-run"))
-from run_artifact import parse_config, read_manifest  # noqa: E402
+from run_artifact import mpirun_prefix, parse_config, read_manifest  # noqa: E402
 LAUNCH = re.compile(r"(\w+(?:<\w+>)?)\s*<<<(.*?)>>>\(", re.DOTALL)
 
 
@@ -138,6 +138,9 @@ def main():
     parser.add_argument("--nvcc", help="nvcc for tp-compile (NVCC)")
     parser.add_argument("--cxx", default=os.environ.get("CXX", "c++"))
     parser.add_argument("--keep", help="copy the artifacts here")
+    parser.add_argument("--launcher", choices=["threads", "mpi"],
+                        default="threads", help="tp-run --launcher (mpi: "
+                        "one-rank configs only, see above)")
     parser.add_argument("--generate", type=int, metavar="T",
                         help="a decoder exported with its KV cache "
                         "(test/models/hf/with-past/<name>): tp-compile "
@@ -186,8 +189,15 @@ def main():
             graph_log = os.path.join(work, "graphs.log")
             if os.path.exists(graph_log):
                 os.remove(graph_log)
-            subprocess.run([args.tp_run, artifact, "--output-dir", out_dir,
-                            "--quiet", "--repeat", "3"] + inputs, check=True,
+            run = [args.tp_run, artifact, "--output-dir", out_dir, "--quiet",
+                   "--repeat", "3"] + inputs
+            if args.launcher == "mpi":
+                # One process per rank: rank 0's NCCL id reaches the others
+                # over MPI. The emulated NCCL lives in one process, so only
+                # a one-rank world can run here.
+                run = mpirun_prefix(manifest["grid"]["ranks"]) + run + [
+                    "--launcher", "mpi"]
+            subprocess.run(run, check=True,
                            env=dict(env, TP_EMU_GRAPH_LOG=graph_log))
             replays = count_replays(graph_log)
             # Every call of every rank's stage (one per micro-batch in each
@@ -195,8 +205,9 @@ def main():
             expected = manifest["grid"]["ranks"] * (3 * config["mb"] - 1)
             graphs_ok = replays == expected
             failures += not graphs_ok
-            print("%s [%s] emulated cuda x%d: %d graph replays of %d %s" % (
-                name, text, manifest["grid"]["ranks"], replays, expected,
+            print("%s [%s] emulated cuda x%d%s: %d graph replays of %d %s" % (
+                name, text, manifest["grid"]["ranks"],
+                " mpi" if args.launcher == "mpi" else "", replays, expected,
                 "ok" if graphs_ok else "FAIL"))
             for spec in manifest["outputs"]:
                 ref = np.load(os.path.join(args.model_dir,
