@@ -681,15 +681,7 @@ inline void destroyRank(tp_model_rank *rank) {
 
 } // namespace tp::cuda::abi
 
-extern "C" TP_MODEL_EXPORT const tp_model_api *
-tp_model_query(uint32_t abiVersion) {
-  using namespace tp::cuda::abi;
-  static const tp_model_api api = {
-      TP_MODEL_ABI_VERSION, "cuda",      signature,   deviceCount,
-      uniqueId,             createRank,  runRank,     reorderRows,
-      lastError,            abortRank,   destroyRank};
-  return abiVersion == TP_MODEL_ABI_VERSION ? &api : nullptr;
-}
+TP_MODEL_DEFINE_QUERY(tp::cuda::abi, "cuda")
 
 #endif // TP_CUDA_MODEL_LIBRARY
 

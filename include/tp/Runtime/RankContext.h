@@ -326,15 +326,7 @@ inline void abortRank(tp_model_rank *) {}
 inline void destroyRank(tp_model_rank *rank) { delete rank; }
 } // namespace tp::rt::detail
 
-extern "C" TP_MODEL_EXPORT const tp_model_api *
-tp_model_query(uint32_t abiVersion) {
-  using namespace tp::rt::detail;
-  static const tp_model_api api = {
-      TP_MODEL_ABI_VERSION, "cpu",       signature,   deviceCount,
-      uniqueId,             createRank,  runRank,     reorderRows,
-      lastError,            abortRank,   destroyRank};
-  return abiVersion == TP_MODEL_ABI_VERSION ? &api : nullptr;
-}
+TP_MODEL_DEFINE_QUERY(tp::rt::detail, "cpu")
 
 #endif // TP_CPU_MODEL_LIBRARY
 

@@ -151,6 +151,20 @@ typedef const tp_model_api *(*tp_model_query_fn)(uint32_t abi_version);
 
 #ifdef __cplusplus
 } /* extern "C" */
+
+/* Defines tp_model_query over the functions of namespace NS (a library's
+ * side of the ABI, as RankContext.h and CudaRankContext.h write it) for
+ * TARGET. */
+#define TP_MODEL_DEFINE_QUERY(NS, TARGET)                                     \
+  extern "C" TP_MODEL_EXPORT const tp_model_api *tp_model_query(              \
+      uint32_t abi_version) {                                                  \
+    static const tp_model_api api = {                                         \
+        TP_MODEL_ABI_VERSION, TARGET,          NS::signature,                  \
+        NS::deviceCount,      NS::uniqueId,    NS::createRank,                 \
+        NS::runRank,          NS::reorderRows, NS::lastError,                  \
+        NS::abortRank,        NS::destroyRank};                                \
+    return abi_version == TP_MODEL_ABI_VERSION ? &api : 0;                     \
+  }
 #endif
 
 #endif /* TP_RUNTIME_TP_MODEL_ABI_H */
