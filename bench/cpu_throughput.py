@@ -1,29 +1,39 @@
-"""CPU throughput of a compiled GPT-2-style model: tp-mlir vs onnxruntime,
-and 2 ranks vs 1 rank.
+"""CPU throughput of compiled models: tp-mlir vs onnxruntime, and 2 ranks vs
+1 rank, on one core per rank.
 
-Builds a GPT-2-shaped ONNX model with real random weights (onnx.helper, the
-same graph as compile_time.py: fused QKV, tanh GELU, causal mask, untied LM
-head; default 6 layers, hidden 768, 12 heads, vocab 50304) for each batch
-size, then measures in one run, side by side:
+Two models, each measured side by side in one run:
 
+  GPT-2-style  built with onnx.helper with real random weights (the same
+               graph as compile_time.py: fused QKV, tanh GELU, causal mask,
+               untied LM head; default 6 layers, hidden 768, 12 heads, vocab
+               50304, seq 128), for each --batch.
+  MiniLM       the real pretrained all-MiniLM-L6-v2 (BERT-style encoder: 6
+               layers, hidden 384, 12 heads), exported by
+               test/models/hf/export_minilm.py with Debian's torch, at batch
+               2 x seq 32 (--minilm-shape); skipped with a note when Debian's
+               torch or the model package is missing (make zoo-deps).
+
+For each:
   onnxruntime  InferenceSession on the same .onnx, 1 intra-op thread,
                all graph optimisations on
   tp-mlir x1   tp-compile --devices 1 --target cpu, tp-run (1 rank)
   tp-mlir x2   tp-compile --devices 2 --target cpu, tp-run (2 ranks as
-               threads, one BLAS thread each): the 2-rank split of the same
-               model on the 2 cores
+               threads, one BLAS thread each) on the 2 cores
   tp-mlir x2 mpi   the same artifact under mpirun -np 2 (--mpi)
 
 Every figure is the median time of --repeat forward passes after one warm-up
-(tp-run --repeat/--warmup times the forward only, like session.run). It
-prints the figures and the ratios against the targets from the issue
-(tp-mlir x1 >= 0.8x onnxruntime's throughput; 2 ranks >= 1.5x one rank); it
-asserts nothing. The compiled outputs are checked against onnxruntime's
-(max abs diff printed) so a fast wrong answer cannot pass unnoticed.
+(tp-run --repeat/--warmup times the forward only, like session.run). The
+limit: the same OpenBLAS sgemm that the artifacts call, timed in this run
+on the GPT-2 model's own GEMM shapes (ctypes, one thread); each model's
+GFLOP/s is its GEMM and attention FLOPs over its time. It prints the
+figures and the ratios against the targets of issue 12 (tp-mlir x1 >= 1.0x
+onnxruntime; 2 ranks >= 1.8x one rank at batch 8); it asserts nothing. The
+compiled outputs are checked against onnxruntime's (max abs diff printed)
+so a fast wrong answer cannot pass unnoticed.
 
 Usage:
-  python3 bench/cpu_throughput.py                 # batch 1 and 8, seq 128
-  python3 bench/cpu_throughput.py --batch 1 --layers 2 --repeat 3   # quick
+  python3 bench/cpu_throughput.py                 # batch 1 and 8, MiniLM
+  python3 bench/cpu_throughput.py --batch 1 --layers 2 --repeat 3 --no-minilm
 """
 
 import argparse
@@ -45,6 +55,7 @@ import onnx
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import blas  # noqa: E402
 from compile_time import RandomWeights, build_gpt2  # noqa: E402
 
 CACHE = os.path.join(HERE, ".cache")
@@ -68,7 +79,7 @@ def build_model(a, batch):
     return path
 
 
-def time_onnxruntime(model, ids, a):
+def time_onnxruntime(model, feeds, a):
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -76,29 +87,32 @@ def time_onnxruntime(model, ids, a):
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = ort.InferenceSession(model, options,
                                    providers=["CPUExecutionProvider"])
-    out = session.run(None, {"input_ids": ids})[0]
+    out = session.run(None, feeds)[0]
     times = []
     for _ in range(a.repeat):
         start = time.perf_counter()
-        session.run(None, {"input_ids": ids})
+        session.run(None, feeds)
         times.append(time.perf_counter() - start)
     return statistics.median(times), out
 
 
-def compile_artifact(a, model, devices, work):
+def compile_artifact(a, model, devices, work, shapes=()):
     artifact = os.path.join(work, f"d{devices}_{os.path.basename(os.path.dirname(model))}.tpa")
     cmd = [os.path.join(a.build_bin, "tp-compile"), model, "--target", "cpu",
            "--devices", str(devices), "-o", artifact]
+    for shape in shapes:
+        cmd += ["--input-shape", shape]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return artifact, time.perf_counter() - start
 
 
-def time_tp_run(a, artifact, ids_path, out_dir, mpi=False, ranks=1):
-    cmd = [os.path.join(a.build_bin, "tp-run"), artifact, "--input",
-           f"input_ids={ids_path}", "--output-dir", out_dir, "--warmup", "1",
-           "--quiet"]
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+def time_tp_run(a, artifact, input_paths, out_dir, output, mpi=False, ranks=1):
+    cmd = [os.path.join(a.build_bin, "tp-run"), artifact, "--output-dir", out_dir,
+           "--warmup", "1", "--quiet"]
+    for name, path in input_paths.items():
+        cmd += ["--input", f"{name}={path}"]
+    env = blas.env(1)
     # One sample per process so that the median is over independent runs.
     times = []
     for _ in range(a.repeat):
@@ -110,7 +124,136 @@ def time_tp_run(a, artifact, ids_path, out_dir, mpi=False, ranks=1):
         p = subprocess.run(run, check=True, capture_output=True, text=True, env=env)
         m = re.search(r"time per run: ([0-9.]+) ms", p.stdout)
         times.append(float(m.group(1)) / 1e3)
-    return statistics.median(times), np.load(os.path.join(out_dir, "logits.npy"))
+    return statistics.median(times), np.load(os.path.join(out_dir, output + ".npy"))
+
+
+def openblas():
+    """Debian's OpenBLAS, which the artifacts link, with the kernels tp-run
+    gives them (blas.py)."""
+    import ctypes
+    if blas.coretype():
+        os.environ["OPENBLAS_CORETYPE"] = blas.coretype()
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    lib = ctypes.CDLL("libopenblas.so.0")
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    lib.openblas_set_num_threads(1)
+    return lib
+
+
+def blas_rate(shapes, repeat=5):
+    """GFLOP/s of single-thread row-major sgemm over `shapes` [(m, n, k)],
+    the weights of each a fresh matrix (as in a forward pass, where no
+    weight is in cache)."""
+    import ctypes
+    lib = openblas()
+    flops, seconds = 0.0, 0.0
+    rng = np.random.default_rng(0)
+    for m, n, k in shapes:
+        x = rng.standard_normal((m, k), dtype=np.float32)
+        w = rng.standard_normal((k, n), dtype=np.float32)
+        c = np.empty((m, n), dtype=np.float32)
+        ptr = lambda t: t.ctypes.data_as(ctypes.c_void_p)
+        args = (101, 111, 111, m, n, k, ctypes.c_float(1.0), ptr(x), k, ptr(w),
+                n, ctypes.c_float(0.0), ptr(c), n)
+        lib.cblas_sgemm(*args)
+        best = min(timed(lambda: lib.cblas_sgemm(*args)) for _ in range(repeat))
+        flops += 2.0 * m * n * k
+        seconds += best
+    return flops / seconds / 1e9, lib.openblas_get_corename().decode()
+
+
+def timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def gpt2_gemms(a, batch):
+    """The GEMMs of one forward pass: (m, n, k) and how many of each."""
+    t, h = batch * a.seq, a.hidden
+    return [((t, 3 * h, h), a.layers), ((t, h, h), a.layers),
+            ((t, 4 * h, h), a.layers), ((t, h, 4 * h), a.layers),
+            ((t, a.vocab, h), 1)]
+
+
+def gpt2_flops(a, batch):
+    gemm = sum(2.0 * m * n * k * count for (m, n, k), count in gpt2_gemms(a, batch))
+    # Scores and weighted values, every head, every position.
+    attention = 4.0 * batch * a.seq * a.seq * a.hidden * a.layers
+    return gemm + attention
+
+
+def minilm_flops(batch, seq, layers=6, hidden=384, mlp=1536):
+    t = batch * seq
+    return (2.0 * t * layers * (4 * hidden * hidden + 2 * hidden * mlp)
+            + 4.0 * batch * seq * seq * hidden * layers)
+
+
+def export_minilm():
+    """The real all-MiniLM-L6-v2 as ONNX, exported once into bench/.cache with
+    Debian's torch (None, with the reason, when it cannot be)."""
+    folder = os.path.join(CACHE, "minilm")
+    path = os.path.join(folder, "minilm", "model.onnx")
+    if os.path.exists(path):
+        return path, None
+    site = os.path.join(REPO, "test", "models", "hf", ".cache", "site")
+    if not os.path.exists("/usr/bin/python3"):
+        return None, "Debian's python3 is missing"
+    env = dict(os.environ, PYTHONPATH=site, HF_HUB_OFFLINE="1")
+    p = subprocess.run(["/usr/bin/python3",
+                        os.path.join(REPO, "test", "models", "hf", "export_minilm.py"),
+                        folder], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        return None, "export failed (make zoo-deps): " + p.stderr.strip().splitlines()[-1]
+    return path, None
+
+
+def measure(a, label, model, feeds, output, work, shapes=()):
+    """onnxruntime, tp-mlir x1, x2 (and x2 under MPI) on one model."""
+    out_dir = os.path.join(work, "out")
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {}
+    for name, value in feeds.items():
+        paths[name] = os.path.join(work, f"{label}_{name}.npy")
+        np.save(paths[name], value)
+    t_ort, ref = time_onnxruntime(model, feeds, a)
+    art1, c1 = compile_artifact(a, model, 1, work, shapes)
+    t1, out1 = time_tp_run(a, art1, paths, out_dir, output)
+    art2, c2 = compile_artifact(a, model, 2, work, shapes)
+    t2, out2 = time_tp_run(a, art2, paths, out_dir, output)
+    row = dict(model=label, ort_s=t_ort, tp1_s=t1, tp2_s=t2,
+               compile1_s=c1, compile2_s=c2,
+               diff1=float(np.abs(out1 - ref).max()),
+               diff2=float(np.abs(out2 - ref).max()))
+    if a.mpi:
+        t2m, out2m = time_tp_run(a, art2, paths, out_dir, output, mpi=True, ranks=2)
+        row.update(tp2_mpi_s=t2m, diff2_mpi=float(np.abs(out2m - ref).max()))
+    return row
+
+
+def report(row, tokens, flops, rate, target_speedup):
+    gf = lambda t: flops / t / 1e9
+    print(f"  onnxruntime (1 thread)   {row['ort_s'] * 1e3:9.1f} ms  "
+          f"{tokens / row['ort_s']:8.0f} tok/s  {gf(row['ort_s']):5.1f} GFLOP/s")
+    print(f"  tp-mlir 1 rank           {row['tp1_s'] * 1e3:9.1f} ms  "
+          f"{tokens / row['tp1_s']:8.0f} tok/s  {gf(row['tp1_s']):5.1f} GFLOP/s"
+          f"  max|diff| vs ort {row['diff1']:.2e}")
+    print(f"  tp-mlir 2 ranks threads  {row['tp2_s'] * 1e3:9.1f} ms  "
+          f"{tokens / row['tp2_s']:8.0f} tok/s  {gf(row['tp2_s']):5.1f} GFLOP/s"
+          f"  max|diff| vs ort {row['diff2']:.2e}")
+    if "tp2_mpi_s" in row:
+        print(f"  tp-mlir 2 ranks mpi      {row['tp2_mpi_s'] * 1e3:9.1f} ms  "
+              f"{tokens / row['tp2_mpi_s']:8.0f} tok/s"
+              f"  max|diff| vs ort {row['diff2_mpi']:.2e}")
+    print(f"  ratio tp-mlir 1 rank / onnxruntime throughput: "
+          f"{row['ort_s'] / row['tp1_s']:.2f}x  (target >= 1.0x)")
+    print(f"  speed-up 2 ranks / 1 rank: {row['tp1_s'] / row['tp2_s']:.2f}x (threads)"
+          + (f", {row['tp1_s'] / row['tp2_mpi_s']:.2f}x (mpi)" if "tp2_mpi_s" in row else "")
+          + (f"  (target >= {target_speedup}x)" if target_speedup else ""))
+    print(f"  tp-mlir 1 rank at {gf(row['tp1_s']) / rate:.0%} of the sgemm limit "
+          f"({rate:.1f} GFLOP/s); onnxruntime at {gf(row['ort_s']) / rate:.0%}")
+    print(f"  compile time: {row['compile1_s']:.1f} s (1 rank), "
+          f"{row['compile2_s']:.1f} s (2 ranks)")
 
 
 def main():
@@ -122,6 +265,8 @@ def main():
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--minilm-shape", default="2x32", help="batch x seq for MiniLM")
+    ap.add_argument("--no-minilm", action="store_true")
     ap.add_argument("--mpi", action="store_true", help="also time 2 ranks under mpirun")
     ap.add_argument("--build-bin", default=os.path.join(REPO, "build", "bin"))
     ap.add_argument("--json", help="write the figures here")
@@ -135,43 +280,36 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tp-bench-") as work:
         for batch in a.batch:
             model = build_model(a, batch)
+            rate, core = blas_rate([shape for shape, _ in gpt2_gemms(a, batch)])
             rng = np.random.default_rng(batch)
             ids = rng.integers(0, a.vocab, size=(batch, a.seq), dtype=np.int64)
-            ids_path = os.path.join(work, f"ids_{batch}.npy")
-            np.save(ids_path, ids)
-            out_dir = os.path.join(work, "out")
-            os.makedirs(out_dir, exist_ok=True)
-
-            t_ort, ref = time_onnxruntime(model, ids, a)
-            art1, c1 = compile_artifact(a, model, 1, work)
-            t1, out1 = time_tp_run(a, art1, ids_path, out_dir)
-            art2, c2 = compile_artifact(a, model, 2, work)
-            t2, out2 = time_tp_run(a, art2, ids_path, out_dir)
-            row = dict(batch=batch, ort_s=t_ort, tp1_s=t1, tp2_s=t2,
-                       compile1_s=c1, compile2_s=c2,
-                       diff1=float(np.abs(out1 - ref).max()),
-                       diff2=float(np.abs(out2 - ref).max()))
-            if a.mpi:
-                t2m, out2m = time_tp_run(a, art2, ids_path, out_dir, mpi=True, ranks=2)
-                row.update(tp2_mpi_s=t2m, diff2_mpi=float(np.abs(out2m - ref).max()))
+            row = measure(a, f"gpt2_b{batch}", model, {"input_ids": ids},
+                          "logits", work)
+            row.update(batch=batch, sgemm_gflops=rate, flops=gpt2_flops(a, batch))
             rows.append(row)
-            tokens = batch * a.seq
-            print(f"\nbatch {batch} x seq {a.seq} ({tokens} tokens)")
-            print(f"  onnxruntime (1 thread)   {t_ort * 1e3:9.1f} ms  {tokens / t_ort:8.0f} tok/s")
-            print(f"  tp-mlir 1 rank           {t1 * 1e3:9.1f} ms  {tokens / t1:8.0f} tok/s"
-                  f"  max|diff| vs ort {row['diff1']:.2e}")
-            print(f"  tp-mlir 2 ranks threads  {t2 * 1e3:9.1f} ms  {tokens / t2:8.0f} tok/s"
-                  f"  max|diff| vs ort {row['diff2']:.2e}")
-            if a.mpi:
-                print(f"  tp-mlir 2 ranks mpi      {row['tp2_mpi_s'] * 1e3:9.1f} ms  "
-                      f"{tokens / row['tp2_mpi_s']:8.0f} tok/s"
-                      f"  max|diff| vs ort {row['diff2_mpi']:.2e}")
-            print(f"  ratio tp-mlir 1 rank / onnxruntime throughput: {t_ort / t1:.2f}x"
-                  f"  (target >= 0.8x)")
-            print(f"  speed-up 2 ranks / 1 rank: {t1 / t2:.2f}x (threads)"
-                  + (f", {t1 / row['tp2_mpi_s']:.2f}x (mpi)" if a.mpi else "")
-                  + "  (target >= 1.5x)")
-            print(f"  compile time: {c1:.1f} s (1 rank), {c2:.1f} s (2 ranks)")
+            print(f"\nGPT-2-style, batch {batch} x seq {a.seq} ({batch * a.seq} tokens);"
+                  f" OpenBLAS {core} sgemm on these GEMMs: {rate:.1f} GFLOP/s")
+            report(row, batch * a.seq, row["flops"], rate, 1.8 if batch >= 8 else None)
+        if not a.no_minilm:
+            model, why = export_minilm()
+            b, s = (int(v) for v in a.minilm_shape.split("x"))
+            print(f"\nall-MiniLM-L6-v2 (real weights), batch {b} x seq {s} ({b * s} tokens)")
+            if model is None:
+                print(f"  skipped: {why}")
+            else:
+                rng = np.random.default_rng(0)
+                feeds = {"input_ids": rng.integers(1000, 30000, size=(b, s), dtype=np.int64),
+                         "attention_mask": np.ones((b, s), dtype=np.int64),
+                         "token_type_ids": np.zeros((b, s), dtype=np.int64)}
+                feeds["attention_mask"][1, s // 2:] = 0
+                shapes = [f"{name}={b}x{s}" for name in feeds]
+                row = measure(a, "minilm", model, feeds, "last_hidden_state", work, shapes)
+                rate, core = blas_rate([(b * s, 1152, 384), (b * s, 384, 384),
+                                        (b * s, 1536, 384), (b * s, 384, 1536)])
+                row.update(sgemm_gflops=rate, flops=minilm_flops(b, s))
+                rows.append(row)
+                print(f"  OpenBLAS {core} sgemm on its GEMM shapes: {rate:.1f} GFLOP/s")
+                report(row, b * s, row["flops"], rate, None)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -46,6 +46,8 @@ import time
 
 import numpy as np
 
+import blas
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 CACHE = os.path.join(HERE, ".cache")
@@ -123,8 +125,7 @@ def worker_generate(a):
 # --- Runs under the pyenv python3 (numpy, onnxruntime) ---
 
 def torch_env(a, threads=1):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
-               OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1",
+    env = dict(blas.env(threads), HF_HUB_OFFLINE="1",
                TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore")
     env["PYTHONPATH"] = a.site
     return env
@@ -192,7 +193,7 @@ def run_tp(a, model, devices, ids_path, work):
                     "-o", artifact], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     out = os.path.join(work, f"out{devices}")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env = blas.env(1)
     p = subprocess.run([os.path.join(a.build_bin, "tp-run"), artifact,
                         "--generate", str(a.new), "--input",
                         f"input_ids={ids_path}", "--output-dir", out,

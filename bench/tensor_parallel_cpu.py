@@ -55,6 +55,8 @@ import time
 
 import numpy as np
 
+import blas
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 CACHE = os.path.join(HERE, ".cache")
@@ -127,7 +129,7 @@ def worker_time(a):
 # ---------------------------------------------------------------- driver side
 
 def torch_env(a, threads):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    env = blas.env(threads)
     env["PYTHONPATH"] = a.site + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("PYTHONHOME", None)
     # The quiet ones: HF's advisory chatter and tensor_parallel's "unused pattern"
@@ -193,7 +195,7 @@ def time_tp_run(a, artifact, ids_path, out_dir):
     cmd = [os.path.join(a.build_bin, "tp-run"), artifact, "--input",
            f"input_ids={ids_path}", "--output-dir", out_dir, "--warmup", "1",
            "--quiet", "--repeat", "1"]
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env = blas.env(1)
     # One sample per process so that the median is over independent runs.
     times = []
     for _ in range(a.repeat):

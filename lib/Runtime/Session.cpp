@@ -14,6 +14,8 @@
 
 #include "tp/Runtime/Session.h"
 
+#include "BlasKernels.h"
+
 #include "tp/Runtime/Communicators.h"
 #include "tp/Runtime/ModelLibrary.h"
 
@@ -398,6 +400,8 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   // The library's static constructors run when it is loaded: check it
   // first, then check that it was compiled for this manifest.
   std::string libraryPath = verifyLibrary(manifest);
+  if (manifest.target == "cpu")
+    chooseBlasKernels();
   library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
     throw Error(std::string("cannot load ") + libraryPath + ": " + dlerror());

@@ -167,6 +167,13 @@ LogicalResult CppEmitter::allocate(Value result, Operation *op,
   if (failed(type))
     return failure();
   std::string text = bind(result, prefix);
+  if (auto slot = resultSlots.find(result); slot != resultSlots.end()) {
+    // Returned: computed straight into the caller's result buffer.
+    os << *type << " *" << text << " = static_cast<" << *type
+       << " *>(results[" << slot->second << "]);\n";
+    builtInResult.insert(result);
+    return success();
+  }
   os << *type << " *" << text << " = static_cast<" << *type
      << " *>(context->allocate(" << byteCount(result) << "));\n";
   owned.insert(result);
@@ -215,6 +222,30 @@ bool mlir::tp::emit::reducesInPlace(Operation *op) {
                     def);
 }
 
+/// Ops whose tensor results are buffers of their own, which no other value
+/// names (a reshape of one is a use).
+static bool makesFreshBuffer(Operation *def) {
+  return def && isa<linalg::GenericOp, linalg::FillOp, shard::AllReduceOp,
+                    shard::AllGatherOp, shard::ReduceScatterOp,
+                    shard::AllSliceOp, tensor::ConcatOp,
+                    tensor::ExtractSliceOp, tensor::PadOp>(def);
+}
+
+bool CppEmitter::writesInitInPlace(linalg::LinalgOp op,
+                                   OpOperand &init) const {
+  Value value = init.get();
+  if (!op.payloadUsesValueFromOperand(&init) || !value.hasOneUse())
+    return false;
+  Operation *def = value.getDefiningOp();
+  if (!makesFreshBuffer(def) || def->getBlock() != op->getBlock())
+    return false;
+  // BLAS overwrites zeros without reading them: there is nothing to reuse.
+  if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation()))
+    if (succeeded(matchGemm(generic)) && isZeroFill(value))
+      return false;
+  return true;
+}
+
 /// Ops whose tensor result is a view of their first operand.
 static bool isAliasingOp(Operation *op) {
   return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
@@ -239,6 +270,10 @@ void CppEmitter::computeLastUses(
   for (Operation &op : block) {
     if (isAliasingOp(&op))
       root[op.getResult(0)] = op.getOperand(0);
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+      for (OpOperand &init : linalgOp.getDpsInitsMutable())
+        if (writesInitInPlace(linalgOp, init))
+          root[linalgOp.getTiedOpResult(&init)] = init.get();
     for (Value result : op.getResults())
       if (isa<RankedTensorType>(result.getType()))
         last.try_emplace(rootFn(result), &op);
@@ -431,12 +466,22 @@ LogicalResult CppEmitter::emitFunction(Operation *op) {
        << arg.getArgNumber() << "]); // " << describeArg(func, arg.getArgNumber())
        << "\n";
   }
+  // A value returned once, made in this block, is made in its result
+  // buffer (the logits of a language model are tens of MB to copy).
+  resultSlots.clear();
+  Block &entry = func.getBody().front();
+  Operation *returnOp = entry.getTerminator();
+  for (auto [index, value] : llvm::enumerate(returnOp->getOperands()))
+    if (value.getParentBlock() == &entry && !isa<BlockArgument>(value) &&
+        llvm::count(returnOp->getOperands(), value) == 1)
+      resultSlots[value] = index;
   auto onReturn = [&](Operation *terminator) -> LogicalResult {
     for (auto [index, value] : llvm::enumerate(terminator->getOperands())) {
       if (!isa<RankedTensorType>(value.getType()))
         return terminator->emitError("code generation supports tensor "
                                      "results only");
-      copyResult(index, value);
+      if (!builtInResult.contains(value))
+        copyResult(index, value);
     }
     return success();
   };
@@ -547,6 +592,33 @@ inline float expPositive(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
+}
+// e^x for f32 without a libm call, for the same reason (softmax's
+// exponentials; glibc's expf also takes a slow path, and sets errno, for
+// every masked score that underflows). expPositive's reduction, with 2^n
+// applied in two steps so that results down to the smallest subnormal come
+// out right; e^x rounds to 0 below -104 and overflows above 88.7228.
+// Measured against double-precision exp (test/Numerics/math-accuracy.test).
+inline float expF(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 88.75f ? 88.75f : x);
+  float n = std::nearbyint(c * 1.44269504088896341f);
+  float r = c - n * 0.693145751953125f - n * 1.428606765330187045e-06f;
+  // 1 + (r + r^2 q), the small terms summed first; q is Cephes' degree-5
+  // minimax fit of (e^r - 1 - r) / r^2 on |r| <= ln 2 / 2.
+  float q = 5.0000001201e-1f + r * (1.6666665459e-1f + r * (4.1665795894e-2f +
+            r * (8.3334519073e-3f + r * (1.3981999507e-3f +
+            r * 1.9875691500e-4f))));
+  float p = 1.0f + (r + r * r * q);
+  std::int32_t k = static_cast<std::int32_t>(n);
+  std::int32_t half = k / 2;
+  std::int32_t bits1 = (half + 127) << 23, bits2 = (k - half + 127) << 23;
+  float scale1, scale2;
+  std::memcpy(&scale1, &bits1, sizeof(scale1));
+  std::memcpy(&scale2, &bits2, sizeof(scale2));
+  float y = p * scale1 * scale2;
+  y = x < -104.0f ? 0.0f : y;
+  y = x > 88.7228394f ? std::numeric_limits<float>::infinity() : y;
+  return x != x ? x : y;
 }
 inline float tanhF(float x) {
   float a = std::fabs(x);

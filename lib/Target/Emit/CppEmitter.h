@@ -129,6 +129,13 @@ public:
   LogicalResult emitCall(Operation *op);
   LogicalResult emitIf(Operation *op);
 
+  /// True when `op` accumulates into `init`'s buffer instead of a copy of
+  /// it: the payload reads the init, nothing else uses it, and it is a
+  /// buffer this function made for it alone (a fill, a loop nest, a
+  /// collective's result). A reduction's zeros, filled once, then take the
+  /// sums, with no second buffer and no memcpy.
+  virtual bool writesInitInPlace(linalg::LinalgOp op, OpOperand &init) const;
+
   /// Row-major strides of a static shape.
   static SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape);
   /// C++ expression for the flat offset of `map` applied to loop indices
@@ -163,6 +170,11 @@ protected:
   llvm::DenseMap<Value, std::string> names;
   llvm::DenseMap<Value, Value> aliasOf;
   llvm::DenseSet<Value> owned;
+  /// Values the function returns once, from its own block, and the result
+  /// slot each goes to: allocate() binds them to the caller's buffer.
+  llvm::DenseMap<Value, unsigned> resultSlots;
+  /// Those that allocate() bound so, which the return need not copy.
+  llvm::DenseSet<Value> builtInResult;
   llvm::StringMap<unsigned> usedNames;
   unsigned nextId = 0;
   /// Global rank stride of each grid: the pipeline grid's ranks are tp

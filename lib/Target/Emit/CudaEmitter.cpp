@@ -141,8 +141,9 @@ static constexpr const char *kCudaPrelude = R"(#define TP_CUDA_MODEL_LIBRARY
 namespace {
 
 #define TP_HD __host__ __device__
-// The C++ target's vectorisable tanh; CUDA's own tanhf is fast already.
+// The C++ target's vectorisable tanh and exp; CUDA's own are fast already.
 __host__ __device__ inline float tanhF(float x) { return tanhf(x); }
+__host__ __device__ inline float expF(float x) { return expf(x); }
 
 } // namespace
 

@@ -34,6 +34,11 @@ public:
   void copy(Value dst, Value src) override;
   void release(Value value) override;
   void copyResult(unsigned index, Value value) override;
+  /// Kernels take fresh result buffers (a kernel that owns its output
+  /// points reads the init from its own buffer, EmitCudaKernels.cpp).
+  bool writesInitInPlace(linalg::LinalgOp, OpOperand &) const override {
+    return false;
+  }
 
   //===--- Ops ------------------------------------------------------------===//
 

@@ -235,11 +235,15 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
                               const Gemm &gemm) {
   Value out = op.getResult(0);
   Value init = op.getDpsInits()[0];
-  if (failed(e.allocate(out, op)))
-    return failure();
   bool overwrite = isZeroFill(init);
-  if (!overwrite)
-    e.copy(out, init);
+  if (!overwrite && e.writesInitInPlace(op, op.getDpsInitsMutable()[0])) {
+    e.alias(out, init);
+  } else {
+    if (failed(e.allocate(out, op)))
+      return failure();
+    if (!overwrite)
+      e.copy(out, init);
+  }
   bool isDouble = getElementTypeOrSelf(out.getType()).isF64();
   auto trans = [](bool t) { return t ? "CblasTrans" : "CblasNoTrans"; };
   std::string one = isDouble ? "1.0" : "1.0f";
@@ -394,14 +398,20 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
     return emitGemm(*this, op, *gemm);
   std::optional<Lookup> lookup = matchLookup(op);
 
-  // Results: fresh buffers, holding the init where the payload reads it.
+  // Results: the init's own buffer where it is free to take them, else
+  // fresh buffers, holding the init where the payload reads it.
   SmallVector<std::string> outNames;
   for (OpOperand &init : op.getDpsInitsMutable()) {
     Value result = op.getTiedOpResult(&init);
-    if (failed(allocate(result, op)))
-      return failure();
-    if (op.payloadUsesValueFromOperand(&init))
-      copy(result, init.get());
+    if (writesInitInPlace(op, init)) {
+      os << "// accumulates in place into " << name(init.get()) << "\n";
+      alias(result, init.get());
+    } else {
+      if (failed(allocate(result, op)))
+        return failure();
+      if (op.payloadUsesValueFromOperand(&init))
+        copy(result, init.get());
+    }
     outNames.push_back(name(result));
   }
 

@@ -254,7 +254,9 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           .Case([&](arith::FPToUIOp) {
             return "fpToInt<" + unsignedType(type) + ">(" + arg(0) + ")";
           })
-          .Case([&](math::ExpOp) { return call("std::exp"); })
+          .Case([&](math::ExpOp) {
+            return call(type.isF32() ? "expF" : "std::exp");
+          })
           .Case([&](math::Exp2Op) { return call("std::exp2"); })
           .Case([&](math::LogOp) { return call("std::log"); })
           .Case([&](math::Log1pOp) { return call("std::log1p"); })

@@ -38,6 +38,9 @@ func.func @main(%x: tensor<4x8xf32> {tp.input = "x"},
   } -> tensor<4x16xf32>
   // CHECK: context->allReduce(tp::rt::Group{2, 1}, [[AR:v[0-9]+]], 64, tp::rt::DType::F32, tp::rt::Reduction::Sum,
   %sum = shard.all_reduce %mm on @grid grid_axes = [0] : tensor<4x16xf32> -> tensor<4x16xf32>
+  // A returned value is made in the caller's result buffer.
+  // CHECK: float *[[Y:v[0-9]+]] = static_cast<float *>(results[0]);
+  // CHECK: float *__restrict p2 = [[Y]];
   // CHECK: for (std::int64_t [[I:i[0-9]+_0]] = 0; [[I]] < 4; ++[[I]])
   // CHECK: const float [[X:s[0-9]+]] = p0[[[I]] * 16LL + {{.*}}];
   // CHECK: const float [[B:s[0-9]+]] = p1[{{.*}}];
@@ -49,6 +52,11 @@ func.func @main(%x: tensor<4x8xf32> {tp.input = "x"},
     %r = arith.addf %v, %bias : f32
     linalg.yield %r : f32
   } -> tensor<4x16xf32>
+  // The lookup's init, the fill, has another use (the GEMM's zeros): it
+  // starts as a copy of it, made in results[1]; nothing is copied at the
+  // return.
+  // CHECK: float *[[E:v[0-9]+]] = static_cast<float *>(results[1]);
+  // CHECK-NEXT: std::memcpy([[E]],
   // The lookup: no loop over the 10 table rows.
   // CHECK-NOT: < 10; ++
   // CHECK: if ([[R:i[0-9]+_2]] >= 0 && [[R]] < 10) {
@@ -63,8 +71,7 @@ func.func @main(%x: tensor<4x8xf32> {tp.input = "x"},
     %s = arith.addf %acc, %v : f32
     linalg.yield %s : f32
   } -> tensor<4x16xf32>
-  // CHECK: std::memcpy(results[0],
-  // CHECK: std::memcpy(results[1],
+  // CHECK-NOT: results[
   return %y, %e : tensor<4x16xf32>, tensor<4x16xf32>
 }
 // CHECK: const tp::rt::ModelEntries &tp::rt::modelEntries() {
