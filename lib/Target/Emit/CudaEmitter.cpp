@@ -141,9 +141,11 @@ static constexpr const char *kCudaPrelude = R"(#define TP_CUDA_MODEL_LIBRARY
 namespace {
 
 #define TP_HD __host__ __device__
-// The C++ target's vectorisable tanh and exp; CUDA's own are fast already.
+// The C++ target's vectorisable tanh, exp and erf; CUDA's own are fast
+// already.
 __host__ __device__ inline float tanhF(float x) { return tanhf(x); }
 __host__ __device__ inline float expF(float x) { return expf(x); }
+__host__ __device__ inline float erfF(float x) { return erff(x); }
 
 } // namespace
 

@@ -264,7 +264,9 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           .Case([&](math::TanhOp) {
             return call(type.isF32() ? "tanhF" : "std::tanh");
           })
-          .Case([&](math::ErfOp) { return call("std::erf"); })
+          .Case([&](math::ErfOp) {
+            return call(type.isF32() ? "erfF" : "std::erf");
+          })
           .Case([&](math::SqrtOp) { return call("std::sqrt"); })
           .Case([&](math::RsqrtOp) {
             return castTo(*cType, "1") + " / std::sqrt(" + arg(0) + ")";
