@@ -450,6 +450,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
           CudaBuildOptions build;
           build.arch = options.cudaArch;
           build.extraFlags = options.cxxFlags;
+          build.cacheDir = options.buildCache;
           build.interrupted = options.interrupted;
           return buildCudaLibrary(partitioned, dir, build, source, library);
         };
@@ -461,6 +462,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
             return failure();
           BuildOptions build;
           build.extraFlags = options.cxxFlags;
+          build.cacheDir = options.buildCache;
           build.interrupted = options.interrupted;
           return buildCpuLibrary(partitioned, dir, build, source, library);
         };

@@ -252,6 +252,7 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("target", &mlir::tp::CompileOptions::target)
       .def_rw("cuda_arch", &mlir::tp::CompileOptions::cudaArch)
       .def_rw("cxx_flags", &mlir::tp::CompileOptions::cxxFlags)
+      .def_rw("build_cache", &mlir::tp::CompileOptions::buildCache)
       .def_rw("explain_json", &mlir::tp::CompileOptions::explainJson)
       .def_rw("write_artifact", &mlir::tp::CompileOptions::writeArtifact)
       .def_rw("max_seq", &mlir::tp::CompileOptions::maxSeq)

@@ -13,6 +13,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -87,6 +89,12 @@ static cl::opt<std::string>
              cl::desc("Extra flags for the C++ compiler (--target cpu) or "
                       "nvcc (--target cuda)"),
              cl::cat(category));
+static cl::opt<std::string> buildCache(
+    "build-cache",
+    cl::desc("Keep built libraries in this folder and reuse one when the "
+             "generated code, compiler and flags are identical (default: "
+             "$TP_BUILD_CACHE; none if unset)"),
+    cl::value_desc("dir"), cl::cat(category));
 // Tests use a small chunk so that runs cross chunk boundaries.
 static cl::opt<uint64_t>
     chunkBytes("chunk-bytes", cl::init(16u << 20), cl::Hidden,
@@ -117,6 +125,10 @@ int main(int argc, char **argv) {
   options.cudaArch = cudaArch;
   options.cxxFlags = cxxFlags;
   options.chunkBytes = chunkBytes;
+  options.buildCache = buildCache;
+  if (buildCache.getNumOccurrences() == 0)
+    if (const char *dir = std::getenv("TP_BUILD_CACHE"))
+      options.buildCache = dir;
 
   DialectRegistry registry;
   tp::registerCompileDialects(registry);

@@ -47,6 +47,9 @@ struct CompileOptions {
   std::string target = "none";
   std::string cudaArch = "sm_90";
   std::string cxxFlags;
+  /// --build-cache: libraries built before from identical code are reused
+  /// from this folder (empty: always build).
+  std::string buildCache;
   uint64_t chunkBytes = 16u << 20;
   /// Called as the weight shards are written (bytes written, total);
   /// returning false interrupts the compile.

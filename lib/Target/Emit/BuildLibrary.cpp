@@ -80,5 +80,7 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   SmallVector<StringRef> extra;
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   args.append(extra.begin(), extra.end());
-  return runBuild(loc, args, sourcePath, options.interrupted);
+  return runCachedBuild(loc, args, outDir,
+                        {source, "tp_runtime.h", "tp_model_abi.h"},
+                        libraryPath, options.cacheDir, options.interrupted);
 }

@@ -1,6 +1,7 @@
 //===- BuildSupport.cpp - headers and compiler runs for library builds ----===//
 
 #include "BuildSupport.h"
+#include "BuildCache.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
@@ -90,4 +91,20 @@ LogicalResult mlir::tp::runBuild(Location loc, ArrayRef<std::string> args,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+LogicalResult mlir::tp::runCachedBuild(Location loc, ArrayRef<std::string> args,
+                                       StringRef outDir,
+                                       ArrayRef<StringRef> inputs,
+                                       StringRef libraryPath, StringRef cacheDir,
+                                       const std::function<bool()> &interrupted) {
+  BuildCache cache(cacheDir, args, outDir, inputs);
+  if (cache.fetch(libraryPath))
+    return success();
+  SmallString<256> sourcePath(outDir);
+  llvm::sys::path::append(sourcePath, inputs.front());
+  if (failed(runBuild(loc, args, sourcePath, interrupted)))
+    return failure();
+  cache.store(loc, libraryPath);
+  return success();
 }

@@ -32,6 +32,14 @@ LogicalResult runBuild(Location loc, ArrayRef<std::string> args,
                        StringRef sourcePath,
                        const std::function<bool()> &interrupted);
 
+/// Builds `libraryPath` in `outDir` from the files `inputs` there, as
+/// runBuild does; with a `cacheDir`, a library an identical build left there
+/// is copied instead (BuildCache.h), and a new one is kept there.
+LogicalResult runCachedBuild(Location loc, ArrayRef<std::string> args,
+                             StringRef outDir, ArrayRef<StringRef> inputs,
+                             StringRef libraryPath, StringRef cacheDir,
+                             const std::function<bool()> &interrupted);
+
 } // namespace mlir::tp
 
 #endif // LIB_TARGET_EMIT_BUILDSUPPORT_H

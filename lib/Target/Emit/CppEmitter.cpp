@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -266,7 +267,9 @@ void CppEmitter::computeLastUses(
       value = it->second;
     }
   };
-  llvm::DenseMap<Value, Operation *> last;
+  // In order of first appearance: the emitted code is the same on every run
+  // (a build cache keys on it).
+  llvm::MapVector<Value, Operation *> last;
   for (Operation &op : block) {
     if (isAliasingOp(&op))
       root[op.getResult(0)] = op.getOperand(0);

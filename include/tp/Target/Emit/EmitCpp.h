@@ -35,6 +35,9 @@ struct BuildOptions {
   std::string compiler;
   /// Flags for the generated code (appended after the defaults).
   std::string extraFlags;
+  /// Where built libraries are kept for identical builds to reuse (empty:
+  /// nowhere; tp-compile --build-cache).
+  std::string cacheDir;
   /// Polled while the compiler runs: true kills it and fails the build.
   std::function<bool()> interrupted;
 };

@@ -32,6 +32,9 @@ struct CudaBuildOptions {
   std::string arch = "sm_90";
   /// Flags for nvcc (appended after the defaults).
   std::string extraFlags;
+  /// Where built libraries are kept for identical builds to reuse (empty:
+  /// nowhere; tp-compile --build-cache).
+  std::string cacheDir;
   /// Polled while the compiler runs: true kills it and fails the build.
   std::function<bool()> interrupted;
 };
