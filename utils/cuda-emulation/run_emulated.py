@@ -8,7 +8,8 @@ For machines without a GPU: tp-compile --target cuda writes model.cu (nvcc
 builds the real library as usual; --nvcc true skips that), then model.cu is
 rebuilt with the host C++ compiler against include/tp_cuda_emulation.h, a
 CPU stand-in for the CUDA runtime, cuBLAS and NCCL, and run by tp-run's CUDA
-path on thread ranks. Kernel launches are rewritten to tp_emu::launch. Each
+path on thread ranks. Kernel launches are rewritten to tp_emu::launch, or
+tp_emu::launchWarps for kernels whose lanes shuffle values. Each
 artifact runs three forward passes (tp-run --repeat 3): a stage's first call
 runs it as it is, its second captures it as a CUDA graph and replays it, the
 later ones replay it; every call but the first must have been a replay, and
@@ -33,6 +34,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference-run"))
 from run_artifact import mpirun_prefix, parse_config, read_manifest  # noqa: E402
 LAUNCH = re.compile(r"(\w+(?:<\w+>)?)\s*<<<(.*?)>>>\(", re.DOTALL)
+KERNEL = re.compile(r"__global__\s+void\s+(\w+)\s*\(")
+
+
+def warp_kernels(text):
+    """Names of the kernels whose lanes shuffle values (launchWarps)."""
+    starts = [(m.start(), m.group(1)) for m in KERNEL.finditer(text)]
+    ends = [start for start, _ in starts[1:]] + [len(text)]
+    return {name for (start, name), end in zip(starts, ends)
+            if "__shfl" in text[start:end]}
 
 
 def emulate(artifact, cxx):
@@ -41,8 +51,14 @@ def emulate(artifact, cxx):
         path = os.path.join(artifact, name)
         with open(path) as f:
             text = f.read()
+        warps = warp_kernels(text)
+
+        def rewrite(m):
+            name = m.group(1).split("<")[0]
+            launch = "launchWarps" if name in warps else "launch"
+            return "tp_emu::%s(%s, %s, " % (launch, m.group(1), m.group(2))
         with open(path, "w") as f:
-            f.write(LAUNCH.sub(r"tp_emu::launch(\1, \2, ", text))
+            f.write(LAUNCH.sub(rewrite, text))
     subprocess.run([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
                     "-I", os.path.join(HERE, "include"), "-I", artifact,
                     "-x", "c++", os.path.join(artifact, "model.cu"),

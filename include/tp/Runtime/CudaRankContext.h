@@ -218,6 +218,17 @@ inline unsigned blocksFor(int64_t points) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65535));
 }
 
+/// A reduction's points each take one warp, whose lanes share the reduced
+/// elements and combine their partial results with warp shuffles.
+constexpr int kWarpSize = 32;
+
+/// Blocks for one warp per point; kernels loop (grid-stride) past that.
+inline unsigned blocksForWarps(int64_t points) {
+  constexpr int64_t warpsPerBlock = kThreads / kWarpSize;
+  int64_t blocks = (points + warpsPerBlock - 1) / warpsPerBlock;
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65535));
+}
+
 template <typename T>
 __global__ void fillKernel(T *out, int64_t count, T value) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;

@@ -7,6 +7,11 @@
 //    (grid-stride), looping over the reduction dims inside the thread with
 //    the accumulators in registers; a lookup (one-hot sum) runs only its one
 //    contributing iteration;
+//  - for a reduction of at least a warp's worth of elements that folds each
+//    into one accumulator with an associative op (a sum, a product, a max or
+//    a min: norms, softmax), a kernel with one warp per point: the lanes
+//    stride over the reduced elements together (coalesced) and combine
+//    their partial results with warp shuffles;
 //  - when some output element is not owned by exactly one parallel point
 //    (an output map that drops a parallel dim, or uses a reduction dim), a
 //    kernel of one thread that runs the C++ emitter's loop nest: correct,
@@ -18,6 +23,7 @@
 #include "LinalgMatchers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::tp::emit;
@@ -68,6 +74,40 @@ static LogicalResult emitCublasGemm(CudaEmitter &e, linalg::GenericOp op,
 
 namespace {
 
+/// A reduction that lanes of a warp can share: the payload folds one value
+/// into the only accumulator with `combiner`, which nothing else reads.
+struct WarpReduction {
+  Operation *combiner;
+  int64_t size; // elements reduced per point
+};
+
+constexpr int64_t kWarpSize = 32;
+
+/// `a` combined with `b` as `combiner` does it (EmitScalar.cpp's spelling).
+std::string combineExpr(Operation *combiner, StringRef a, StringRef b) {
+  std::string pair = "(" + a.str() + ", " + b.str() + ")";
+  return llvm::TypeSwitch<Operation *, std::string>(combiner)
+      .Case([&](arith::AddFOp) { return a.str() + " + " + b.str(); })
+      .Case([&](arith::MulFOp) { return a.str() + " * " + b.str(); })
+      .Case([&](arith::MaximumFOp) { return "maximumF" + pair; })
+      .Case([&](arith::MinimumFOp) { return "minimumF" + pair; })
+      .Case([&](arith::MaxNumFOp) { return "std::fmax" + pair; })
+      .Case([&](arith::MinNumFOp) { return "std::fmin" + pair; })
+      .Default([](Operation *) { return std::string(); });
+}
+
+/// The value a lane's partial result starts from.
+std::string identityExpr(Operation *combiner, StringRef type) {
+  std::string infinity =
+      "std::numeric_limits<" + type.str() + ">::infinity()";
+  return llvm::TypeSwitch<Operation *, std::string>(combiner)
+      .Case([&](arith::AddFOp) { return type.str() + "(0)"; })
+      .Case([&](arith::MulFOp) { return type.str() + "(1)"; })
+      .Case<arith::MaximumFOp, arith::MaxNumFOp>(
+          [&](Operation *) { return "-" + infinity; })
+      .Default([&](Operation *) { return infinity; });
+}
+
 /// Writes one generic as a __global__ function and its launch.
 class KernelWriter {
 public:
@@ -102,6 +142,14 @@ private:
                                   indices);
   }
   LogicalResult writeKernel(raw_indented_ostream &os, StringRef name);
+  std::optional<WarpReduction> matchWarpReduction();
+  LogicalResult writeWarpKernel(raw_indented_ostream &os, StringRef name);
+  /// Declares the indices of `dims` from the flat index `flat` (< `count`),
+  /// the last dim fastest.
+  void emitIndices(raw_indented_ostream &os, ArrayRef<unsigned> dims,
+                   StringRef flat, int64_t count);
+  void beginKernel(raw_indented_ostream &os, CppEmitter &k, StringRef name,
+                   StringRef mode);
 
   CudaEmitter &e;
   linalg::GenericOp op;
@@ -112,6 +160,8 @@ private:
   /// Owned mode: one thread per parallel point, accumulators in registers.
   /// Serial mode: one thread, the C++ emitter's loops on the result memory.
   bool owned = false;
+  /// Warp mode (owned): one warp per parallel point.
+  std::optional<WarpReduction> warp;
   SmallVector<unsigned> pointDims, loopDims;
   int64_t points = 1;
   SmallVector<std::string> indices;
@@ -249,41 +299,55 @@ LogicalResult KernelWriter::emitBodyOp(CppEmitter &k, Operation &inner) {
   return k.emitScalarOp(&inner);
 }
 
-LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
-                                        StringRef kernel) {
-  // Body ops are emitted by a C++ emitter of their own: the kernel is a
-  // scope of its own, where only parameters and indices are bound.
-  CppEmitter k(op->getParentOfType<ModuleOp>(), os);
-  for (auto &[value, paramName] : captured)
-    k.bindTo(value, paramName);
-
-  std::string where = CppEmitter::describe(op);
-  os << "// " << op->getName() << (where.empty() ? "" : " (" + where + ")")
-     << (owned ? "" : ": one thread, its outputs are shared by points") << "\n";
-  os << "__global__ void " << kernel << "(";
-  llvm::interleaveComma(params, os);
-  os << ") {\n";
-  os.indent();
-  os << "for (std::int64_t t = std::int64_t(blockIdx.x) * blockDim.x + "
-        "threadIdx.x; t < "
-     << points << "; t += std::int64_t(gridDim.x) * blockDim.x) {\n";
-  os.indent();
-  // The point's indices, its innermost dim fastest so that neighbouring
-  // threads touch neighbouring elements.
+void KernelWriter::emitIndices(raw_indented_ostream &os,
+                               ArrayRef<unsigned> dims, StringRef flat,
+                               int64_t count) {
   int64_t inner = 1;
-  for (unsigned d : llvm::reverse(pointDims)) {
+  for (unsigned d : llvm::reverse(dims)) {
     if (ranges[d] == 1) {
       if (dimIsRead(d))
         os << "const std::int64_t " << indices[d] << " = 0;\n";
       continue;
     }
     os << "const std::int64_t " << indices[d] << " = ";
-    os << (inner == 1 ? "t" : "t / " + std::to_string(inner) + "LL");
-    if (inner * ranges[d] < points)
+    os << (inner == 1 ? flat.str()
+                      : flat.str() + " / " + std::to_string(inner) + "LL");
+    if (inner * ranges[d] < count)
       os << " % " << ranges[d] << "LL";
     os << ";\n";
     inner *= ranges[d];
   }
+}
+
+void KernelWriter::beginKernel(raw_indented_ostream &os, CppEmitter &k,
+                               StringRef kernel, StringRef mode) {
+  // Body ops are emitted by a C++ emitter of their own: the kernel is a
+  // scope of its own, where only parameters and indices are bound.
+  for (auto &[value, paramName] : captured)
+    k.bindTo(value, paramName);
+  std::string where = CppEmitter::describe(op);
+  os << "// " << op->getName() << (where.empty() ? "" : " (" + where + ")")
+     << mode << "\n";
+  os << "__global__ void " << kernel << "(";
+  llvm::interleaveComma(params, os);
+  os << ") {\n";
+  os.indent();
+}
+
+LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
+                                        StringRef kernel) {
+  if (warp)
+    return writeWarpKernel(os, kernel);
+  CppEmitter k(op->getParentOfType<ModuleOp>(), os);
+  beginKernel(os, k, kernel,
+              owned ? "" : ": one thread, its outputs are shared by points");
+  os << "for (std::int64_t t = std::int64_t(blockIdx.x) * blockDim.x + "
+        "threadIdx.x; t < "
+     << points << "; t += std::int64_t(gridDim.x) * blockDim.x) {\n";
+  os.indent();
+  // The point's indices, its innermost dim fastest so that neighbouring
+  // threads touch neighbouring elements.
+  emitIndices(os, pointDims, "t", points);
 
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
   bool reduces = owned && (!loopDims.empty() || lookup);
@@ -388,6 +452,90 @@ LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
   return success();
 }
 
+std::optional<WarpReduction> KernelWriter::matchWarpReduction() {
+  if (!owned || lookup || loopDims.empty() || op.getNumDpsInits() != 1)
+    return std::nullopt;
+  int64_t size = 1;
+  for (unsigned d : loopDims)
+    size *= ranges[d];
+  if (size < kWarpSize)
+    return std::nullopt;
+  BlockArgument acc = op.getMatchingBlockArgument(op.getDpsInitOperand(0));
+  if (!acc.getType().isF32() && !acc.getType().isF64())
+    return std::nullopt;
+  Value folded = cast<linalg::YieldOp>(body.getTerminator()).getValues()[0];
+  Operation *combiner = folded.getDefiningOp();
+  if (!combiner || !acc.hasOneUse() || *acc.getUsers().begin() != combiner ||
+      !folded.hasOneUse() || combineExpr(combiner, "", "").empty())
+    return std::nullopt;
+  return WarpReduction{combiner, size};
+}
+
+LogicalResult KernelWriter::writeWarpKernel(raw_indented_ostream &os,
+                                            StringRef kernel) {
+  CppEmitter k(op->getParentOfType<ModuleOp>(), os);
+  beginKernel(os, k, kernel,
+              ": one warp per point, its lanes share the " +
+                  std::to_string(warp->size) + " reduced elements");
+  OpOperand *init = op.getDpsInitOperand(0);
+  BlockArgument acc = op.getMatchingBlockArgument(init);
+  FailureOr<std::string> type = e.scalarTypeFor(acc.getType(), op);
+  if (failed(type))
+    return failure();
+  os << "const int lane = threadIdx.x % tp::cuda::kWarpSize;\n";
+  os << "for (std::int64_t t = (std::int64_t(blockIdx.x) * blockDim.x + "
+        "threadIdx.x) / tp::cuda::kWarpSize; t < "
+     << points
+     << "; t += std::int64_t(gridDim.x) * blockDim.x / tp::cuda::kWarpSize) "
+        "{\n";
+  os.indent();
+  emitIndices(os, pointDims, "t", points);
+  os << *type << " part = " << identityExpr(warp->combiner, *type) << ";\n";
+  k.bindTo(acc, "part");
+  loaded.insert(acc);
+  // What the point alone decides is loaded once, before the loop.
+  for (BlockArgument arg : body.getArguments())
+    if (!arg.use_empty() && !loaded.contains(arg) &&
+        llvm::none_of(loopDims, [&](unsigned d) { return argUsesDim(arg, d); }))
+      if (failed(emitLoad(k, arg)))
+        return failure();
+  // Lane l folds elements l, l + 32, ...: neighbouring lanes read
+  // neighbouring elements of the innermost reduced dim.
+  os << "for (std::int64_t r = lane; r < " << warp->size
+     << "; r += tp::cuda::kWarpSize) {\n";
+  os.indent();
+  emitIndices(os, loopDims, "r", warp->size);
+  for (BlockArgument arg : body.getArguments())
+    if (!arg.use_empty())
+      if (failed(emitLoad(k, arg)))
+        return failure();
+  for (Operation &bodyOp : body.without_terminator())
+    if (failed(emitBodyOp(k, bodyOp)))
+      return failure();
+  os << "part = " << k.name(warp->combiner->getResult(0)) << ";\n";
+  os.unindent();
+  os << "}\n";
+  os << "for (int offset = tp::cuda::kWarpSize / 2; offset > 0; offset /= 2)\n";
+  os.indent();
+  os << "part = "
+     << combineExpr(warp->combiner, "part",
+                    "__shfl_xor_sync(0xffffffffu, part, offset)")
+     << ";\n";
+  os.unindent();
+  std::string initValue = operandParam.lookup(init->getOperandNumber()) + "[" +
+                          offsetOf(init) + "]";
+  os << "if (lane == 0)\n";
+  os.indent();
+  os << resultParam[0] << "[" << offsetOf(init)
+     << "] = " << combineExpr(warp->combiner, initValue, "part") << ";\n";
+  os.unindent();
+  os.unindent();
+  os << "}\n";
+  os.unindent();
+  os << "}\n\n";
+  return success();
+}
+
 LogicalResult KernelWriter::write() {
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   for (auto [d, iterator] : llvm::enumerate(iterators))
@@ -401,6 +549,7 @@ LogicalResult KernelWriter::write() {
       loopDims.push_back(d);
   for (unsigned d : pointDims)
     points *= ranges[d];
+  warp = matchWarpReduction();
   std::string kernel = e.kernelName();
   for (unsigned d = 0; d < ranges.size(); ++d)
     indices.push_back("i" + std::to_string(d));
@@ -424,8 +573,8 @@ LogicalResult KernelWriter::write() {
     return failure();
   e.kernels += text;
 
-  e.os << kernel << "<<<tp::cuda::blocksFor(" << points
-       << "), tp::cuda::kThreads, 0, context->stream>>>(";
+  e.os << kernel << "<<<tp::cuda::" << (warp ? "blocksForWarps" : "blocksFor")
+       << "(" << points << "), tp::cuda::kThreads, 0, context->stream>>>(";
   llvm::interleaveComma(args, e.os);
   e.os << ");\nTP_CUDA_CHECK_LAUNCH(" << e.site << ");\n";
   return success();

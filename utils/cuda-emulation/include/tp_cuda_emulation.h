@@ -9,6 +9,21 @@
 // filled with 0xFF when allocated and freed so that reading a buffer before
 // it is written, or after it is released, shows as NaN.
 //
+// Kernels that shuffle values between the lanes of a warp (reductions) are
+// launched with tp_emu::launchWarps instead: each block's threads run as
+// fibers (ucontext), and a shuffle waits until every lane of its warp has
+// reached it. A warp whose lanes do not all reach the same shuffle — some
+// finished, others waiting — is reported and aborts the run.
+//
+// Memory has a kind. Device memory is what cudaMalloc(Async) returned and
+// the __device__ symbols whose address host code took
+// (cudaGetSymbolAddress); everything else is host memory. A copy whose
+// kind disagrees with its pointers (cudaMemcpyHostToDevice from device
+// memory), a copy or memset that runs past the end of a device allocation,
+// a kernel, cuBLAS or NCCL argument in host memory: each is reported on
+// stderr and fails the call (a launch through cudaGetLastError), so the
+// runtime's check names the op.
+//
 // It checks the generated code's logic — index arithmetic, GEMM operand
 // order and leading dims (this cuBLAS is column-major and checks them),
 // collective layouts, buffer lifetimes — not its concurrency. Stream
@@ -28,6 +43,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -37,6 +53,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
+#include <ucontext.h>
 #include <utility>
 #include <vector>
 
@@ -105,6 +123,81 @@ namespace tp_emu {
 /// Sizes of live allocations, to poison them when freed.
 inline std::mutex allocationsMutex;
 inline std::map<void *, size_t> allocations;
+/// __device__ symbols host code took the address of: device memory too.
+inline std::map<void *, size_t> symbols;
+/// What the next cudaGetLastError returns (a refused launch).
+inline thread_local cudaError_t lastError = cudaSuccess;
+
+inline void misuse(const std::string &what) {
+  std::fprintf(stderr, "tp_cuda_emulation: %s\n", what.c_str());
+}
+
+enum class Where { Host, Device, PastTheEnd };
+
+/// Where [pointer, pointer + bytes) is: in one device allocation or symbol,
+/// starting in one and running past its end, or in host memory.
+inline Where locate(const void *pointer, size_t bytes) {
+  std::lock_guard<std::mutex> lock(allocationsMutex);
+  const char *p = static_cast<const char *>(pointer);
+  for (const std::map<void *, size_t> *blocks : {&allocations, &symbols}) {
+    auto it = blocks->upper_bound(const_cast<void *>(pointer));
+    if (it == blocks->begin())
+      continue;
+    --it;
+    const char *base = static_cast<const char *>(it->first);
+    if (p >= base + std::max<size_t>(it->second, 1))
+      continue;
+    return p + bytes <= base + it->second ? Where::Device : Where::PastTheEnd;
+  }
+  return Where::Host;
+}
+
+/// Every pointer among a call's arguments is device memory (or null).
+template <typename... Args>
+bool onDevice(const char *call, const Args &...args) {
+  bool ok = true;
+  int index = 0;
+  auto check = [&](const auto &arg) {
+    using Arg = std::decay_t<decltype(arg)>;
+    if constexpr (std::is_pointer_v<Arg>) {
+      if (arg && locate(arg, 0) != Where::Device) {
+        misuse(std::string(call) + ": argument " + std::to_string(index) +
+               " points to host memory");
+        ok = false;
+      }
+    }
+    ++index;
+  };
+  (check(args), ...);
+  return ok;
+}
+
+/// A copy's pointers agree with its kind and stay inside their allocations.
+inline bool checkCopy(void *dst, const void *src, size_t bytes,
+                      cudaMemcpyKind kind) {
+  static const char *const kinds[] = {
+      "cudaMemcpyHostToHost", "cudaMemcpyHostToDevice",
+      "cudaMemcpyDeviceToHost", "cudaMemcpyDeviceToDevice",
+      "cudaMemcpyDefault"};
+  bool ok = true;
+  auto check = [&](const void *pointer, const char *role, bool device) {
+    Where where = locate(pointer, bytes);
+    std::string call = std::string("cudaMemcpyAsync(") + kinds[kind] + ") of " +
+                       std::to_string(bytes) + " bytes: the " + role;
+    if (where == Where::PastTheEnd) {
+      misuse(call + " runs past the end of its device allocation");
+      ok = false;
+    } else if (kind != cudaMemcpyDefault && (where == Where::Device) != device) {
+      misuse(call + " is " + (device ? "host" : "device") + " memory");
+      ok = false;
+    }
+  };
+  check(src, "source",
+        kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice);
+  check(dst, "destination",
+        kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice);
+  return ok;
+}
 
 /// Runs `work` now, or records it when `stream` is capturing.
 inline int enqueue(cudaStream_t stream, EmulatedWork work) {
@@ -118,6 +211,10 @@ inline int enqueue(cudaStream_t stream, EmulatedWork work) {
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t,
             cudaStream_t stream, Args &&...args) {
+  if (!onDevice("a kernel launch", args...)) {
+    lastError = cudaErrorInvalidValue;
+    return;
+  }
   // Arguments by value, as CUDA copies them at the launch (or capture).
   enqueue(stream, [=] {
     gridDim = grid;
@@ -128,6 +225,103 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t,
         threadIdx = dim3(t);
         kernel(args...);
       }
+    return 0;
+  });
+}
+
+/// One block's threads as fibers, for kernels with warp shuffles.
+struct Lanes {
+  struct Lane {
+    ucontext_t context;
+    bool done = false;
+    bool waiting = false; // at a warp barrier
+  };
+  std::vector<Lane> lanes;
+  /// The value each lane offers to its warp's current shuffle.
+  std::vector<std::uint64_t> slots;
+  ucontext_t scheduler;
+  std::function<void()> body;
+  unsigned current = 0;
+};
+inline thread_local Lanes *activeLanes = nullptr;
+
+inline void laneEntry() {
+  activeLanes->body();
+  activeLanes->lanes[activeLanes->current].done = true;
+}
+
+/// Suspends the running lane until every lane of its warp waits too.
+inline void warpBarrier() {
+  Lanes &l = *activeLanes;
+  l.lanes[l.current].waiting = true;
+  swapcontext(&l.lanes[l.current].context, &l.scheduler);
+}
+
+template <typename... Params, typename... Args>
+void launchWarps(void (*kernel)(Params...), dim3 grid, dim3 block, size_t,
+                 cudaStream_t stream, Args &&...args) {
+  if (!onDevice("a kernel launch", args...)) {
+    lastError = cudaErrorInvalidValue;
+    return;
+  }
+  enqueue(stream, [=] {
+    constexpr size_t stackBytes = 64 << 10;
+    constexpr unsigned warpSize = 32;
+    gridDim = grid;
+    blockDim = block;
+    Lanes l;
+    l.lanes.resize(block.x);
+    l.slots.resize(block.x);
+    l.body = [&] { kernel(args...); };
+    std::unique_ptr<char[]> stacks(new char[block.x * stackBytes]);
+    Lanes *outer = activeLanes;
+    activeLanes = &l;
+    for (unsigned b = 0; b < grid.x; ++b) {
+      blockIdx = dim3(b);
+      for (unsigned t = 0; t < block.x; ++t) {
+        Lanes::Lane &lane = l.lanes[t];
+        lane.done = lane.waiting = false;
+        getcontext(&lane.context);
+        lane.context.uc_stack.ss_sp = stacks.get() + t * stackBytes;
+        lane.context.uc_stack.ss_size = stackBytes;
+        lane.context.uc_link = &l.scheduler;
+        makecontext(&lane.context, laneEntry, 0);
+      }
+      while (true) {
+        // Each lane runs until it finishes or waits at a shuffle.
+        for (unsigned t = 0; t < block.x; ++t) {
+          if (l.lanes[t].done || l.lanes[t].waiting)
+            continue;
+          l.current = t;
+          threadIdx = dim3(t);
+          swapcontext(&l.scheduler, &l.lanes[t].context);
+        }
+        bool released = false;
+        for (unsigned w = 0; w < block.x; w += warpSize) {
+          unsigned end = std::min(block.x, w + warpSize);
+          unsigned waiting = 0, done = 0;
+          for (unsigned t = w; t < end; ++t) {
+            waiting += l.lanes[t].waiting;
+            done += l.lanes[t].done;
+          }
+          if (waiting == 0)
+            continue;
+          if (done != 0) {
+            std::fprintf(stderr,
+                         "tp_cuda_emulation: block %u, warp %u: %u lanes wait "
+                         "at a shuffle that %u finished lanes never reach\n",
+                         b, w / warpSize, waiting, done);
+            std::abort();
+          }
+          for (unsigned t = w; t < end; ++t)
+            l.lanes[t].waiting = false;
+          released = true;
+        }
+        if (!released)
+          break;
+      }
+    }
+    activeLanes = outer;
     return 0;
   });
 }
@@ -143,7 +337,9 @@ inline void poison(void *pointer) {
 inline const char *cudaGetErrorString(cudaError_t error) {
   return error == cudaSuccess ? "no error" : "emulated CUDA error";
 }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() {
+  return std::exchange(tp_emu::lastError, cudaSuccess);
+}
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 /// Eight devices: enough for every rank of the tests.
 inline cudaError_t cudaGetDeviceCount(int *count) {
@@ -276,7 +472,9 @@ inline cudaError_t cudaFreeAsync(void *pointer, cudaStream_t stream) {
   return cudaFree(pointer);
 }
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
-                                   cudaMemcpyKind, cudaStream_t stream) {
+                                   cudaMemcpyKind kind, cudaStream_t stream) {
+  if (!tp_emu::checkCopy(dst, src, bytes, kind))
+    return cudaErrorInvalidValue;
   tp_emu::enqueue(stream, [=] {
     std::memmove(dst, src, bytes);
     return 0;
@@ -285,6 +483,11 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 }
 inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes,
                                    cudaStream_t stream) {
+  if (tp_emu::locate(dst, bytes) != tp_emu::Where::Device) {
+    tp_emu::misuse("cudaMemsetAsync of " + std::to_string(bytes) +
+                   " bytes: the destination is not inside device memory");
+    return cudaErrorInvalidValue;
+  }
   tp_emu::enqueue(stream, [=] {
     std::memset(dst, value, bytes);
     return 0;
@@ -302,6 +505,8 @@ inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 template <typename T>
 cudaError_t cudaGetSymbolAddress(void **pointer, const T &symbol) {
   *pointer = const_cast<void *>(static_cast<const void *>(&symbol));
+  std::lock_guard<std::mutex> lock(tp_emu::allocationsMutex);
+  tp_emu::symbols[*pointer] = sizeof(T);
   return cudaSuccess;
 }
 
@@ -403,6 +608,8 @@ inline cublasStatus_t cublasSgemmStridedBatched(
     int n, int k, const float *alpha, const float *a, int lda,
     long long strideA, const float *b, int ldb, long long strideB,
     const float *beta, float *c, int ldc, long long strideC, int batch) {
+  if (!tp_emu::onDevice("cublasSgemmStridedBatched (a, b, c)", a, b, c))
+    return CUBLAS_STATUS_INVALID_VALUE;
   return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
                            ldb, strideB, beta, c, ldc, strideC, batch);
 }
@@ -411,6 +618,8 @@ inline cublasStatus_t cublasDgemmStridedBatched(
     int n, int k, const double *alpha, const double *a, int lda,
     long long strideA, const double *b, int ldb, long long strideB,
     const double *beta, double *c, int ldc, long long strideC, int batch) {
+  if (!tp_emu::onDevice("cublasDgemmStridedBatched (a, b, c)", a, b, c))
+    return CUBLAS_STATUS_INVALID_VALUE;
   return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
                            ldb, strideB, beta, c, ldc, strideC, batch);
 }
@@ -727,12 +936,16 @@ inline ncclResult_t ncclRecvNow(void *recv, size_t count, ncclDataType_t type,
 inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, ncclRedOp_t op,
                                   ncclComm_t comm, cudaStream_t stream) {
+  if (!tp_emu::onDevice("ncclAllReduce (send, recv)", send, recv))
+    return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclAllReduceNow(send, recv, count, type, op, comm, stream));
 }
 inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, ncclComm_t comm,
                                   cudaStream_t stream) {
+  if (!tp_emu::onDevice("ncclAllGather (send, recv)", send, recv))
+    return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclAllGatherNow(send, recv, count, type, comm, stream));
 }
@@ -740,20 +953,49 @@ inline ncclResult_t ncclReduceScatter(const void *send, void *recv,
                                       size_t count, ncclDataType_t type,
                                       ncclRedOp_t op, ncclComm_t comm,
                                       cudaStream_t stream) {
+  if (!tp_emu::onDevice("ncclReduceScatter (send, recv)", send, recv))
+    return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclReduceScatterNow(send, recv, count, type, op, comm, stream));
 }
 inline ncclResult_t ncclSend(const void *send, size_t count,
                              ncclDataType_t type, int peer, ncclComm_t comm,
                              cudaStream_t stream) {
+  if (!tp_emu::onDevice("ncclSend (send)", send))
+    return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclSendNow(send, count, type, peer, comm, stream));
 }
 inline ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type,
                              int peer, ncclComm_t comm, cudaStream_t stream) {
+  if (!tp_emu::onDevice("ncclRecv (recv)", recv))
+    return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclRecvNow(recv, count, type, peer, comm, stream));
 }
 #undef TP_EMU_QUEUE_NCCL
+
+/// __shfl_xor_sync(mask, value, laneMask): the value of lane
+/// (lane ^ laneMask) of the same warp, once every lane has offered its own.
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T value, int laneMask, int = 32) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t), "a shuffle moves 8 bytes");
+  tp_emu::Lanes *l = tp_emu::activeLanes;
+  if (!l || mask != 0xffffffffu) {
+    std::fprintf(stderr, "tp_cuda_emulation: __shfl_xor_sync %s\n",
+                 l ? "with a partial mask" : "in a kernel not launched with "
+                                             "tp_emu::launchWarps");
+    std::abort();
+  }
+  unsigned me = l->current;
+  std::memcpy(&l->slots[me], &value, sizeof(T));
+  tp_emu::warpBarrier();
+  T other;
+  std::memcpy(&other, &l->slots[(me & ~31u) | ((me & 31u) ^ unsigned(laneMask))],
+              sizeof(T));
+  // No lane offers its next value before every lane has read this one.
+  tp_emu::warpBarrier();
+  return other;
+}
 
 #endif // TP_CUDA_EMULATION_H

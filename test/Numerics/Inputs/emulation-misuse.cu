@@ -1,0 +1,81 @@
+// Misuses that the CUDA emulation (utils/cuda-emulation) must catch, one
+// per case number given as the argument (cuda-emulation-checks.test); case
+// 0 is correct use. Launches are written as run_emulated.py rewrites them.
+#include "tp_cuda_emulation.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+__global__ void scale(float *data, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x)
+    data[i] *= 2;
+}
+
+/// Every lane ends with the sum of its warp's values.
+__global__ void warpSum(const float *in, float *out) {
+  float v = in[threadIdx.x];
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  out[threadIdx.x] = v;
+}
+
+/// Lanes 0-15 shuffle, lanes 16-31 do not: undefined on a GPU.
+__global__ void divergentSum(const float *in, float *out) {
+  float v = in[threadIdx.x];
+  if (threadIdx.x % 32 < 16)
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+  out[threadIdx.x] = v;
+}
+
+int main(int argc, char **argv) {
+  int which = argc > 1 ? std::atoi(argv[1]) : 0;
+  float hostArray[64];
+  float *host = hostArray;
+  const size_t bytes = sizeof(hostArray);
+  for (int i = 0; i < 64; ++i)
+    host[i] = float(i);
+  float *device = nullptr, *sums = nullptr;
+  cudaStream_t stream;
+  if (cudaMalloc(reinterpret_cast<void **>(&device), bytes) ||
+      cudaMalloc(reinterpret_cast<void **>(&sums), bytes) ||
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking))
+    return 2;
+  int status = 0;
+  switch (which) {
+  case 0: // correct: copy in, scale, two warps summed, copy out
+    status |= cudaMemcpyAsync(device, host, bytes,
+                              cudaMemcpyHostToDevice, stream);
+    tp_emu::launch(scale, dim3(1), dim3(32), 0, stream, device, 64);
+    status |= cudaGetLastError();
+    tp_emu::launchWarps(warpSum, dim3(1), dim3(64), 0, stream, device, sums);
+    status |= cudaGetLastError();
+    status |= cudaMemcpyAsync(host, sums, bytes,
+                              cudaMemcpyDeviceToHost, stream);
+    std::printf("warp sums %g %g\n", host[0], host[63]);
+    break;
+  case 1: // the wrong direction: a host-to-device copy from device memory
+    status = cudaMemcpyAsync(sums, device, 16, cudaMemcpyHostToDevice, stream);
+    break;
+  case 2: // a device-to-host copy into device memory
+    status = cudaMemcpyAsync(sums, device, 16, cudaMemcpyDeviceToHost, stream);
+    break;
+  case 3: // 64 bytes into the last 16 of an allocation
+    status = cudaMemcpyAsync(device + 60, host, 64, cudaMemcpyHostToDevice,
+                             stream);
+    break;
+  case 4: // a kernel given host memory
+    tp_emu::launch(scale, dim3(1), dim3(32), 0, stream, host, 64);
+    status = cudaGetLastError();
+    break;
+  case 5: // a memset of host memory
+    status = cudaMemsetAsync(host, 0, bytes, stream);
+    break;
+  case 6: // lanes of a warp that do not all reach a shuffle
+    tp_emu::launchWarps(divergentSum, dim3(1), dim3(32), 0, stream, device,
+                        sums);
+    break;
+  }
+  std::printf("status %d\n", status);
+  return 0;
+}
