@@ -98,6 +98,24 @@ public:
         tp::rt::release(buffer);
     for (void *buffer : inUse)
       tp::rt::release(buffer);
+    for (auto &[key, buffer] : packedWeights)
+      tp::rt::release(buffer);
+  }
+
+  /// A weight as one kernel lays it out (tp_packed_gemm.h): made on its
+  /// first use and kept for the rank's lifetime, since weights stay where
+  /// they are. Null until the caller fills it (with tp::rt::allocate).
+  struct PackedKey {
+    const void *weight;
+    int64_t k, n, ld;
+    bool transposed;
+    bool operator==(const PackedKey &o) const {
+      return weight == o.weight && k == o.k && n == o.n && ld == o.ld &&
+             transposed == o.transposed;
+    }
+  };
+  __attribute__((noinline)) void *&packedWeight(const PackedKey &key) {
+    return packedWeights[key];
   }
 
   /// Activation buffers, recycled by size: a forward pass allocates the
@@ -160,6 +178,15 @@ public:
 
 private:
   std::unordered_map<int64_t, std::vector<void *>> freeBuffers;
+  struct PackedKeyHash {
+    size_t operator()(const PackedKey &key) const {
+      size_t h = std::hash<const void *>()(key.weight);
+      for (int64_t v : {key.k, key.n, key.ld, int64_t(key.transposed)})
+        h = h * 1000003u ^ std::hash<int64_t>()(v);
+      return h;
+    }
+  };
+  std::unordered_map<PackedKey, void *, PackedKeyHash> packedWeights;
   std::unordered_set<void *> inUse;
 };
 

@@ -18,6 +18,7 @@
 
 using namespace mlir;
 
+#include "PackedGemmHeader.inc"
 #include "RuntimeHeader.inc"
 
 static std::string findCompiler(const tp::BuildOptions &options) {
@@ -56,6 +57,8 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
       return failure();
   }
   if (failed(writeArtifactHeader(loc, outDir, "tp_runtime.h", kRuntimeHeader)) ||
+      failed(writeArtifactHeader(loc, outDir, "tp_packed_gemm.h",
+                                 kPackedGemmHeader)) ||
       failed(writeModelAbiHeader(loc, outDir)))
     return failure();
 
@@ -81,6 +84,7 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   args.append(extra.begin(), extra.end());
   return runCachedBuild(loc, args, outDir,
-                        {source, "tp_runtime.h", "tp_model_abi.h"},
+                        {source, "tp_runtime.h", "tp_packed_gemm.h",
+                         "tp_model_abi.h"},
                         libraryPath, options.cacheDir, options.interrupted);
 }

@@ -543,6 +543,7 @@ template <typename To, typename From> TP_HD To fpToInt(From value) {
 
 static constexpr const char *kPrelude = R"(#define TP_CPU_MODEL_LIBRARY
 #include "tp_runtime.h"
+#include "tp_packed_gemm.h"
 
 #include <algorithm>
 #include <cblas.h>

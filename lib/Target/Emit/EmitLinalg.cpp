@@ -2,7 +2,9 @@
 //
 // A generic becomes one of:
 //  - a (batched) GEMM: cblas_sgemm/dgemm, when it is a contraction whose
-//    operands are row-major matrices up to a transpose;
+//    operands are row-major matrices up to a transpose; cblas_?gemv for one
+//    row or column; tp::rt::weightGemm (tp_packed_gemm.h) for a few rows
+//    times a weight, which it packs once per rank;
 //  - a lookup: a sum over a dim in which only the element where an index
 //    equals a loop-invariant key contributes (the one-hot form the importer
 //    gives embedding Gathers), emitted as one guarded iteration;
@@ -12,10 +14,13 @@
 
 #include "CppEmitter.h"
 #include "LinalgMatchers.h"
+#include "tp/Dialect/TP/TPDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
 using namespace mlir;
@@ -231,6 +236,26 @@ bool mlir::tp::emit::isZeroFill(Value init) {
          !matchPattern(fill.getInputs()[0], m_NegZeroFloat());
 }
 
+/// Up to this many rows, a product with a weight packs the weight once per
+/// rank (tp::rt::weightGemm) instead of letting BLAS pack it on every call.
+/// bench/cpu_throughput.py and bench/generation.py show the effect; past
+/// it, OpenBLAS's own packing is amortised over enough rows.
+static constexpr int64_t kPackedWeightMaxRows = 64;
+
+/// A weight argument, or a reshape of one: the same memory on every call.
+static bool isResidentWeight(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(
+            def))
+      return false;
+    value = def->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(value);
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func && arg.getOwner()->isEntryBlock() &&
+         func.getArgAttr(arg.getArgNumber(), tp::TPDialect::kWeightAttrName);
+}
+
 static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
                               const Gemm &gemm) {
   Value out = op.getResult(0);
@@ -284,6 +309,15 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
          << cols << ", " << one << ", " << pointer(matrix, matrixStride) << ", "
          << ld << ", " << pointer(vector, vectorStride) << ", 1, " << beta
          << ", " << pointer(out, gemm.strideOut) << ", 1);\n";
+    return success();
+  }
+  if (!isDouble && !batched && !gemm.transLhs &&
+      gemm.m <= kPackedWeightMaxRows && isResidentWeight(gemm.rhs)) {
+    e.os << "tp::rt::weightGemm(context, " << gemm.m << ", " << gemm.n << ", "
+         << gemm.k << ", " << e.name(gemm.lhs) << ", " << gemm.lda << ", "
+         << e.name(gemm.rhs) << ", " << gemm.ldb << ", "
+         << (gemm.transRhs ? "true" : "false") << ", " << e.name(out) << ", "
+         << gemm.ldc << ", " << (overwrite ? "false" : "true") << ");\n";
     return success();
   }
   e.os << "cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "

@@ -1,7 +1,8 @@
 // RUN: tp-translate --emit-cpp %s | FileCheck %s
 
 // A row-parallel projection after partition: the contraction becomes one
-// BLAS call, the bias add a loop nest, the partial sum an all-reduce over
+// product with the weight packed once (4 rows: emit-cpp-packed-weights.mlir),
+// the bias add a loop nest, the partial sum an all-reduce over
 // the 2-rank grid, and a one-hot lookup a single guarded iteration.
 
 shard.grid @grid(shape = 2)
@@ -27,7 +28,7 @@ func.func @main(%x: tensor<4x8xf32> {tp.input = "x"},
   %zero = arith.constant 0.0 : f32
   %empty = tensor.empty() : tensor<4x16xf32>
   %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<4x16xf32>) -> tensor<4x16xf32>
-  // CHECK: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 4, 16, 8, 1.0f, a0, 8, a1, 16, 0.0f, [[MM:v[0-9]+]], 16);
+  // CHECK: tp::rt::weightGemm(context, 4, 16, 8, a0, 8, a1, 16, false, [[MM:v[0-9]+]], 16, false);
   %mm = linalg.generic {indexing_maps = [#lhs, #rhs, #out],
                         iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%init : tensor<4x16xf32>) {

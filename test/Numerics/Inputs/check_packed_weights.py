@@ -1,0 +1,106 @@
+"""Products with weights packed once per rank (tp::rt::weightGemm,
+tp_packed_gemm.h) against float64 numpy, end to end through tp-compile
+--target cpu and tp-run, on shapes that cross every edge of the kernel:
+rows not a multiple of its 8-row tile (1..7 left over), columns not a
+multiple of its 32-column panel, a depth past its 256-deep block, weights
+stored [K, N] (MatMul) and [N, K] (Gemm transB=1), a bias folded into the
+product's init, and the same weight used by two products (packed once,
+read by both). Each model runs twice in one tp-run (--repeat 2), so the
+second pass reads the panels the first one packed.
+
+Tolerance (stated here, checked below): |got - ref| <= 2e-5 + 2e-5 * |ref|
+with ref in float64; outputs are O(1) (weights scaled by 1/sqrt(K)).
+--cxx-flags adds flags to the build (-mno-avx512f: the cblas_sgemm
+fallback the same calls take without AVX-512).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# (rows, depth, columns): rows = batch x sequence of the input.
+SHAPES = [(1, 5, 70), (3, 37, 70), (10, 37, 33), (13, 300, 64), (64, 260, 97),
+          (15, 520, 31)]
+
+
+def model(batch, seq, k, n, rng):
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    wt = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["y"]),
+        helper.make_node("Reshape", ["x", "flat"], ["x2"]),
+        helper.make_node("Gemm", ["x2", "wt", "bias"], ["z2"], transB=1),
+        helper.make_node("Reshape", ["z2", "back"], ["z"]),
+        # The same weight again, on a transformed input.
+        helper.make_node("Tanh", ["x"], ["tx"]),
+        helper.make_node("MatMul", ["tx", "w"], ["u"]),
+    ]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(wt, "wt"),
+             numpy_helper.from_array(bias, "bias"),
+             numpy_helper.from_array(np.array([batch * seq, k], np.int64), "flat"),
+             numpy_helper.from_array(np.array([batch, seq, n], np.int64), "back")]
+    graph = helper.make_graph(
+        nodes, "packed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, k])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, seq, n])
+         for name in ("y", "z", "u")], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    def reference(x):
+        xd = x.astype(np.float64)
+        return {"y": xd @ w.astype(np.float64),
+                "z": xd @ wt.astype(np.float64).T + bias.astype(np.float64),
+                "u": np.tanh(xd) @ w.astype(np.float64)}
+    return m, reference
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tp-compile", default="tp-compile")
+    ap.add_argument("--tp-run", default="tp-run")
+    ap.add_argument("--cxx-flags", default="")
+    ap.add_argument("--devices", type=int, default=1)
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    failures = 0
+    for rows, k, n in SHAPES:
+        batch = 1 if rows % 2 else 2
+        seq = rows // batch
+        m, reference = model(batch, seq, k, n, rng)
+        x = rng.standard_normal((batch, seq, k)).astype(np.float32)
+        with tempfile.TemporaryDirectory() as work:
+            path = os.path.join(work, "packed.onnx")
+            onnx.save(m, path)
+            np.save(os.path.join(work, "x.npy"), x)
+            artifact = os.path.join(work, "packed.tpa")
+            cmd = [a.tp_compile, path, "--devices", str(a.devices), "--target",
+                   "cpu", "-o", artifact]
+            if a.cxx_flags:
+                cmd.append("--cxx-flags=" + a.cxx_flags)
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            with open(os.path.join(artifact, "model.cpp")) as f:
+                packed_calls = f.read().count("tp::rt::weightGemm(")
+            subprocess.run([a.tp_run, artifact, "--input",
+                            "x=" + os.path.join(work, "x.npy"), "--output-dir",
+                            work, "--repeat", "2", "--quiet"], check=True)
+            worst = 0.0
+            for name, ref in reference(x).items():
+                got = np.load(os.path.join(work, name + ".npy")).astype(np.float64)
+                excess = np.abs(got - ref) - (2e-5 + 2e-5 * np.abs(ref))
+                worst = max(worst, float(np.abs(got - ref).max()))
+                failures += bool((excess > 0).any())
+        print(f"rows {rows} depth {k} columns {n}: {packed_calls} packed "
+              f"products, max abs diff {worst:.2e}")
+    print("FAIL" if failures else "PASS")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
