@@ -146,6 +146,10 @@ static LogicalResult checkOptions(MLIRContext &context,
   if (options.devices < 1 || options.stages < 1 || options.microbatches < 1)
     return emitError(loc)
            << "--devices, --pp and --microbatches must be at least 1";
+  if (!options.dtype.empty() && options.dtype != "bf16" &&
+      options.dtype != "f16" && options.dtype != "f32")
+    return emitError(loc) << "unknown --dtype '" << options.dtype
+                          << "'; expected bf16, f16 or f32";
   if (options.strategy != "auto" && options.strategy != "config")
     return emitError(loc) << "unknown --strategy '" << options.strategy
                           << "'; expected auto or config";
@@ -380,6 +384,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.microbatches = options.microbatches;
   parallelize.strategy = options.strategy;
   parallelize.config = options.config;
+  parallelize.dtype = options.dtype;
   // Generation picks the next token from each rank's block of the logits
   // (Session::generate): the decode step does not gather them.
   if (options.maxSeq > 0)

@@ -21,6 +21,7 @@
 #include "tp/Runtime/Communicators.h"
 
 #include "Messages.h"
+#include "Reduce.h"
 
 #include <mpi.h>
 
@@ -80,7 +81,9 @@ private:
   std::vector<int32_t> membersOf(Group group, const char *site) const;
   void checkPeer(int32_t peer, const char *site) const;
   MPI_Datatype datatype(DType type, const char *site) const;
-  MPI_Op reduction(Reduction op) const;
+  /// MPI's own op, or for f16 and bf16 (which MPI cannot add) a user op
+  /// that combines them in f32, made on first use.
+  MPI_Op reduction(Reduction op, DType type);
   std::string timedOut(const std::string &waitingFor) const;
 
   /// The communicator of the group with `members`, made on first use.
@@ -103,6 +106,7 @@ private:
   MPI_Comm control = MPI_COMM_NULL;
   int tagLimit = 32767;
   std::map<std::vector<int32_t>, MPI_Comm> groups;
+  std::map<std::pair<DType, Reduction>, MPI_Op> halfOps;
   std::deque<PendingSend> pendingSends;
   /// Set after a timeout: operations may still be in flight, so the
   /// destructor leaves MPI objects alone.
@@ -150,6 +154,8 @@ MpiRankContext::~MpiRankContext() {
   for (auto &entry : groups)
     MPI_Comm_free(&entry.second);
   MPI_Comm_free(&control);
+  for (auto &entry : halfOps)
+    MPI_Op_free(&entry.second);
   MPI_Comm_free(&data);
 }
 
@@ -211,15 +217,45 @@ MPI_Datatype MpiRankContext::datatype(DType type, const char *site) const {
     return MPI_INT8_T;
   case DType::U8:
     return MPI_UINT8_T;
-  case DType::Bool:
   case DType::F16:
   case DType::BF16:
+    return MPI_UINT16_T; // combined by a user op (reduction())
+  case DType::Bool:
     break;
   }
   fail(site, std::string("cannot reduce ") + dtypeName(type) + " values");
 }
 
-MPI_Op MpiRankContext::reduction(Reduction op) const {
+namespace {
+template <DType Type, Reduction Op>
+void combineHalves(void *in, void *inout, int *count, MPI_Datatype *) {
+  detail::reduceInto(Type, Op, inout, in, *count);
+}
+
+template <DType Type> MPI_User_function *halfFunction(Reduction op) {
+  switch (op) {
+  case Reduction::Sum:
+    return combineHalves<Type, Reduction::Sum>;
+  case Reduction::Product:
+    return combineHalves<Type, Reduction::Product>;
+  case Reduction::Max:
+    return combineHalves<Type, Reduction::Max>;
+  case Reduction::Min:
+    return combineHalves<Type, Reduction::Min>;
+  }
+  return combineHalves<Type, Reduction::Sum>;
+}
+} // namespace
+
+MPI_Op MpiRankContext::reduction(Reduction op, DType type) {
+  if (type == DType::F16 || type == DType::BF16) {
+    auto [it, inserted] = halfOps.try_emplace({type, op}, MPI_OP_NULL);
+    if (inserted)
+      MPI_Op_create(type == DType::F16 ? halfFunction<DType::F16>(op)
+                                       : halfFunction<DType::BF16>(op),
+                    /*commute=*/1, &it->second);
+    return it->second;
+  }
   switch (op) {
   case Reduction::Sum:
     return MPI_SUM;
@@ -382,7 +418,7 @@ void MpiRankContext::allReduce(Group group, void *buffer, int64_t count,
     int length = static_cast<int>(std::min(piece, count - done));
     MPI_Request request;
     check(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * dtypeBytes(type), length,
-                         mpiType, reduction(op), comm, &request),
+                         mpiType, reduction(op, type), comm, &request),
           site, "MPI_Iallreduce");
     waitGroup(request, members, site);
   }
@@ -462,8 +498,8 @@ void MpiRankContext::reduceScatter(Group group, const void *in, void *out,
     source = reordered.data();
   }
   MPI_Request request;
-  check(MPI_Ireduce_scatter_block(source, out, block, mpiType, reduction(op),
-                                  comm, &request),
+  check(MPI_Ireduce_scatter_block(source, out, block, mpiType,
+                                  reduction(op, type), comm, &request),
         site, "MPI_Ireduce_scatter_block");
   waitGroup(request, members, site);
 }

@@ -8,6 +8,8 @@
 
 #include "Reduce.h"
 
+#include "tp/Runtime/HalfFloat.h"
+
 #include <cstring>
 #include <type_traits>
 
@@ -66,11 +68,42 @@ void reduceTyped(Reduction op, char *accumulator, const char *operand,
   }
 }
 
+/// f16 and bf16: each pair is combined in f32 and rounded back, as NCCL
+/// reduces them.
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float),
+          typename Combine>
+void combineHalf(char *accumulator, const char *operand, int64_t count,
+                 Combine combine) {
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t a, b;
+    std::memcpy(&a, accumulator + 2 * i, 2);
+    std::memcpy(&b, operand + 2 * i, 2);
+    uint16_t result = FromFloat(combine(ToFloat(a), ToFloat(b)));
+    std::memcpy(accumulator + 2 * i, &result, 2);
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void reduceHalf(Reduction op, char *accumulator, const char *operand,
+                int64_t count) {
+  auto run = [&](auto combine) {
+    combineHalf<ToFloat, FromFloat>(accumulator, operand, count, combine);
+  };
+  switch (op) {
+  case Reduction::Sum:
+    return run([](float a, float b) { return a + b; });
+  case Reduction::Product:
+    return run([](float a, float b) { return a * b; });
+  case Reduction::Max:
+    return run([](float a, float b) { return a < b ? b : a; });
+  case Reduction::Min:
+    return run([](float a, float b) { return b < a ? b : a; });
+  }
+}
+
 } // namespace
 
-bool tp::rt::detail::canReduce(DType type) {
-  return type != DType::Bool && type != DType::F16 && type != DType::BF16;
-}
+bool tp::rt::detail::canReduce(DType type) { return type != DType::Bool; }
 
 void tp::rt::detail::reduceInto(DType type, Reduction op, void *accumulator,
                                 const void *operand, int64_t count) {
@@ -91,10 +124,12 @@ void tp::rt::detail::reduceInto(DType type, Reduction op, void *accumulator,
     return reduceTyped<int8_t>(op, a, b, count);
   case DType::U8:
     return reduceTyped<uint8_t>(op, a, b, count);
-  case DType::Bool:
   case DType::F16:
+    return reduceHalf<f16ToFloat, floatToF16>(op, a, b, count);
   case DType::BF16:
+    return reduceHalf<bf16ToFloat, floatToBF16>(op, a, b, count);
+  case DType::Bool:
     break;
   }
-  throw Error("cannot reduce bool, f16 or bf16 values");
+  throw Error("cannot reduce bool values");
 }

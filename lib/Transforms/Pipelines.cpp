@@ -95,6 +95,12 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
                        options.splitOutputs.end());
     pm.addNestedPass<func::FuncOp>(createSplitOutputs(split));
   }
+  // Mixed precision last: the planning passes match the model's own ops.
+  if (!options.dtype.empty() && options.dtype != "f32") {
+    ConvertDTypeOptions convert;
+    convert.dtype = options.dtype;
+    pm.addPass(createConvertDType(convert));
+  }
 }
 
 void mlir::tp::registerTPPipelines() {

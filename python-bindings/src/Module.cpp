@@ -251,6 +251,7 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("padding", &mlir::tp::CompileOptions::padding)
       .def_rw("target", &mlir::tp::CompileOptions::target)
       .def_rw("cuda_arch", &mlir::tp::CompileOptions::cudaArch)
+      .def_rw("dtype", &mlir::tp::CompileOptions::dtype)
       .def_rw("cxx_flags", &mlir::tp::CompileOptions::cxxFlags)
       .def_rw("build_cache", &mlir::tp::CompileOptions::buildCache)
       .def_rw("explain_json", &mlir::tp::CompileOptions::explainJson)

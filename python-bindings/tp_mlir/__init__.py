@@ -59,7 +59,8 @@ def _shape_text(dims):
 def _run_compile(model, devices, output, *, target, pipeline_stages,
                  microbatches, sequence_parallel, strategy, config,
                  input_shapes, padding, cxx_flags="", explain_json="",
-                 max_seq=None, max_batch=1, progress=None, build_cache=None):
+                 max_seq=None, max_batch=1, progress=None, build_cache=None,
+                 dtype=None):
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
         options = _tp_mlir.CompileOptions()
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -78,6 +79,7 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
         options.padding = bool(padding)
         options.target = target
         options.cxx_flags = cxx_flags
+        options.dtype = dtype or ""
         if build_cache is None:
             build_cache = os.environ.get("TP_BUILD_CACHE", "")
         options.build_cache = os.fspath(build_cache)
@@ -104,7 +106,7 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
             microbatches=1, sequence_parallel=False, strategy="auto",
             config=None, input_shapes=None, padding=True, output=None,
             cxx_flags="", max_seq=None, max_batch=1, progress=None,
-            build_cache=None):
+            build_cache=None, dtype=None):
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
 
@@ -125,6 +127,9 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
     build_cache: a folder where built libraries are kept and reused when
     the generated code, compiler and flags are the same (tp-compile
     --build-cache); by default $TP_BUILD_CACHE, and none if that is unset.
+    dtype: "bf16" or "f16" stores an f32 model's weights and activations
+    in that type, computing and accumulating in f32 (tp-compile --dtype);
+    None keeps the model's own types.
     """
     if output is None:
         output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"), "model.tpa")
@@ -133,7 +138,7 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
                  sequence_parallel=sequence_parallel, strategy=strategy,
                  config=config, input_shapes=input_shapes, padding=padding,
                  cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch,
-                 progress=progress, build_cache=build_cache)
+                 progress=progress, build_cache=build_cache, dtype=dtype)
     return Artifact(output)
 
 

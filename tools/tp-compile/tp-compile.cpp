@@ -81,6 +81,12 @@ static cl::opt<std::string>
                     "with nvcc), or none (plan and weight shards only)"),
            cl::cat(category));
 static cl::opt<std::string>
+    dtype("dtype",
+          cl::desc("Store an f32 model's weights and activations as bf16 or "
+                   "f16, computing and accumulating in f32 (default: the "
+                   "model's own types)"),
+          cl::value_desc("bf16|f16|f32"), cl::cat(category));
+static cl::opt<std::string>
     cudaArch("cuda-arch", cl::init("sm_90"),
              cl::desc("GPU architecture for --target cuda (nvcc -arch)"),
              cl::cat(category));
@@ -123,6 +129,7 @@ int main(int argc, char **argv) {
   options.explain = explain;
   options.target = target;
   options.cudaArch = cudaArch;
+  options.dtype = dtype;
   options.cxxFlags = cxxFlags;
   options.chunkBytes = chunkBytes;
   options.buildCache = buildCache;

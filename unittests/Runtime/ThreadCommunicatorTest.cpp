@@ -6,10 +6,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "tp/Runtime/Communicators.h"
+#include "tp/Runtime/HalfFloat.h"
 
 #include "gtest/gtest.h"
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <thread>
@@ -336,6 +338,44 @@ TEST(ThreadCommunicator, Abort) {
               std::string::npos)
         << error.what();
   }
+}
+
+// f16 and bf16 buffers (tp-compile --dtype) are reduced in f32 and rounded
+// back. The values are multiples of 1/4 below 64, so every partial sum is
+// exact in both types and the result does not depend on the order.
+TEST_P(Collectives, AllReduceHalves) {
+  int32_t ranks = GetParam();
+  constexpr int64_t count = 37;
+  for (DType type : {DType::F16, DType::BF16}) {
+    auto toBits = type == DType::F16 ? floatToF16 : floatToBF16;
+    auto fromBits = type == DType::F16 ? f16ToFloat : bf16ToFloat;
+    std::vector<std::vector<uint16_t>> results(ranks);
+    expectNoErrors(runRanks(ranks, 5000ms, [&](RankContext &context) {
+      std::vector<uint16_t> &data = results[context.rank()];
+      for (int64_t i = 0; i < count; ++i)
+        data.push_back(toBits(0.25f * i + context.rank()));
+      context.allReduce({ranks, 1}, data.data(), count, type,
+                        Reduction::Sum, "all_reduce at test:1");
+    }));
+    for (int32_t rank = 0; rank < ranks; ++rank)
+      for (int64_t i = 0; i < count; ++i)
+        EXPECT_EQ(fromBits(results[rank][i]),
+                  0.25f * i * ranks + ranks * (ranks - 1) / 2)
+            << "rank " << rank << " element " << i;
+  }
+}
+
+TEST(HalfFloat, RoundsToNearestEven) {
+  // Halfway between 1 and the next value rounds to the even one (1); just
+  // above halfway rounds up.
+  EXPECT_EQ(bf16ToFloat(floatToBF16(1.0f + 0x1p-8f)), 1.0f);
+  EXPECT_EQ(bf16ToFloat(floatToBF16(1.0f + 0x1p-8f + 0x1p-20f)),
+            1.0f + 0x1p-7f);
+  EXPECT_EQ(bf16ToFloat(floatToBF16(1.0f + 3 * 0x1p-8f)), 1.0f + 0x1p-6f);
+  EXPECT_EQ(f16ToFloat(floatToF16(1.0f + 0x1p-11f)), 1.0f);
+  EXPECT_EQ(f16ToFloat(floatToF16(1.0f + 3 * 0x1p-11f)), 1.0f + 0x1p-9f);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBF16(std::nanf("")))));
+  EXPECT_EQ(f16ToFloat(floatToF16(1e6f)), INFINITY);
 }
 
 TEST(ThreadCommunicator, BoolCannotBeReduced) {

@@ -59,6 +59,7 @@ def main():
     parser.add_argument("--input-shape", action="append", default=[])
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--dtype", help="tp-compile --dtype (bf16, f16)")
     parser.add_argument("--tp-compile", default="tp-compile")
     parser.add_argument("--tp-run", default="tp-run")
     args = parser.parse_args()
@@ -76,6 +77,8 @@ def main():
                    "--microbatches", str(config["mb"])]
             if config["sp"]:
                 cmd.append("--sequence-parallel")
+            if args.dtype:
+                cmd += ["--dtype", args.dtype]
             for shape in args.input_shape:
                 cmd += ["--input-shape", shape]
             subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)

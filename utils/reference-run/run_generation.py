@@ -66,7 +66,8 @@ def run_one(args, name, entry, text, work):
          str(config["tp"]), "--pp",
          str(config["pp"]), "-o", artifact] +
         ([] if config["prefill"] is None else
-         ["--prefill-len", str(config["prefill"])]),
+         ["--prefill-len", str(config["prefill"])]) +
+        (["--dtype", args.dtype] if args.dtype else []),
         capture_output=True, text=True)
     head = f"{name} {text}:"
     if compiled.returncode != 0:
@@ -102,6 +103,7 @@ def main():
     parser.add_argument("--config", action="append")
     parser.add_argument("--max-seq", type=int, default=24)
     parser.add_argument("--dir", default=DEFAULT_DIR)
+    parser.add_argument("--dtype", help="tp-compile --dtype (bf16, f16)")
     parser.add_argument("--tp-compile", default="tp-compile")
     parser.add_argument("--tp-run", default="tp-run")
     args = parser.parse_args()

@@ -44,6 +44,9 @@ struct CompileOptions {
   std::string explainJson;
   /// False: plan and explain only, write no artifact (`output` unused).
   bool writeArtifact = true;
+  /// --dtype: bf16 or f16 stores an f32 model's weights and activations
+  /// narrowed (tp-convert-dtype); empty or f32 keeps the model's types.
+  std::string dtype;
   std::string target = "none";
   std::string cudaArch = "sm_90";
   std::string cxxFlags;

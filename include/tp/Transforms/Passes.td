@@ -329,6 +329,43 @@ def SplitFusedWeights : Pass<"tp-split-fused-weights", "::mlir::func::FuncOp"> {
   }];
 }
 
+def ConvertDType : Pass<"tp-convert-dtype", "::mlir::ModuleOp"> {
+  let summary = "Hold f32 weights and activations in bf16 or f16, "
+                "computing and accumulating in f32";
+  let description = [{
+    Mixed precision as inference engines run it (`tp-compile --dtype`):
+    - every f32 `tp.weight` argument becomes `dtype` (the artifact writer
+      converts the initializer's values, rounding to nearest even, while it
+      streams them into the rank files);
+    - the result of every elementwise `linalg.generic` is stored in `dtype`,
+      and each contraction's f32 result is rounded to `dtype` once, after
+      the whole sum: activations, and the collectives that carry them, move
+      half the bytes;
+    - a value is rounded to nearest even when it is stored; a finite value
+      past `dtype`'s range saturates to its largest finite value instead
+      of becoming an infinity (an export's f32 attention mask, -3.4e38,
+      must stay finite), while infinities and NaN stay as they are;
+    - arithmetic stays in f32: a `linalg.generic` extends each `dtype`
+      operand when it reads it (`arith.extf` in its body), so a product
+      accumulates in f32 and so do the statistics of norms and softmax
+      (reductions keep their f32 accumulator and result).
+    The function boundary does not change: model inputs, outputs, KV caches
+    and the tensors that pass between pipeline stages stay f32 (converted
+    where they meet the program), so inputs, references and the runtime's
+    bindings are the same as without the pass. Any other op that reads a
+    `dtype` value it cannot take gets it extended back to f32. `dtype=f32`
+    leaves the module unchanged. Run after `tp-parallelize`.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "Storage type of f32 weights and activations: bf16, f16 or f32">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def SplitConvolutions : Pass<"tp-split-convolutions", "::mlir::func::FuncOp"> {
   let summary = "Split convolutions on their output channels";
   let description = [{

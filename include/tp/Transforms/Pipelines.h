@@ -48,6 +48,12 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
       *this, "microbatches",
       llvm::cl::desc("Micro-batches per step for the 1F1B schedule"),
       llvm::cl::init(1)};
+  PassOptions::Option<std::string> dtype{
+      *this, "dtype",
+      llvm::cl::desc("Store f32 weights and activations as bf16 or f16, "
+                     "computing in f32 (tp-convert-dtype; empty or f32: "
+                     "the model's own types)"),
+      llvm::cl::init("")};
   PassOptions::ListOption<std::string> splitOutputs{
       *this, "split-outputs",
       llvm::cl::desc("Model outputs that each rank returns its block of "

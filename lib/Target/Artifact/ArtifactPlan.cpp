@@ -74,7 +74,12 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
     weight.initializer = init;
     weight.globalShape.assign(init->dims().begin(), init->dims().end());
     weight.kind = getElementKind(init->data_type());
-    if (weight.kind.safetensorsName != getDTypeName(type.getElementType()))
+    // tp-convert-dtype narrows f32 weights; the writer converts them.
+    std::string stored = getDTypeName(type.getElementType());
+    if (weight.kind.safetensorsName == "F32" &&
+        (stored == "BF16" || stored == "F16"))
+      weight.kind = {stored == "BF16" ? "BF16" : "F16", 2};
+    if (weight.kind.safetensorsName != stored)
       return func.emitError("weight '")
              << name << "' is " << type.getElementType()
              << " in the module but ONNX data type " << init->data_type()

@@ -221,7 +221,8 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
   std::vector<char> chunk(chunkBytes);
   for (const WeightPlan &weight : plan.weights) {
     FailureOr<std::unique_ptr<InitializerSource>> source =
-        InitializerSource::open(*weight.initializer, modelDir, loc);
+        InitializerSource::open(*weight.initializer, modelDir, loc,
+                                weight.kind);
     if (failed(source))
       return failure();
     // One read per range: the uses that hold all of the initializer, then

@@ -11,6 +11,8 @@
 
 #include "../ONNX/ModelLoader.h"
 
+#include "tp/Runtime/HalfFloat.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
@@ -58,21 +60,31 @@ ElementKind mlir::tp::artifact::getElementKind(int32_t type) {
 
 FailureOr<std::unique_ptr<InitializerSource>>
 InitializerSource::open(const onnx::TensorProto &tensor, StringRef modelDir,
-                        Location loc) {
+                        Location loc, ElementKind stored) {
   std::unique_ptr<InitializerSource> source(new InitializerSource(tensor));
   source->kind = getElementKind(tensor.data_type());
   if (!source->kind.bytes)
     return emitError(loc) << "initializer '" << tensor.name()
                           << "' has ONNX data type " << tensor.data_type()
                           << ", which a safetensors file cannot hold";
+  if (stored.bytes && stored.safetensorsName != source->kind.safetensorsName) {
+    if (source->kind.safetensorsName != "F32" ||
+        (stored.safetensorsName != "F16" && stored.safetensorsName != "BF16"))
+      return emitError(loc) << "initializer '" << tensor.name() << "' is "
+                            << source->kind.safetensorsName
+                            << " and cannot be stored as "
+                            << stored.safetensorsName;
+    source->narrowTo = stored;
+  }
   uint64_t elements = 1;
   for (int64_t dim : tensor.dims())
     elements *= static_cast<uint64_t>(dim);
-  source->numBytes = elements * source->kind.bytes;
+  uint64_t sourceBytes = elements * source->kind.bytes;
+  source->numBytes = elements * source->elementBytes();
 
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
     FailureOr<onnx_import::ExternalLocation> ext =
-        onnx_import::checkExternalData(tensor, modelDir, source->numBytes, loc);
+        onnx_import::checkExternalData(tensor, modelDir, sourceBytes, loc);
     if (failed(ext))
       return failure();
     SmallString<256> path(modelDir);
@@ -86,11 +98,11 @@ InitializerSource::open(const onnx::TensorProto &tensor, StringRef modelDir,
              << tensor.name() << "': " << std::strerror(errno);
     return source;
   }
-  if (tensor.has_raw_data() && tensor.raw_data().size() != source->numBytes)
+  if (tensor.has_raw_data() && tensor.raw_data().size() != sourceBytes)
     return emitError(loc) << "initializer '" << tensor.name() << "' holds "
                           << tensor.raw_data().size()
                           << " bytes of raw data, but its shape needs "
-                          << source->numBytes;
+                          << sourceBytes;
   return source;
 }
 
@@ -101,6 +113,30 @@ InitializerSource::~InitializerSource() {
 
 bool InitializerSource::read(uint64_t offset, uint64_t length, char *dst,
                              std::string &error) {
+  if (!narrowTo.bytes)
+    return readSource(offset, length, dst, error);
+  // f32 to f16 or bf16, a block of floats at a time.
+  constexpr uint64_t kBlock = 16384;
+  float values[kBlock];
+  bool bf16 = narrowTo.safetensorsName == "BF16";
+  for (uint64_t first = offset / 2, end = (offset + length) / 2; first < end;
+       first += kBlock) {
+    uint64_t count = std::min(kBlock, end - first);
+    if (!readSource(first * 4, count * 4, reinterpret_cast<char *>(values),
+                    error))
+      return false;
+    for (uint64_t i = 0; i < count; ++i) {
+      uint16_t bits = bf16 ? ::tp::rt::floatToBF16(values[i])
+                           : ::tp::rt::floatToF16(values[i]);
+      std::memcpy(dst, &bits, 2);
+      dst += 2;
+    }
+  }
+  return true;
+}
+
+bool InitializerSource::readSource(uint64_t offset, uint64_t length,
+                                   char *dst, std::string &error) {
   if (fd >= 0) {
     while (length) {
       ssize_t got = ::pread(fd, dst, length, externalOffset + offset);

@@ -30,13 +30,18 @@ ElementKind getElementKind(int32_t onnxDataType);
 class InitializerSource {
 public:
   /// Prepares to read `tensor`; external data is checked (inside
-  /// `modelDir`, long enough) and opened. Diagnostics go to `loc`.
+  /// `modelDir`, long enough) and opened. Diagnostics go to `loc`. With
+  /// `stored` F16 or BF16 for an f32 tensor, reads give its values in that
+  /// type, rounded to nearest even (tp-compile --dtype).
   static FailureOr<std::unique_ptr<InitializerSource>>
-  open(const onnx::TensorProto &tensor, StringRef modelDir, Location loc);
+  open(const onnx::TensorProto &tensor, StringRef modelDir, Location loc,
+       ElementKind stored = {});
   ~InitializerSource();
 
   uint64_t size() const { return numBytes; }
-  unsigned elementBytes() const { return kind.bytes; }
+  unsigned elementBytes() const {
+    return narrowTo.bytes ? narrowTo.bytes : kind.bytes;
+  }
 
   /// Copies bytes [offset, offset + length) of the tensor into `dst`. Both
   /// are multiples of the element size. Returns false (with `error` set) on
@@ -45,11 +50,15 @@ public:
 
 private:
   InitializerSource(const onnx::TensorProto &tensor) : tensor(tensor) {}
+  /// read() in the initializer's own type.
+  bool readSource(uint64_t offset, uint64_t length, char *dst,
+                  std::string &error);
   void readTypedFields(uint64_t firstElement, uint64_t count, char *dst);
 
   const onnx::TensorProto &tensor;
-  ElementKind kind;
-  uint64_t numBytes = 0;
+  ElementKind kind;     // as stored in the initializer
+  ElementKind narrowTo; // what read() gives, when it converts
+  uint64_t numBytes = 0; // of what read() gives
   std::string externalPath;
   uint64_t externalOffset = 0;
   int fd = -1;

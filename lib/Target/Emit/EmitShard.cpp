@@ -52,6 +52,10 @@ static FailureOr<std::string> dtypeLiteral(Operation *op, Type type) {
     name = "F32";
   else if (type.isF64())
     name = "F64";
+  else if (type.isF16())
+    name = "F16";
+  else if (type.isBF16())
+    name = "BF16";
   else if (type.isInteger(64) || type.isIndex())
     name = "I64";
   else if (type.isInteger(32))

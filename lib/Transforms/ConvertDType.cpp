@@ -1,0 +1,292 @@
+//===- ConvertDType.cpp - tp-convert-dtype --------------------------------===//
+//
+// Mixed precision: f32 weights and activations are stored in bf16 or f16,
+// arithmetic and accumulation stay in f32. The pass walks each function
+// once, in order; a value's type says how it is stored, and each op that
+// reads a narrowed value either takes it as it is (a linalg.generic, which
+// extends it in its body; a reshape, slice or collective, which only moves
+// it) or is given an f32 copy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_CONVERTDTYPE
+#include "tp/Transforms/Passes.h.inc"
+} // namespace mlir::tp
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+bool isF32Tensor(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && type.getElementType().isF32();
+}
+
+/// Ops that only move elements: they take a narrowed operand as it is, and
+/// their result is narrowed with it.
+bool movesElements(Operation *op) {
+  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+             tensor::ExtractSliceOp, tensor::CastOp, shard::AllReduceOp,
+             shard::AllGatherOp, shard::AllSliceOp, shard::ReduceScatterOp,
+             shard::AllToAllOp, shard::BroadcastOp>(op);
+}
+
+bool hasReduction(linalg::GenericOp op) {
+  return llvm::any_of(op.getIteratorTypesArray(), [](utils::IteratorType t) {
+    return t == utils::IteratorType::reduction;
+  });
+}
+
+class Converter {
+public:
+  explicit Converter(FloatType narrow) : narrow(narrow) {}
+
+  void run(func::FuncOp func);
+
+private:
+  Type narrowed(Type type) const {
+    auto tensor = cast<RankedTensorType>(type);
+    return tensor.clone(narrow);
+  }
+  bool isNarrow(Value value) const {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    return type && type.getElementType() == narrow;
+  }
+  /// `value` (f32) rounded to the narrow type, finite values saturating.
+  Value round(OpBuilder &b, Location loc, Value value);
+  /// An elementwise generic that converts `value` to `element`.
+  Value convert(OpBuilder &b, Location loc, Value value, Type element);
+  void convertGeneric(linalg::GenericOp op);
+  void widenOperands(Operation *op);
+  /// Whether some reader of `value` accumulates into it (a reduction's
+  /// init): such a value stays f32.
+  static bool initsReduction(Value value);
+
+  FloatType narrow;
+};
+
+/// Rounds to nearest even. A finite value beyond the narrow type's range
+/// becomes its largest finite value (PTX's cvt.satfinite) instead of an
+/// infinity: exports mask attention by adding f32's lowest value, -3.4e38,
+/// which is past bf16's range and far past f16's, and must stay finite
+/// for a row that is all padding not to become NaN. Infinities and NaN
+/// stay as they are.
+Value Converter::round(OpBuilder &b, Location loc, Value value) {
+  Type f32 = b.getF32Type();
+  APFloat largest = APFloat::getLargest(narrow.getFloatSemantics());
+  bool lost = false;
+  largest.convert(APFloat::IEEEsingle(), APFloat::rmTowardZero, &lost);
+  auto constant = [&](APFloat v) {
+    return arith::ConstantOp::create(b, loc, f32, b.getFloatAttr(f32, v));
+  };
+  Value high = constant(largest), low = constant(-largest);
+  Value infinity = constant(APFloat::getInf(APFloat::IEEEsingle()));
+  Value clamped = arith::MinimumFOp::create(
+      b, loc, arith::MaximumFOp::create(b, loc, value, low), high);
+  Value isInfinite =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                            math::AbsFOp::create(b, loc, value), infinity);
+  Value kept = arith::SelectOp::create(b, loc, isInfinite, value, clamped);
+  return arith::TruncFOp::create(b, loc, narrow, kept);
+}
+
+Value Converter::convert(OpBuilder &b, Location loc, Value value,
+                         Type element) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, value);
+  Value init = tensor::EmptyOp::create(b, loc, sizes, element);
+  AffineMap identity = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ValueRange{value}, ValueRange{init},
+      ArrayRef<AffineMap>{identity, identity}, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        Value result;
+        if (element.getIntOrFloatBitWidth() >
+            type.getElementType().getIntOrFloatBitWidth())
+          result = arith::ExtFOp::create(nested, nestedLoc, element, args[0]);
+        else
+          result = round(nested, nestedLoc, args[0]);
+        linalg::YieldOp::create(nested, nestedLoc, result);
+      });
+  return generic.getResult(0);
+}
+
+bool Converter::initsReduction(Value value) {
+  for (OpOperand &use : value.getUses()) {
+    auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+    if (generic && generic.isDpsInit(&use) && hasReduction(generic))
+      return true;
+  }
+  return false;
+}
+
+void Converter::widenOperands(Operation *op) {
+  OpBuilder b(op);
+  Type f32 = b.getF32Type();
+  for (OpOperand &operand : op->getOpOperands())
+    if (isNarrow(operand.get()))
+      operand.set(convert(b, op->getLoc(), operand.get(), f32));
+}
+
+void Converter::convertGeneric(linalg::GenericOp op) {
+  bool reduction = hasReduction(op);
+  // Decided on the body as the import wrote it, before it reads extensions.
+  bool contraction = reduction && linalg::isaContractionOpInterface(op);
+  Block &body = op.getRegion().front();
+  OpBuilder b(op.getContext());
+  b.setInsertionPointToStart(&body);
+  Type f32 = b.getF32Type();
+
+  // Narrowed inputs (and a reduction's narrowed init, widened below) are
+  // read through an extension at the top of the body.
+  auto extendArgument = [&](BlockArgument arg) {
+    arg.setType(narrow);
+    if (arg.use_empty())
+      return;
+    auto ext = arith::ExtFOp::create(b, op.getLoc(), f32, arg);
+    arg.replaceAllUsesExcept(ext, ext);
+  };
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (isNarrow(input->get()) &&
+        op.getMatchingBlockArgument(input).getType().isF32())
+      extendArgument(op.getMatchingBlockArgument(input));
+
+  // Reductions accumulate in f32: an init that arrives narrowed is widened.
+  if (reduction) {
+    OpBuilder before(op);
+    for (OpOperand &init : op.getDpsInitsMutable())
+      if (isNarrow(init.get()))
+        init.set(convert(before, op.getLoc(), init.get(), f32));
+  } else {
+    // Elementwise results are stored narrowed, unless a reduction
+    // accumulates into them.
+    auto yield = cast<linalg::YieldOp>(body.getTerminator());
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      OpResult result = op.getTiedOpResult(&init);
+      if (!isF32Tensor(result) || initsReduction(result))
+        continue;
+      if (auto empty = init.get().getDefiningOp<tensor::EmptyOp>()) {
+        // A fresh empty: the init may be shared (CSE) with other ops.
+        OpBuilder before(op);
+        init.set(tensor::EmptyOp::create(before, empty.getLoc(),
+                                         empty.getMixedSizes(), narrow));
+        if (empty.use_empty()) // visited already: it dominates `op`
+          empty.erase();
+      } else if (!isNarrow(init.get())) {
+        continue;
+      }
+      BlockArgument arg = op.getMatchingBlockArgument(&init);
+      if (arg.getType().isF32())
+        extendArgument(arg);
+      OpOperand &yielded = yield->getOpOperand(result.getResultNumber());
+      OpBuilder atYield(yield);
+      yielded.set(round(atYield, op.getLoc(), yielded.get()));
+      result.setType(narrowed(result.getType()));
+    }
+  }
+  // A contraction's sum is rounded once, after the last term.
+  if (contraction && isF32Tensor(op.getResult(0)) &&
+      !initsReduction(op.getResult(0))) {
+    OpBuilder after(op.getContext());
+    after.setInsertionPointAfter(op);
+    Value rounded = convert(after, op.getLoc(), op.getResult(0), narrow);
+    op.getResult(0).replaceAllUsesExcept(rounded,
+                                         rounded.getDefiningOp());
+  }
+}
+
+void Converter::run(func::FuncOp func) {
+  if (func.isExternal())
+    return;
+  // Weights are stored narrowed; every other argument keeps its type.
+  Block &entry = func.getBody().front();
+  SmallVector<Type> argTypes(func.getArgumentTypes());
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    if (!func.getArgAttr(i, TPDialect::kWeightAttrName) ||
+        !isF32Tensor(entry.getArgument(i)))
+      continue;
+    argTypes[i] = narrowed(argTypes[i]);
+    entry.getArgument(i).setType(argTypes[i]);
+  }
+  func.setType(FunctionType::get(func.getContext(), argTypes,
+                                 func.getResultTypes()));
+
+  // Ops in order, nested ones included (an embedding's tensor.extract sits
+  // in a generic's body); ops the conversion creates are already right.
+  SmallVector<Operation *> ops;
+  func.getBody().walk<WalkOrder::PreOrder>(
+      [&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : ops) {
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      convertGeneric(generic);
+      continue;
+    }
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+      if (!isNarrow(extract.getTensor()))
+        continue;
+      extract.getResult().setType(narrow);
+      OpBuilder after(op->getContext());
+      after.setInsertionPointAfter(op);
+      auto ext = arith::ExtFOp::create(after, op->getLoc(),
+                                       after.getF32Type(), extract.getResult());
+      extract.getResult().replaceAllUsesExcept(ext, ext);
+      continue;
+    }
+    if (llvm::none_of(op->getOperands(),
+                      [&](Value v) { return isNarrow(v); }))
+      continue;
+    bool allNarrow = llvm::all_of(op->getOperands(), [&](Value v) {
+      return !isF32Tensor(v) || isNarrow(v);
+    });
+    if (movesElements(op) && allNarrow) {
+      for (OpResult result : op->getResults())
+        if (isF32Tensor(result))
+          result.setType(narrowed(result.getType()));
+      continue;
+    }
+    // Returns, caches, sends and anything else read f32, as before.
+    widenOperands(op);
+  }
+}
+
+struct ConvertDType : tp::impl::ConvertDTypeBase<ConvertDType> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    FloatType narrow;
+    if (dtype == "bf16")
+      narrow = BFloat16Type::get(context);
+    else if (dtype == "f16")
+      narrow = Float16Type::get(context);
+    else if (dtype == "f32")
+      return;
+    else {
+      getOperation().emitError("tp-convert-dtype: dtype must be bf16, f16 "
+                               "or f32, not '")
+          << dtype << "'";
+      return signalPassFailure();
+    }
+    Converter converter(narrow);
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      converter.run(func);
+  }
+};
+
+} // namespace

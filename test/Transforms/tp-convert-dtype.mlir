@@ -1,0 +1,114 @@
+// RUN: tp-opt %s -split-input-file --tp-convert-dtype=dtype=bf16 | FileCheck %s
+// RUN: tp-opt %s -split-input-file --tp-convert-dtype=dtype=f16 | FileCheck %s --check-prefix=F16
+// RUN: tp-opt %s -split-input-file --tp-convert-dtype=dtype=f32 | FileCheck %s --check-prefix=F32
+// RUN: not tp-opt %s -split-input-file --tp-convert-dtype=dtype=fp8 2>&1 | FileCheck %s --check-prefix=BAD
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#lhs = affine_map<(d0, d1, d2) -> (d0, d2)>
+#rhs = affine_map<(d0, d1, d2) -> (d2, d1)>
+#out = affine_map<(d0, d1, d2) -> (d0, d1)>
+shard.grid @grid(shape = 2)
+
+// A row-parallel projection, then a bias add and a row sum:
+// - the weight argument is narrowed, the input and the result are not;
+// - the contraction reads the weight through an extension and accumulates
+//   in f32, and its sum is rounded once, before the all-reduce, which moves
+//   bf16;
+// - the elementwise add stores bf16 and computes in f32;
+// - the reduction keeps its f32 accumulator; the return gets f32.
+// CHECK-LABEL: func.func @projection(
+// CHECK-SAME: %[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x16xbf16> {tp.weight = "w"}, %[[B:.*]]: tensor<16xbf16> {tp.weight = "b"})
+// CHECK-SAME: -> (tensor<4x16xf32>, tensor<4xf32>)
+// CHECK: %[[MM:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x16xbf16>) outs(%{{.*}} : tensor<4x16xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %[[WIN:.*]]: bf16, %[[ACC:.*]]: f32):
+// CHECK-NEXT: %[[WEXT:.*]] = arith.extf %[[WIN]] : bf16 to f32
+// CHECK-NEXT: arith.mulf %[[IN]], %[[WEXT]] : f32
+// CHECK: -> tensor<4x16xf32>
+// CHECK: %[[ROUNDED:.*]] = linalg.generic {{.*}} ins(%[[MM]] : tensor<4x16xf32>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[SUM:.*]] = shard.all_reduce %[[ROUNDED]] {{.*}} : tensor<4x16xbf16> -> tensor<4x16xbf16>
+// CHECK: %[[BIASED:.*]] = linalg.generic {{.*}} ins(%[[SUM]], %[[B]] : tensor<4x16xbf16>, tensor<16xbf16>) outs(%{{.*}} : tensor<4x16xbf16>)
+// CHECK: arith.extf
+// CHECK: arith.extf
+// CHECK: %[[ADD:.*]] = arith.addf %{{.*}}, %{{.*}} : f32
+// Rounding saturates finite values at bf16's largest; infinities stay.
+// CHECK-NEXT: %[[HI:.*]] = arith.constant 3.38953139E+38 : f32
+// CHECK-NEXT: %[[LO:.*]] = arith.constant -3.38953139E+38 : f32
+// CHECK-NEXT: %[[INF:.*]] = arith.constant 0x7F800000 : f32
+// CHECK-NEXT: %[[MAX:.*]] = arith.maximumf %[[ADD]], %[[LO]] : f32
+// CHECK-NEXT: %[[MIN:.*]] = arith.minimumf %[[MAX]], %[[HI]] : f32
+// CHECK-NEXT: %[[ABS:.*]] = math.absf %[[ADD]] : f32
+// CHECK-NEXT: %[[ISINF:.*]] = arith.cmpf oeq, %[[ABS]], %[[INF]] : f32
+// CHECK-NEXT: %[[KEPT:.*]] = arith.select %[[ISINF]], %[[ADD]], %[[MIN]] : f32
+// CHECK-NEXT: %[[T:.*]] = arith.truncf %[[KEPT]] : f32 to bf16
+// CHECK-NEXT: linalg.yield %[[T]] : bf16
+// CHECK: %[[ROWS:.*]] = linalg.generic {{.*}} ins(%[[BIASED]] : tensor<4x16xbf16>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: -> tensor<4xf32>
+// CHECK: %[[WIDE:.*]] = linalg.generic {{.*}} ins(%[[BIASED]] : tensor<4x16xbf16>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: return %[[WIDE]], %[[ROWS]] : tensor<4x16xf32>, tensor<4xf32>
+// F16-LABEL: func.func @projection(
+// F16-SAME: tensor<8x16xf16> {tp.weight = "w"}
+// F16: arith.constant 6.550400e+04 : f32
+// F16: arith.truncf %{{.*}} : f32 to f16
+// F16: shard.all_reduce {{.*}} : tensor<4x16xf16> -> tensor<4x16xf16>
+// F32-LABEL: func.func @projection(
+// F32-SAME: tensor<8x16xf32> {tp.weight = "w"}
+// F32-NOT: bf16
+// F32-NOT: arith.extf
+// BAD: error: tp-convert-dtype: dtype must be bf16, f16 or f32, not 'fp8'
+func.func @projection(%x: tensor<4x8xf32>, %w: tensor<8x16xf32> {tp.weight = "w"}, %b: tensor<16xf32> {tp.weight = "b"}) -> (tensor<4x16xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x16xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %mm = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%acc : tensor<4x16xf32>) {
+  ^bb0(%a: f32, %bw: f32, %c: f32):
+    %p = arith.mulf %a, %bw : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  %sum = shard.all_reduce %mm on @grid grid_axes = [0] : tensor<4x16xf32> -> tensor<4x16xf32>
+  %e2 = tensor.empty() : tensor<4x16xf32>
+  %biased = linalg.generic {indexing_maps = [#id, affine_map<(d0, d1) -> (d1)>, #id], iterator_types = ["parallel", "parallel"]} ins(%sum, %b : tensor<4x16xf32>, tensor<16xf32>) outs(%e2 : tensor<4x16xf32>) {
+  ^bb0(%v: f32, %bv: f32, %o: f32):
+    %r = arith.addf %v, %bv : f32
+    linalg.yield %r : f32
+  } -> tensor<4x16xf32>
+  %e3 = tensor.empty() : tensor<4xf32>
+  %acc3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<4xf32>) -> tensor<4xf32>
+  %rows = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]} ins(%biased : tensor<4x16xf32>) outs(%acc3 : tensor<4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.addf %o, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  return %biased, %rows : tensor<4x16xf32>, tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// An embedding lookup reads the narrowed table in its body: the extracted
+// element is extended where it is read. A reshape moves bf16 as it is.
+// CHECK-LABEL: func.func @lookup(
+// CHECK-SAME: %{{.*}}: tensor<4xi64>, %[[TABLE:.*]]: tensor<10x8xbf16> {tp.weight = "table"})
+// CHECK: %[[ROWS:.*]] = linalg.generic
+// CHECK: %[[E:.*]] = tensor.extract %[[TABLE]][%{{.*}}, %{{.*}}] : tensor<10x8xbf16>
+// CHECK-NEXT: %[[EXT:.*]] = arith.extf %[[E]] : bf16 to f32
+// CHECK: arith.maximumf %[[EXT]]
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: -> tensor<4x8xbf16>
+// CHECK: tensor.expand_shape %[[ROWS]] {{.*}} : tensor<4x8xbf16> into tensor<2x2x8xbf16>
+func.func @lookup(%ids: tensor<4xi64>, %table: tensor<10x8xf32> {tp.weight = "table"}) -> tensor<2x2x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %rows = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]} ins(%ids : tensor<4xi64>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%id: i64, %o: f32):
+    %i = arith.index_cast %id : i64 to index
+    %j = linalg.index 1 : index
+    %v = tensor.extract %table[%i, %j] : tensor<10x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %r = tensor.expand_shape %rows [[0, 1], [2]] output_shape [2, 2, 8] : tensor<4x8xf32> into tensor<2x2x8xf32>
+  return %r : tensor<2x2x8xf32>
+}
