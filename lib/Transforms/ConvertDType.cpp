@@ -58,13 +58,16 @@ public:
   void run(func::FuncOp func);
 
 private:
-  Type narrowed(Type type) const {
+  Type narrowedType(Type type) const {
     auto tensor = cast<RankedTensorType>(type);
     return tensor.clone(narrow);
   }
-  bool isNarrow(Value value) const {
-    auto type = dyn_cast<RankedTensorType>(value.getType());
-    return type && type.getElementType() == narrow;
+  /// Whether the pass narrowed `value` (a model that holds f16 values of
+  /// its own keeps them as they are).
+  bool isNarrow(Value value) const { return narrowed.contains(value); }
+  void setNarrow(Value value) {
+    value.setType(narrowedType(value.getType()));
+    narrowed.insert(value);
   }
   /// `value` (f32) rounded to the narrow type, finite values saturating.
   Value round(OpBuilder &b, Location loc, Value value);
@@ -77,6 +80,7 @@ private:
   static bool initsReduction(Value value);
 
   FloatType narrow;
+  DenseSet<Value> narrowed;
 };
 
 /// Rounds to nearest even. A finite value beyond the narrow type's range
@@ -124,6 +128,8 @@ Value Converter::convert(OpBuilder &b, Location loc, Value value,
           result = round(nested, nestedLoc, args[0]);
         linalg::YieldOp::create(nested, nestedLoc, result);
       });
+  if (element == narrow)
+    narrowed.insert(generic.getResult(0));
   return generic.getResult(0);
 }
 
@@ -197,7 +203,7 @@ void Converter::convertGeneric(linalg::GenericOp op) {
       OpOperand &yielded = yield->getOpOperand(result.getResultNumber());
       OpBuilder atYield(yield);
       yielded.set(round(atYield, op.getLoc(), yielded.get()));
-      result.setType(narrowed(result.getType()));
+      setNarrow(result);
     }
   }
   // A contraction's sum is rounded once, after the last term.
@@ -221,8 +227,8 @@ void Converter::run(func::FuncOp func) {
     if (!func.getArgAttr(i, TPDialect::kWeightAttrName) ||
         !isF32Tensor(entry.getArgument(i)))
       continue;
-    argTypes[i] = narrowed(argTypes[i]);
-    entry.getArgument(i).setType(argTypes[i]);
+    setNarrow(entry.getArgument(i));
+    argTypes[i] = entry.getArgument(i).getType();
   }
   func.setType(FunctionType::get(func.getContext(), argTypes,
                                  func.getResultTypes()));
@@ -257,7 +263,7 @@ void Converter::run(func::FuncOp func) {
     if (movesElements(op) && allNarrow) {
       for (OpResult result : op->getResults())
         if (isF32Tensor(result))
-          result.setType(narrowed(result.getType()));
+          setNarrow(result);
       continue;
     }
     // Returns, caches, sends and anything else read f32, as before.

@@ -112,7 +112,9 @@ def generate(args):
             subprocess.run([args.tp_compile, model, "--target", "cuda",
                             "-o", artifact, "--devices", str(config["tp"]),
                             "--pp", str(config["pp"]), "--max-seq", "24",
-                            "--max-batch", str(2 * beams)], check=True,
+                            "--max-batch", str(2 * beams)] +
+                           (["--dtype", args.dtype] if args.dtype else []),
+                           check=True,
                            env=env,
                            stderr=subprocess.DEVNULL)
             emulate(artifact, args.cxx)
@@ -149,6 +151,7 @@ def main():
     parser.add_argument("--input-shape", action="append", default=[])
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--dtype", help="tp-compile --dtype (bf16, f16)")
     parser.add_argument("--tp-compile", default="tp-compile")
     parser.add_argument("--tp-run", default="tp-run")
     parser.add_argument("--nvcc", help="nvcc for tp-compile (NVCC)")
@@ -184,6 +187,8 @@ def main():
                    "--microbatches", str(config["mb"])]
             if config["sp"]:
                 cmd.append("--sequence-parallel")
+            if args.dtype:
+                cmd += ["--dtype", args.dtype]
             for shape in args.input_shape:
                 cmd += ["--input-shape", shape]
             subprocess.run(cmd, check=True, env=env, stderr=subprocess.DEVNULL)

@@ -80,8 +80,9 @@ std::string CppEmitter::scalarType(Type type) {
     return "float";
   if (type.isF64())
     return "double";
+  // Named alike on both targets: each prelude says what the names are.
   if (type.isF16())
-    return "_Float16";
+    return "Float16";
   if (type.isBF16())
     return "BFloat16";
   if (type.isIndex())
@@ -551,6 +552,7 @@ static constexpr const char *kPrelude = R"(#define TP_CPU_MODEL_LIBRARY
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 // Each loop nest is a lambda of its own that is never inlined: the host
 // compiler then optimises one small function per op, in time linear in the
@@ -560,6 +562,8 @@ static constexpr const char *kPrelude = R"(#define TP_CPU_MODEL_LIBRARY
 #define TP_LOOP_NEST [&]() __attribute__((noinline))
 
 namespace {
+
+using Float16 = _Float16;
 
 // bfloat16 storage: arithmetic happens in float, results round to nearest
 // even on the way back, as arith's bf16 ops do.

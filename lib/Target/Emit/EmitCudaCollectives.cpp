@@ -21,6 +21,10 @@ static FailureOr<std::string> ncclType(Operation *op, Type type) {
     return std::string("ncclFloat32");
   if (type.isF64())
     return std::string("ncclFloat64");
+  if (type.isF16())
+    return std::string("ncclFloat16");
+  if (type.isBF16())
+    return std::string("ncclBfloat16");
   if (type.isInteger(64) || type.isIndex())
     return std::string("ncclInt64");
   if (type.isInteger(32))

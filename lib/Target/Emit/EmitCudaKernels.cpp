@@ -32,15 +32,61 @@ using namespace mlir::tp::emit;
 // GEMM
 //===----------------------------------------------------------------------===//
 
+/// The cudaDataType_t of an element type cuBLAS multiplies.
+static StringRef cudaDataType(Type type) {
+  if (type.isBF16())
+    return "CUDA_R_16BF";
+  if (type.isF16())
+    return "CUDA_R_16F";
+  return type.isF64() ? "CUDA_R_64F" : "CUDA_R_32F";
+}
+
+/// f16/bf16 operands (tp-convert-dtype): cublasGemmStridedBatchedEx on the
+/// tensor cores, accumulating in f32 into the f32 output.
+static LogicalResult emitCublasGemmEx(CudaEmitter &e, linalg::GenericOp op,
+                                      const Gemm &gemm, bool overwrite) {
+  Value out = op.getResult(0);
+  auto trans = [](bool t) { return t ? "CUBLAS_OP_T" : "CUBLAS_OP_N"; };
+  std::string lhs = e.name(gemm.lhs), rhs = e.name(gemm.rhs);
+  Type element = gemm.lhsElement;
+  if (failed(e.allocate(out, op)))
+    return failure();
+  if (!overwrite)
+    e.copy(out, op.getDpsInits()[0]);
+  e.os << "// ";
+  if (gemm.batch > 1)
+    e.os << gemm.batch << " x ";
+  e.os << "(" << gemm.m << " x " << gemm.k << ") * (" << gemm.k << " x "
+       << gemm.n << "), " << element << " x " << gemm.rhsElement
+       << " accumulated in f32, row-major: cuBLAS computes the transpose\n";
+  e.os << "{\n";
+  e.os.indent();
+  e.os << "const float alpha = 1, beta = " << (overwrite ? 0 : 1) << ";\n";
+  e.os << "TP_CUDA_CHECK(cublasGemmStridedBatchedEx(context->blas, "
+       << trans(gemm.transRhs) << ", " << trans(gemm.transLhs) << ", "
+       << gemm.n << ", " << gemm.m << ", " << gemm.k << ", &alpha, " << rhs
+       << ", " << cudaDataType(element) << ", " << gemm.ldb << ", "
+       << gemm.strideRhs << ", " << lhs << ", " << cudaDataType(element)
+       << ", " << gemm.lda << ", " << gemm.strideLhs << ", &beta, "
+       << e.name(out) << ", CUDA_R_32F, " << gemm.ldc << ", "
+       << gemm.strideOut << ", " << gemm.batch
+       << ", CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), " << e.site << ");\n";
+  e.os.unindent();
+  e.os << "}\n";
+  return success();
+}
+
 /// cuBLAS is column-major: a row-major (m x n) product is the column-major
 /// (n x m) product of the operands swapped, each keeping its own transpose.
 static LogicalResult emitCublasGemm(CudaEmitter &e, linalg::GenericOp op,
                                     const Gemm &gemm) {
   Value out = op.getResult(0);
   Value init = op.getDpsInits()[0];
+  bool overwrite = isZeroFill(init);
+  if (gemm.lhsElement.isF16() || gemm.lhsElement.isBF16())
+    return emitCublasGemmEx(e, op, gemm, overwrite);
   if (failed(e.allocate(out, op)))
     return failure();
-  bool overwrite = isZeroFill(init);
   if (!overwrite)
     e.copy(out, init);
   bool isDouble = getElementTypeOrSelf(out.getType()).isF64();

@@ -100,22 +100,31 @@ static bool splitBlocks(ArrayRef<unsigned> dims, ArrayRef<unsigned> first,
          llvm::equal(dims.drop_front(first.size()), second);
 }
 
+/// out + a * b, where a and b are the input block arguments, each possibly
+/// extended to the output's type first (an f16/bf16 operand).
 static bool isGemmBody(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
-  if (body.getOperations().size() != 3)
-    return false;
-  auto mul = dyn_cast<arith::MulFOp>(&body.front());
-  auto add = dyn_cast_or_null<arith::AddFOp>(mul ? mul->getNextNode() : nullptr);
-  if (!mul || !add)
-    return false;
   BlockArgument a = body.getArgument(0), b = body.getArgument(1),
                 out = body.getArgument(2);
-  bool mulOk = (mul.getLhs() == a && mul.getRhs() == b) ||
-               (mul.getLhs() == b && mul.getRhs() == a);
-  bool addOk = (add.getLhs() == out && add.getRhs() == mul) ||
-               (add.getLhs() == mul && add.getRhs() == out);
-  return mulOk && addOk &&
-         body.getTerminator()->getOperand(0) == add.getResult();
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || (add.getLhs() != out && add.getRhs() != out))
+    return false;
+  auto mul = (add.getLhs() == out ? add.getRhs() : add.getLhs())
+                 .getDefiningOp<arith::MulFOp>();
+  if (!mul || mul->getBlock() != &body)
+    return false;
+  unsigned extensions = 0;
+  auto source = [&](Value v) -> Value {
+    auto ext = v.getDefiningOp<arith::ExtFOp>();
+    if (!ext)
+      return v;
+    ++extensions;
+    return ext->getBlock() == &body && ext->hasOneUse() ? ext.getIn() : v;
+  };
+  Value x = source(mul.getLhs()), y = source(mul.getRhs());
+  bool mulOk = (x == a && y == b) || (x == b && y == a);
+  // Nothing else in the body: the extensions, mul, add and yield.
+  return mulOk && body.getOperations().size() == 3 + extensions;
 }
 
 FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op) {
@@ -125,9 +134,14 @@ FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op) {
   Type element = getElementTypeOrSelf(op.getResult(0).getType());
   if (!element.isF32() && !element.isF64())
     return failure();
-  for (Value input : op.getDpsInputs())
-    if (getElementTypeOrSelf(input.getType()) != element)
-      return failure();
+  // Both operands of one type (as BLAS and cuBLAS multiply them): the
+  // output's, or both f16 or both bf16 for an f32 output.
+  Type stored = getElementTypeOrSelf(op.getDpsInputs()[0].getType());
+  if (getElementTypeOrSelf(op.getDpsInputs()[1].getType()) != stored)
+    return failure();
+  bool narrow = element.isF32() && (stored.isF16() || stored.isBF16());
+  if (stored != element && !narrow)
+    return failure();
   FailureOr<linalg::ContractionDimensions> roles =
       linalg::inferContractionDims(op);
   if (failed(roles) || roles->m.empty() || roles->n.empty() ||
@@ -200,6 +214,8 @@ FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op) {
     return failure();
   gemm.lhs = op.getDpsInputs()[0];
   gemm.rhs = op.getDpsInputs()[1];
+  gemm.lhsElement = getElementTypeOrSelf(gemm.lhs.getType());
+  gemm.rhsElement = getElementTypeOrSelf(gemm.rhs.getType());
   gemm.strideLhs = lhsBatch ? gemm.m * gemm.k : 0;
   gemm.strideRhs = rhsBatch ? gemm.k * gemm.n : 0;
   gemm.strideOut = gemm.m * gemm.n;
@@ -207,6 +223,7 @@ FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op) {
   if (swapped) {
     // out^T = rhs^T * lhs^T: the output's memory is [N, M].
     std::swap(gemm.lhs, gemm.rhs);
+    std::swap(gemm.lhsElement, gemm.rhsElement);
     std::swap(gemm.m, gemm.n);
     std::swap(gemm.lda, gemm.ldb);
     std::swap(gemm.strideLhs, gemm.strideRhs);
@@ -270,12 +287,43 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
       e.copy(out, init);
   }
   bool isDouble = getElementTypeOrSelf(out.getType()).isF64();
+  // f16/bf16 operands (tp-convert-dtype) are widened into f32 copies for
+  // sgemm: the CPU target runs --dtype for its numerics, not its speed.
+  std::string lhsName = e.name(gemm.lhs), rhsName = e.name(gemm.rhs);
+  bool narrow = gemm.lhsElement.getIntOrFloatBitWidth() < 32 ||
+                gemm.rhsElement.getIntOrFloatBitWidth() < 32;
+  if (narrow) {
+    e.os << "{\n";
+    auto widen = [&](Value operand, Type element, std::string &text) {
+      if (element.getIntOrFloatBitWidth() == 32)
+        return;
+      std::string wide = text + "Wide";
+      e.os << "std::vector<float> " << wide << "("
+           << CppEmitter::numElements(operand) << ");\n";
+      e.os << "for (std::size_t i = 0; i < " << wide << ".size(); ++i)\n  "
+           << wide << "[i] = static_cast<float>(" << text << "[i]);\n";
+      text = wide + ".data()";
+    };
+    widen(gemm.lhs, gemm.lhsElement, lhsName);
+    if (gemm.rhs == gemm.lhs)
+      rhsName = lhsName;
+    else
+      widen(gemm.rhs, gemm.rhsElement, rhsName);
+  }
+  auto close = [&] {
+    if (narrow)
+      e.os << "}\n";
+    return success();
+  };
   auto trans = [](bool t) { return t ? "CblasTrans" : "CblasNoTrans"; };
   std::string one = isDouble ? "1.0" : "1.0f";
   std::string beta = overwrite ? (isDouble ? "0.0" : "0.0f") : one;
   bool batched = gemm.batch > 1;
   auto pointer = [&](Value v, int64_t stride) {
-    return e.name(v) + (stride && batched
+    std::string text = v == gemm.lhs   ? lhsName
+                       : v == gemm.rhs ? rhsName
+                                       : e.name(v);
+    return text + (stride && batched
                             ? " + b * " + std::to_string(stride) + "LL"
                             : std::string());
   };
@@ -309,16 +357,16 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
          << cols << ", " << one << ", " << pointer(matrix, matrixStride) << ", "
          << ld << ", " << pointer(vector, vectorStride) << ", 1, " << beta
          << ", " << pointer(out, gemm.strideOut) << ", 1);\n";
-    return success();
+    return close();
   }
-  if (!isDouble && !batched && !gemm.transLhs &&
+  if (!isDouble && !narrow && !batched && !gemm.transLhs &&
       gemm.m <= kPackedWeightMaxRows && isResidentWeight(gemm.rhs)) {
     e.os << "tp::rt::weightGemm(context, " << gemm.m << ", " << gemm.n << ", "
          << gemm.k << ", " << e.name(gemm.lhs) << ", " << gemm.lda << ", "
          << e.name(gemm.rhs) << ", " << gemm.ldb << ", "
          << (gemm.transRhs ? "true" : "false") << ", " << e.name(out) << ", "
          << gemm.ldc << ", " << (overwrite ? "false" : "true") << ");\n";
-    return success();
+    return close();
   }
   e.os << "cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "
        << trans(gemm.transLhs) << ", " << trans(gemm.transRhs) << ", "
@@ -327,7 +375,7 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
        << pointer(gemm.rhs, gemm.strideRhs) << ", " << gemm.ldb << ", "
        << beta << ", " << pointer(out, gemm.strideOut) << ", " << gemm.ldc
        << ");\n";
-  return success();
+  return close();
 }
 
 //===----------------------------------------------------------------------===//

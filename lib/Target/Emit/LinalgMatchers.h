@@ -19,9 +19,12 @@ namespace mlir::tp::emit {
 
 /// One row-major GEMM per batch element: out[b] (m x n) = op(lhs[b]) (m x k)
 /// * op(rhs[b]) (k x n), with leading dims lda/ldb/ldc and batch strides in
-/// elements (0: the operand is shared by every batch element).
+/// elements (0: the operand is shared by every batch element). An f32
+/// product may read two f16 or two bf16 operands, which its body extends
+/// (tp-convert-dtype): it accumulates in f32.
 struct Gemm {
   Value lhs, rhs;
+  Type lhsElement, rhsElement; // as stored
   bool transLhs = false, transRhs = false;
   int64_t batch = 1, m = 1, n = 1, k = 1;
   int64_t lda = 0, ldb = 0, ldc = 0;

@@ -15,6 +15,13 @@
 // reached it. A warp whose lanes do not all reach the same shuffle — some
 // finished, others waiting — is reported and aborts the run.
 //
+// __half and __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h) hold their bits and
+// convert to and from float, rounding to nearest even (arithmetic on them
+// goes through float); cublasGemmStridedBatchedEx multiplies f16, bf16 or
+// f32 operands into an f32 output, summing in f32 as CUBLAS_COMPUTE_32F
+// does, though not in the tensor cores' order; NCCL reduces f16 and bf16
+// element by element in f32, rounding after each rank's contribution.
+//
 // Memory has a kind. Device memory is what cudaMalloc(Async) returned and
 // the __device__ symbols whose address host code took
 // (cudaGetSymbolAddress); everything else is host memory. A copy whose
@@ -57,6 +64,47 @@
 #include <ucontext.h>
 #include <utility>
 #include <vector>
+
+//===----------------------------------------------------------------------===//
+// Half precision
+//===----------------------------------------------------------------------===//
+
+namespace tp_emu {
+inline float bitsToFloat(uint32_t word) {
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+} // namespace tp_emu
+
+struct __nv_bfloat16 {
+  uint16_t bits;
+  __nv_bfloat16() = default;
+  __nv_bfloat16(float value) {
+    uint32_t word;
+    std::memcpy(&word, &value, sizeof(word));
+    bits = value != value ? static_cast<uint16_t>((word >> 16) | 0x40)
+                          : static_cast<uint16_t>(
+                                (word + 0x7FFF + ((word >> 16) & 1)) >> 16);
+  }
+  operator float() const {
+    return tp_emu::bitsToFloat(static_cast<uint32_t>(bits) << 16);
+  }
+};
+
+struct __half {
+  uint16_t bits;
+  __half() = default;
+  __half(float value) {
+    _Float16 half = static_cast<_Float16>(value);
+    std::memcpy(&bits, &half, sizeof(bits));
+  }
+  operator float() const {
+    _Float16 half;
+    std::memcpy(&half, &bits, sizeof(half));
+    return static_cast<float>(half);
+  }
+};
 
 #define __global__
 #define __device__
@@ -603,6 +651,70 @@ cublasStatus_t queueGemm(cublasHandle_t handle, cublasOperation_t opA,
 }
 } // namespace tp_emu
 
+typedef enum {
+  CUDA_R_32F = 0,
+  CUDA_R_64F = 1,
+  CUDA_R_16F = 2,
+  CUDA_R_16BF = 14,
+} cudaDataType_t;
+typedef cudaDataType_t cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
+namespace tp_emu {
+/// Element i of a cuBLAS operand of `type`, as float.
+inline float loadAs(cudaDataType_t type, const void *base, long long i) {
+  switch (type) {
+  case CUDA_R_16F:
+    return static_cast<const __half *>(base)[i];
+  case CUDA_R_16BF:
+    return static_cast<const __nv_bfloat16 *>(base)[i];
+  case CUDA_R_64F:
+    return static_cast<float>(static_cast<const double *>(base)[i]);
+  default:
+    return static_cast<const float *>(base)[i];
+  }
+}
+} // namespace tp_emu
+
+/// The mixed-precision GEMM tp-compile --dtype emits: A and B of one type
+/// (f16, bf16 or f32), C and the scalars f32, compute CUBLAS_COMPUTE_32F.
+inline cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t opA, cublasOperation_t opB, int m,
+    int n, int k, const void *alpha, const void *a, cudaDataType_t typeA,
+    int lda, long long strideA, const void *b, cudaDataType_t typeB, int ldb,
+    long long strideB, const void *beta, void *c, cudaDataType_t typeC,
+    int ldc, long long strideC, int batch, cublasComputeType_t compute,
+    cublasGemmAlgo_t) {
+  if (!tp_emu::onDevice("cublasGemmStridedBatchedEx (a, b, c)", a, b, c))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (typeA != typeB || typeC != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F ||
+      !tp_emu::gemmArgsValid(opA, opB, m, n, k, lda, ldb, ldc, batch))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  float alphaValue = *static_cast<const float *>(alpha);
+  float betaValue = *static_cast<const float *>(beta);
+  float *out = static_cast<float *>(c);
+  tp_emu::enqueue(handle->stream, [=] {
+    for (int p = 0; p < batch; ++p)
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          float sum = 0;
+          for (int l = 0; l < k; ++l) {
+            long long x = opA == CUBLAS_OP_N ? i + l * (long long)lda
+                                             : l + i * (long long)lda;
+            long long y = opB == CUBLAS_OP_N ? l + j * (long long)ldb
+                                             : j + l * (long long)ldb;
+            sum += tp_emu::loadAs(typeA, a, p * strideA + x) *
+                   tp_emu::loadAs(typeB, b, p * strideB + y);
+          }
+          float &result = out[p * strideC + i + j * (long long)ldc];
+          result = alphaValue * sum + (betaValue == 0 ? 0 : betaValue * result);
+        }
+    return 0;
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 inline cublasStatus_t cublasSgemmStridedBatched(
     cublasHandle_t handle, cublasOperation_t opA, cublasOperation_t opB, int m,
     int n, int k, const float *alpha, const float *a, int lda,
@@ -646,10 +758,13 @@ typedef enum {
   ncclUint32 = 3,
   ncclInt64 = 4,
   ncclUint64 = 5,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
   ncclFloat32 = 7,
   ncclFloat = 7,
   ncclFloat64 = 8,
   ncclDouble = 8,
+  ncclBfloat16 = 9,
 } ncclDataType_t;
 typedef enum { ncclSum, ncclProd, ncclMax, ncclMin } ncclRedOp_t;
 
@@ -691,6 +806,9 @@ inline size_t typeBytes(ncclDataType_t type) {
   case ncclInt8:
   case ncclUint8:
     return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
   case ncclInt32:
   case ncclUint32:
   case ncclFloat32:
@@ -700,23 +818,28 @@ inline size_t typeBytes(ncclDataType_t type) {
   }
 }
 
+/// For __half and __nv_bfloat16, each combination is computed in float
+/// (their conversions) and rounded back.
 template <typename T>
 void reduceInto(T *acc, const T *in, size_t count, ncclRedOp_t op) {
-  for (size_t i = 0; i < count; ++i)
+  using Math = std::conditional_t<std::is_class_v<T>, float, T>;
+  for (size_t i = 0; i < count; ++i) {
+    Math x = acc[i], y = in[i];
     switch (op) {
     case ncclSum:
-      acc[i] = acc[i] + in[i];
+      acc[i] = T(x + y);
       break;
     case ncclProd:
-      acc[i] = acc[i] * in[i];
+      acc[i] = T(x * y);
       break;
     case ncclMax:
-      acc[i] = std::max(acc[i], in[i]);
+      acc[i] = T(std::max(x, y));
       break;
     case ncclMin:
-      acc[i] = std::min(acc[i], in[i]);
+      acc[i] = T(std::min(x, y));
       break;
     }
+  }
 }
 
 inline void reduceInto(void *acc, const void *in, size_t count,
@@ -746,6 +869,12 @@ inline void reduceInto(void *acc, const void *in, size_t count,
   case ncclFloat64:
     return reduceInto(static_cast<double *>(acc),
                       static_cast<const double *>(in), count, op);
+  case ncclFloat16:
+    return reduceInto(static_cast<__half *>(acc),
+                      static_cast<const __half *>(in), count, op);
+  case ncclBfloat16:
+    return reduceInto(static_cast<__nv_bfloat16 *>(acc),
+                      static_cast<const __nv_bfloat16 *>(in), count, op);
   }
 }
 } // namespace tp_emu
