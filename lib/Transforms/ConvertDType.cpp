@@ -19,7 +19,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_CONVERTDTYPE
@@ -232,6 +234,19 @@ void Converter::run(func::FuncOp func) {
   }
   func.setType(FunctionType::get(func.getContext(), argTypes,
                                  func.getResultTypes()));
+
+  // Named linalg ops (a transpose, a broadcast) as generics, which take
+  // narrowed operands as they are; code generation generalizes them anyway.
+  SmallVector<linalg::LinalgOp> named;
+  func.walk([&](linalg::LinalgOp op) {
+    if (!isa<linalg::GenericOp, linalg::FillOp>(op))
+      named.push_back(op);
+  });
+  IRRewriter rewriter(func.getContext());
+  for (linalg::LinalgOp op : named) {
+    rewriter.setInsertionPoint(op);
+    (void)linalg::generalizeNamedOp(rewriter, op);
+  }
 
   // Ops in order, nested ones included (an embedding's tensor.extract sits
   // in a generic's body); ops the conversion creates are already right.

@@ -286,6 +286,11 @@ void CppEmitter::computeLastUses(
         if (isa<RankedTensorType>(operand.getType()))
           last[rootFn(operand)] = &op;
     });
+    auto extra = extraUses.find(&op);
+    if (extra != extraUses.end())
+      for (Value operand : extra->second)
+        if (isa<RankedTensorType>(operand.getType()))
+          last[rootFn(operand)] = &op;
   }
   for (auto &[value, op] : last)
     if (value.getParentBlock() == &block)

@@ -167,6 +167,9 @@ protected:
   bool needsBuffer(Value emptyResult) const;
 
   ModuleOp module;
+  /// Values an op reads beyond its operands (a fused kernel emitted at it
+  /// reads its chain's inputs): their buffers live until it has run.
+  llvm::DenseMap<Operation *, SmallVector<Value>> extraUses;
   llvm::DenseMap<Value, std::string> names;
   llvm::DenseMap<Value, Value> aliasOf;
   llvm::DenseSet<Value> owned;

@@ -243,6 +243,7 @@ LogicalResult CudaEmitter::emitModule() {
     // Function bodies go to a buffer first: the constants and kernels they
     // make are printed above them.
     CudaEmitter inner(module, bodyOs);
+    inner.findFusedAttention();
     for (func::FuncOp func : funcs)
       if (failed(inner.emitFunction(func)))
         return failure();

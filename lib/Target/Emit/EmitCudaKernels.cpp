@@ -629,6 +629,12 @@ LogicalResult KernelWriter::write() {
 LogicalResult CudaEmitter::emitCudaGeneric(linalg::GenericOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
+  if (fusedIntoAttention.contains(op)) {
+    os << "// computed by the attention kernel below, never stored\n";
+    return success();
+  }
+  if (attentionAt.count(op))
+    return emitFusedAttention(op);
   if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
     return emitCublasGemm(*this, op, *gemm);
   KernelWriter writer(*this, op, matchLookup(op));
@@ -639,6 +645,14 @@ LogicalResult CudaEmitter::emitCudaFill(linalg::FillOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
   Value result = op.getResult(0);
+  bool unread = llvm::all_of(op->getUsers(), [&](Operation *user) {
+    return fusedIntoAttention.contains(user) || attentionAt.count(user);
+  });
+  if (unread && !op->use_empty()) {
+    os << "// only the init of ops that fused attention replaces: no buffer\n";
+    bindTo(result, "nullptr");
+    return success();
+  }
   if (onlyFeedsGemms(op)) {
     os << "// only ever overwritten by cuBLAS (beta = 0): no buffer\n";
     bindTo(result, "nullptr");

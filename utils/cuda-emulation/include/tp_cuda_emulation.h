@@ -1127,4 +1127,26 @@ T __shfl_xor_sync(unsigned mask, T value, int laneMask, int = 32) {
   return other;
 }
 
+/// __shfl_sync(mask, value, srcLane): the value of lane srcLane of the same
+/// warp, once every lane has offered its own.
+template <typename T>
+T __shfl_sync(unsigned mask, T value, int srcLane, int = 32) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t), "a shuffle moves 8 bytes");
+  tp_emu::Lanes *l = tp_emu::activeLanes;
+  if (!l || mask != 0xffffffffu || srcLane < 0 || srcLane > 31) {
+    std::fprintf(stderr, "tp_cuda_emulation: __shfl_sync %s\n",
+                 !l ? "in a kernel not launched with tp_emu::launchWarps"
+                    : mask != 0xffffffffu ? "with a partial mask"
+                                          : "from a lane outside the warp");
+    std::abort();
+  }
+  unsigned me = l->current;
+  std::memcpy(&l->slots[me], &value, sizeof(T));
+  tp_emu::warpBarrier();
+  T other;
+  std::memcpy(&other, &l->slots[(me & ~31u) | unsigned(srcLane)], sizeof(T));
+  tp_emu::warpBarrier();
+  return other;
+}
+
 #endif // TP_CUDA_EMULATION_H
