@@ -79,6 +79,32 @@ struct BoundRank {
   const StageSpec *stage = nullptr;
 };
 
+/// A fresh KV cache's contents: zeros, or, with TP_POISON_CACHES=1 in the
+/// environment, quiet NaNs, so that any program that computes with a
+/// position no call has written yet returns NaN (the generation tests run
+/// so, to show that attention reads only the filled positions).
+void initCache(char *data, const TensorSpec &arg) {
+  const char *poison = std::getenv("TP_POISON_CACHES");
+  if (!poison || std::strcmp(poison, "1") != 0) {
+    std::memset(data, 0, arg.bytes());
+    return;
+  }
+  auto fill = [&](auto nan) {
+    for (int64_t i = 0, e = arg.bytes() / int64_t(sizeof(nan)); i < e; ++i)
+      std::memcpy(data + i * sizeof(nan), &nan, sizeof(nan));
+  };
+  if (arg.dtype == "F32")
+    fill(uint32_t(0x7FC00000));
+  else if (arg.dtype == "F64")
+    fill(uint64_t(0x7FF8000000000000ULL));
+  else if (arg.dtype == "F16")
+    fill(uint16_t(0x7E00));
+  else if (arg.dtype == "BF16")
+    fill(uint16_t(0x7FC0));
+  else
+    std::memset(data, 0, arg.bytes());
+}
+
 /// Binds rank `rank`'s stage of `program` and everything but the model
 /// inputs, which bindInputs points at each run's data. The weights and
 /// caches come from `shared` (a binding of another program of the rank);
@@ -114,7 +140,7 @@ BoundRank bindRank(const Manifest &manifest, const Program &program,
                            Buffer(static_cast<char *>(allocate(arg.bytes())),
                                   release))
                  .first;
-        std::memset(it->second.get(), 0, arg.bytes());
+        initCache(it->second.get(), arg);
       }
       bound.args.push_back(it->second.get());
     } else {

@@ -113,7 +113,9 @@ def generate(args):
                             "-o", artifact, "--devices", str(config["tp"]),
                             "--pp", str(config["pp"]), "--max-seq", "24",
                             "--max-batch", str(2 * beams)] +
-                           (["--dtype", args.dtype] if args.dtype else []),
+                           (["--dtype", args.dtype] if args.dtype else []) +
+                           (["--prefill-len", str(args.prefill_len)]
+                            if args.prefill_len is not None else []),
                            check=True,
                            env=env,
                            stderr=subprocess.DEVNULL)
@@ -165,6 +167,8 @@ def main():
                         "(test/models/hf/with-past/<name>): tp-compile "
                         "--max-seq 24 --max-batch 2, tp-run --generate T, "
                         "and the tokens must equal greedy.npy")
+    parser.add_argument("--prefill-len", type=int, metavar="N",
+                        help="tp-compile --prefill-len for --generate")
     parser.add_argument("--num-beams", type=int, default=1, metavar="K",
                         help="with --generate: beam search (--max-batch "
                         "2K), against beam<K>.npy")

@@ -343,6 +343,11 @@ LogicalResult CppEmitter::emitOp(Operation *op) {
     os << "\n";
   }
 
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op) &&
+      fusedIntoAttention.contains(op)) {
+    os << "// a reshape inside the fused attention below\n";
+    return success();
+  }
   if (auto generic = dyn_cast<linalg::GenericOp>(op))
     return emitGeneric(generic);
   if (auto fill = dyn_cast<linalg::FillOp>(op))
@@ -686,6 +691,7 @@ LogicalResult CppEmitter::emitModule() {
   bodyOs << "\n";
   {
     CppEmitter inner(module, bodyOs);
+    inner.findFusedAttention();
     for (func::FuncOp func : funcs)
       if (failed(inner.emitFunction(func)))
         return failure();

@@ -20,9 +20,12 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Path.h"
 
+#include <memory>
 #include <string>
 
 namespace mlir::tp::emit {
+
+struct FusedAttention;
 
 /// A collective's group in the runtime's terms (see RankContext.h).
 struct GroupSpec {
@@ -125,6 +128,16 @@ public:
                               int64_t outer, int64_t slots, int64_t count,
                               int64_t inner, StringRef site);
   LogicalResult emitConstant(Operation *op);
+  /// Attention chains that run fused (MatchAttention.cpp): found before
+  /// any function is emitted, so that the ops they replace are skipped and
+  /// what the fused computation reads lives until it runs.
+  void findFusedAttention();
+  /// The fused attention chain ending at `out`: per batch element, the
+  /// scores of the filled keys in one buffer, BLAS for both products
+  /// (EmitAttention.cpp).
+  virtual LogicalResult emitFusedAttention(linalg::GenericOp out);
+  llvm::DenseSet<Operation *> fusedIntoAttention;
+  llvm::DenseMap<Operation *, std::shared_ptr<FusedAttention>> attentionAt;
   LogicalResult emitShardOp(Operation *op);
   LogicalResult emitCall(Operation *op);
   LogicalResult emitIf(Operation *op);

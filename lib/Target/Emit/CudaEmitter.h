@@ -21,8 +21,6 @@
 
 namespace mlir::tp::emit {
 
-struct FusedAttention;
-
 class CudaEmitter : public CppEmitter {
 public:
   CudaEmitter(ModuleOp module, raw_indented_ostream &os);
@@ -67,13 +65,9 @@ public:
                       StringRef site) override;
   /// A host read of one element: the forward waits for its stream here.
   LogicalResult emitCudaExtract(tensor::ExtractOp op);
-  /// Attention chains that run as one kernel (EmitCudaAttention.cpp):
-  /// found before any function is emitted, so that the ops they replace
-  /// are skipped and what the kernel reads lives until it runs.
-  void findFusedAttention();
-  LogicalResult emitFusedAttention(linalg::GenericOp out);
-  llvm::DenseSet<Operation *> fusedIntoAttention;
-  llvm::DenseMap<Operation *, std::shared_ptr<FusedAttention>> attentionAt;
+  /// The fused attention chain ending at `out` as one kernel
+  /// (EmitCudaAttention.cpp).
+  LogicalResult emitFusedAttention(linalg::GenericOp out) override;
   /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).
   LogicalResult emitCudaShardOp(Operation *op);
 

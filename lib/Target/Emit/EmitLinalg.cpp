@@ -476,6 +476,12 @@ std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op) {
 LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
+  if (fusedIntoAttention.contains(op)) {
+    os << "// computed by the fused attention below, never stored\n";
+    return success();
+  }
+  if (attentionAt.count(op))
+    return emitFusedAttention(op);
   if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
     return emitGemm(*this, op, *gemm);
   std::optional<Lookup> lookup = matchLookup(op);
@@ -636,6 +642,14 @@ LogicalResult CppEmitter::emitFill(linalg::FillOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
   Value result = op.getResult(0);
+  bool unread = llvm::all_of(op->getUsers(), [&](Operation *user) {
+    return fusedIntoAttention.contains(user) || attentionAt.count(user);
+  });
+  if (unread && !op->use_empty()) {
+    os << "// only the init of ops that fused attention replaces: no buffer\n";
+    bindTo(result, "nullptr");
+    return success();
+  }
   if (onlyFeedsGemms(op)) {
     os << "// zeros for BLAS's beta = 0: nothing to store\n";
     bindTo(result, "nullptr");

@@ -11,6 +11,7 @@
 #define TP_LIB_TARGET_EMIT_LINALGMATCHERS_H
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Support/IndentedOstream.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <optional>
@@ -55,6 +56,43 @@ struct Lookup {
 
 /// The lookup `op` computes, if it is one.
 std::optional<Lookup> matchLookup(linalg::GenericOp op);
+
+/// Scaled dot-product attention that both emitters run fused
+/// (MatchAttention.cpp): S = Q Kᵀ, X = f(S, ...), softmax over the keys,
+/// O = P V.
+struct FusedAttention {
+  linalg::GenericOp scores, max, exp, sum, probs, out;
+  /// tp-convert-dtype's rounding of S, between S and X (or null).
+  linalg::GenericOp rounding;
+  /// X = f(S, ...): elementwise generics from S's reader to X's producer
+  /// (none when X is S), and the operand of each that is the one before
+  /// (S, or its rounding, for the first).
+  SmallVector<linalg::GenericOp> logits;
+  SmallVector<Value> chained;
+  /// Reshapes of the batch dims between S and X's generics, and between
+  /// them and X (the softmax may see another grouping of the batch).
+  SmallVector<Operation *> reshapes;
+  /// A copy that only swaps K's last two dims, folded into `qk` (which
+  /// reads its input instead), or null.
+  linalg::GenericOp keyTranspose;
+  Gemm qk, pv;
+  /// Where K and V are KV caches (tp.cache_update of every position), the
+  /// keys a call has filled: [0, position[0] + count). Null otherwise.
+  Value position;
+  int64_t count = 0;
+};
+
+/// The attention chain that ends in the P V product `out`, or nothing.
+std::optional<FusedAttention> matchAttention(linalg::GenericOp out);
+
+/// The loop indices of `logits`, a generic of X's chain (over [batch...,
+/// queries, keys]), inside a fused loop over batch element `b`, query
+/// `row` and key `key`: declares its batch indices on `os` as `prefix`0,
+/// `prefix`1, ... and returns every index's name.
+SmallVector<std::string> declareChainIndices(raw_indented_ostream &os,
+                                             linalg::GenericOp logits,
+                                             StringRef prefix, StringRef b,
+                                             StringRef row, StringRef key);
 
 /// Fuses each all-parallel generic into its only user where that user is a
 /// loop nest of ours (not a GEMM or a lookup), within bounds on the fused

@@ -18,10 +18,11 @@
 // CHECK-LABEL: // Attention
 // CHECK-SAME: 2 x (4 queries x 40 keys), depth 8, value width 8; one warp per query row, online softmax, no scores in memory
 // CHECK-NEXT: __global__ void [[KERNEL:kernel[0-9]+]](const float *__restrict__ q, const float *__restrict__ kt, const float *__restrict__ v, float *__restrict__ o, const float *__restrict__ x4, const float c0) {
-// CHECK: for (std::int64_t first = 0; first < 40; first += 32) {
-// CHECK: s += static_cast<float>(q[b * 32LL + row * 8LL + d]) * static_cast<float>(kt[b * 320LL + i2 * 8LL + d]);
+// CHECK: const std::int64_t limit = 40;
+// CHECK: for (std::int64_t first = 0; first < limit; first += 32) {
+// CHECK: s += static_cast<float>(q[b * 32LL + row * 8LL + d]) * static_cast<float>(kt[b * 320LL + j * 8LL + d]);
 // CHECK: = s * c0;
-// CHECK: + x4[i1 * 40LL + i2];
+// CHECK: + x4[row * 40LL + j];
 // CHECK: blockMax = fmaxf(blockMax, __shfl_xor_sync(0xffffffffu, blockMax, offset));
 // CHECK: const float weight = __shfl_sync(0xffffffffu, p, from);
 // CHECK: acc[c] += weight * static_cast<float>(v[b * 320LL + key * 8LL + col]);

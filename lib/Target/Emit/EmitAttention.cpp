@@ -1,0 +1,233 @@
+//===- EmitAttention.cpp - fused attention on the C++ target --------------===//
+//
+// The attention chain MatchAttention.cpp finds, per batch element (a
+// head of a sequence): the scores of every query row against the keys go
+// to one buffer the size of a head's scores, which stays in cache; BLAS
+// computes S = Q Kᵀ into it, X's payload, the row maximum, exp, the row
+// sum and the division run over each row in place, one row at a time, and
+// BLAS computes O = P V from it. The chain's own payloads are emitted op
+// for op, so the arithmetic is the unfused chain's, in its types.
+//
+// Where K and V are KV caches, only the filled keys take part: the
+// products run over [0, cache_position + count) of them, so a decode step
+// reads the positions written so far and no more.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CppEmitter.h"
+#include "LinalgMatchers.h"
+
+using namespace mlir;
+using namespace mlir::tp::emit;
+
+namespace {
+
+std::string offset(StringRef base, int64_t stride) {
+  return stride ? (base + " + b * " + Twine(stride) + "LL").str() : base.str();
+}
+
+const char *trans(bool t) { return t ? "CblasTrans" : "CblasNoTrans"; }
+
+/// C (m x n, leading dim ldc) = op(A) (m x k) * op(B) (k x n), where n or k
+/// is the run-time `limit` (the filled keys): a matrix-vector product for
+/// one row, sgemm otherwise.
+void emitProduct(raw_indented_ostream &os, int64_t m, StringRef n,
+                 StringRef k, const std::string &a, bool transA, StringRef lda,
+                 const std::string &b, bool transB, int64_t ldb,
+                 const std::string &c, StringRef ldc) {
+  if (m == 1) {
+    // y (n) = op(B)ᵀ x: B is stored [k, n], or [n, k] when transposed.
+    os << "cblas_sgemv(CblasRowMajor, " << (transB ? "CblasNoTrans" : "CblasTrans")
+       << ", " << (transB ? n : k) << ", " << (transB ? k : n) << ", 1.0f, "
+       << b << ", " << ldb << ", " << a << ", 1, 0.0f, " << c << ", 1);\n";
+    return;
+  }
+  os << "cblas_sgemm(CblasRowMajor, " << trans(transA) << ", " << trans(transB)
+     << ", " << m << ", " << n << ", " << k << ", 1.0f, " << a << ", " << lda
+     << ", " << b << ", " << ldb << ", 0.0f, " << c << ", " << ldc << ");\n";
+}
+
+} // namespace
+
+LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
+  FusedAttention a = *attentionAt.lookup(op);
+  Value out = op.getResult(0);
+  if (failed(allocate(out, op)))
+    return failure();
+  const Gemm &qk = a.qk, &pv = a.pv;
+  int64_t queries = qk.m, keys = qk.n, depth = qk.k, width = pv.n;
+  std::string id = std::to_string(nextId++);
+  std::string key = "j" + id;
+
+  std::string where = describe(op);
+  os << "// Attention" << (where.empty() ? "" : " (" + where + ")") << ": "
+     << qk.batch << " x (" << queries << " queries x " << keys
+     << " keys), depth " << depth << ", value width " << width
+     << "; the scores of one batch element at a time, "
+     << (a.position ? "over the filled keys of the KV cache"
+                    : "over every key")
+     << "\n";
+  os << "TP_LOOP_NEST {\n";
+  os.indent();
+  if (a.position)
+    os << "const std::int64_t limit = std::min<std::int64_t>(" << keys
+       << ", std::max<std::int64_t>(1, " << name(a.position) << "[0] + "
+       << a.count << "));\n";
+  else
+    os << "const std::int64_t limit = " << keys << ";\n";
+  // f16/bf16 operands (tp-convert-dtype) in f32 copies for BLAS, as
+  // emitGemm does: the C++ target runs --dtype for its numerics.
+  auto operand = [&](Value v, Type element, StringRef prefix) {
+    std::string text = name(v);
+    if (element.getIntOrFloatBitWidth() == 32)
+      return text;
+    std::string wide = prefix.str() + id;
+    os << "std::vector<float> " << wide << "(" << numElements(v) << ");\n";
+    os << "for (std::size_t i = 0; i < " << wide << ".size(); ++i)\n  " << wide
+       << "[i] = static_cast<float>(" << text << "[i]);\n";
+    return wide + ".data()";
+  };
+  std::string q = operand(qk.lhs, qk.lhsElement, "q"),
+              k = operand(qk.rhs, qk.rhsElement, "k"),
+              v = operand(pv.rhs, pv.rhsElement, "v");
+  std::string scores = "scores" + id;
+  os << "std::vector<float> " << scores << "(" << queries * keys << ");\n";
+  os << "for (std::int64_t b = 0; b < " << qk.batch << "; ++b) {\n";
+  os.indent();
+  os << "float *s = " << scores << ".data();\n";
+  emitProduct(os, queries, "limit", std::to_string(depth),
+              offset(q, qk.strideLhs), qk.transLhs, std::to_string(qk.lda),
+              offset(k, qk.strideRhs), qk.transRhs, qk.ldb, "s", "limit");
+  os << "for (std::int64_t row = 0; row < " << queries << "; ++row) {\n";
+  os.indent();
+  // Each generic of X's chain indexes its own batch dims, from b.
+  SmallVector<SmallVector<std::string>> indices;
+  for (auto [n, logits] : llvm::enumerate(a.logits))
+    indices.push_back(declareChainIndices(
+        os, logits, "a" + id + "_" + std::to_string(n) + "_", "b", "row",
+        key));
+  os << "float *x = s + row * limit;\n";
+
+  // Emits `op`'s payload with `bound` block arguments; returns the yield.
+  auto emitBody = [&](linalg::GenericOp generic,
+                      ArrayRef<std::pair<Value, std::string>> bound,
+                      ArrayRef<std::string> indices = {})
+      -> FailureOr<std::string> {
+    Block &body = generic.getRegion().front();
+    for (auto &[arg, text] : bound)
+      bindTo(arg, text);
+    for (OpOperand *input : generic.getDpsInputOperands()) {
+      BlockArgument arg = generic.getMatchingBlockArgument(input);
+      if (names.count(arg) || arg.use_empty())
+        continue;
+      // Another operand of X (a mask): read at the element's indices.
+      auto inputShape = cast<RankedTensorType>(input->get().getType());
+      bindTo(arg, name(input->get()) + "[" +
+                      offsetExpr(generic.getMatchingIndexingMap(input),
+                                 inputShape.getShape(), indices) +
+                      "]");
+    }
+    for (Operation &bodyOp : body.without_terminator()) {
+      if (auto index = dyn_cast<linalg::IndexOp>(bodyOp)) {
+        bindTo(index.getResult(), indices[index.getDim()]);
+        continue;
+      }
+      if (failed(emitScalarOp(&bodyOp)))
+        return failure();
+    }
+    return name(body.getTerminator()->getOperand(0));
+  };
+  auto arg = [](linalg::GenericOp generic, unsigned index) -> Value {
+    return generic.getRegion().front().getArgument(index);
+  };
+  auto initOf = [&](linalg::GenericOp reduction) -> FailureOr<std::string> {
+    auto fill = reduction.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+    FailureOr<std::string> type =
+        scalarTypeFor(getElementTypeOrSelf(fill.getResult(0).getType()), op);
+    if (failed(type))
+      return failure();
+    return *type + "(" + name(fill.getInputs()[0]) + ")";
+  };
+
+  // X, and its row maximum.
+  FailureOr<std::string> maxInit = initOf(a.max);
+  if (failed(maxInit))
+    return failure();
+  os << "auto rowMax = " << *maxInit << ";\n";
+  os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++"
+     << key << ") {\n";
+  os.indent();
+  std::string previous = "x[" + key + "]";
+  if (a.rounding) {
+    FailureOr<std::string> rounded =
+        emitBody(a.rounding, {{arg(a.rounding, 0), previous}});
+    if (failed(rounded))
+      return failure();
+    previous = *rounded;
+  }
+  for (auto [logits, chained, names] :
+       llvm::zip(a.logits, a.chained, indices)) {
+    SmallVector<std::pair<Value, std::string>> bound;
+    for (OpOperand *input : logits.getDpsInputOperands())
+      if (input->get() == chained)
+        bound.push_back({logits.getMatchingBlockArgument(input), previous});
+    FailureOr<std::string> next = emitBody(logits, bound, names);
+    if (failed(next))
+      return failure();
+    previous = *next;
+  }
+  os << "x[" << key << "] = static_cast<float>(" << previous << ");\n";
+  FailureOr<std::string> maxed = emitBody(
+      a.max, {{arg(a.max, 0), "x[" + key + "]"}, {arg(a.max, 1), "rowMax"}});
+  if (failed(maxed))
+    return failure();
+  os << "rowMax = " << *maxed << ";\n";
+  os.unindent();
+  os << "}\n";
+
+  // E = exp(X - M) in place, and its row sum.
+  FailureOr<std::string> sumInit = initOf(a.sum);
+  if (failed(sumInit))
+    return failure();
+  os << "auto rowSum = " << *sumInit << ";\n";
+  os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++" << key
+     << ") {\n";
+  os.indent();
+  FailureOr<std::string> e = emitBody(
+      a.exp, {{arg(a.exp, 0), "x[" + key + "]"}, {arg(a.exp, 1), "rowMax"}});
+  if (failed(e))
+    return failure();
+  os << "x[" << key << "] = static_cast<float>(" << *e << ");\n";
+  FailureOr<std::string> summed = emitBody(
+      a.sum, {{arg(a.sum, 0), "x[" + key + "]"}, {arg(a.sum, 1), "rowSum"}});
+  if (failed(summed))
+    return failure();
+  os << "rowSum = " << *summed << ";\n";
+  os.unindent();
+  os << "}\n";
+
+  // P = E / L in place.
+  os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++" << key
+     << ") {\n";
+  os.indent();
+  FailureOr<std::string> p =
+      emitBody(a.probs, {{arg(a.probs, 0), "x[" + key + "]"},
+                         {arg(a.probs, 1), "rowSum"}});
+  if (failed(p))
+    return failure();
+  os << "x[" << key << "] = static_cast<float>(" << *p << ");\n";
+  os.unindent();
+  os << "}\n";
+  os.unindent();
+  os << "}\n";
+
+  // O = P V over the same keys.
+  emitProduct(os, queries, std::to_string(width), "limit", "s", false, "limit",
+              offset(v, pv.strideRhs), pv.transRhs, pv.ldb,
+              offset(name(out), pv.strideOut), std::to_string(pv.ldc));
+  os.unindent();
+  os << "}\n";
+  os.unindent();
+  os << "}();\n";
+  return success();
+}
