@@ -127,20 +127,23 @@ static bool isGemmBody(linalg::GenericOp op) {
   return mulOk && body.getOperations().size() == 3 + extensions;
 }
 
-FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op) {
+FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op,
+                                          GemmOperands operands) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       !isGemmBody(op))
     return failure();
   Type element = getElementTypeOrSelf(op.getResult(0).getType());
   if (!element.isF32() && !element.isF64())
     return failure();
-  // Both operands of one type (as BLAS and cuBLAS multiply them): the
-  // output's, or both f16 or both bf16 for an f32 output.
-  Type stored = getElementTypeOrSelf(op.getDpsInputs()[0].getType());
-  if (getElementTypeOrSelf(op.getDpsInputs()[1].getType()) != stored)
-    return failure();
-  bool narrow = element.isF32() && (stored.isF16() || stored.isBF16());
-  if (stored != element && !narrow)
+  // Each operand the output's type or, for an f32 output, f16 or bf16.
+  auto readable = [&](Type stored) {
+    return stored == element ||
+           (element.isF32() && (stored.isF16() || stored.isBF16()));
+  };
+  Type lhsStored = getElementTypeOrSelf(op.getDpsInputs()[0].getType());
+  Type rhsStored = getElementTypeOrSelf(op.getDpsInputs()[1].getType());
+  if (!readable(lhsStored) || !readable(rhsStored) ||
+      (operands == GemmOperands::Same && lhsStored != rhsStored))
     return failure();
   FailureOr<linalg::ContractionDimensions> roles =
       linalg::inferContractionDims(op);

@@ -47,7 +47,11 @@ static bool shouldFuse(OpOperand *fusedOperand) {
               consumer.getBody()->getOperations().size() >
           kMaxFusedPayloadOps)
     return false;
-  return failed(emit::matchGemm(consumer)) && !emit::matchLookup(consumer);
+  // Never into a product (an elementwise producer fused there would run
+  // once per term of the sum), even one of mixed operand types that only
+  // the fused attention runs as a GEMM.
+  return failed(emit::matchGemm(consumer, emit::GemmOperands::Mixed)) &&
+         !emit::matchLookup(consumer);
 }
 
 LogicalResult mlir::tp::emit::fuseElementwiseChains(ModuleOp module) {

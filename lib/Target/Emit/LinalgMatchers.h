@@ -32,8 +32,20 @@ struct Gemm {
   int64_t strideLhs = 0, strideRhs = 0, strideOut = 0;
 };
 
+/// Which operand element types a GEMM may read.
+enum class GemmOperands {
+  /// One type for both (as BLAS and cuBLAS multiply them): the output's,
+  /// or both f16 or both bf16 for an f32 output.
+  Same,
+  /// Each the output's or a narrow one on its own: the fused attention's
+  /// P V, whose P never reaches memory, reads a bf16 P against the f32 KV
+  /// cache of a --dtype bf16 decoder.
+  Mixed,
+};
+
 /// The GEMM `op` computes, or failure when it is not one.
-FailureOr<Gemm> matchGemm(linalg::GenericOp op);
+FailureOr<Gemm> matchGemm(linalg::GenericOp op,
+                          GemmOperands operands = GemmOperands::Same);
 
 /// True when `init` is a linalg.fill of +0 (or a trivial scf.if of one), so
 /// a GEMM may overwrite it.

@@ -149,7 +149,7 @@ bool keepsRowsAndKeys(Operation *op) {
 std::optional<FusedAttention> matchChain(linalg::GenericOp out) {
   FusedAttention a;
   a.out = out;
-  FailureOr<Gemm> pv = matchGemm(out);
+  FailureOr<Gemm> pv = matchGemm(out, GemmOperands::Mixed);
   if (failed(pv) || !isZeroFill(out.getDpsInits()[0]))
     return std::nullopt;
   a.pv = *pv;
@@ -346,9 +346,10 @@ std::optional<std::pair<Value, int64_t>> cacheAxisOf(Value v, int64_t dim) {
     }
     if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
       // The axis's group grows only unit dims around it.
+      SmallVector<ReassociationIndices> groups =
+          expand.getReassociationIndices();
       std::optional<int64_t> group;
-      for (auto [g, indices] :
-           llvm::enumerate(expand.getReassociationIndices())) {
+      for (auto [g, indices] : llvm::enumerate(groups)) {
         if (!llvm::is_contained(indices, dim))
           continue;
         for (int64_t other : indices)
@@ -364,8 +365,10 @@ std::optional<std::pair<Value, int64_t>> cacheAxisOf(Value v, int64_t dim) {
     }
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
       // The axis is the one dim of its group that is not a unit dim.
+      SmallVector<ReassociationIndices> groups =
+          collapse.getReassociationIndices();
       std::optional<int64_t> source;
-      for (int64_t index : collapse.getReassociationIndices()[dim]) {
+      for (int64_t index : groups[dim]) {
         if (collapse.getSrcType().getDimSize(index) == 1)
           continue;
         if (source)
