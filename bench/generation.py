@@ -19,6 +19,9 @@ and exported with its KV cache in optimum's text-generation-with-past layout
   tp-mlir x1 / x2       tp-compile --max-seq (prompt + new) --max-batch B
                         --target cpu --devices 1 / 2, tp-run --generate with
                         1 / 2 ranks as threads, one BLAS thread each
+  tp-mlir x2 no spin    the same 2 ranks with TP_SPIN_WAIT_US=0: a rank
+                        that reaches a collective first sleeps at once
+                        instead of spinning for up to 50 us
 
 It prints prefill time, decode ms per token and tokens/s for each, the
 2-rank speed-up of decode (the issue's target: >= 1.6x) and whether each
@@ -184,16 +187,21 @@ def run_onnxruntime(model, ids, a):
             np.concatenate([ids, np.stack(tokens, 1)], 1))
 
 
-def run_tp(a, model, devices, ids_path, work):
-    artifact = os.path.join(work, f"d{devices}.tpa")
-    subprocess.run([os.path.join(a.build_bin, "tp-compile"), model,
-                    "--target", "cpu", "--devices", str(devices), "--max-seq",
-                    str(a.prompt + a.new), "--max-batch", str(a.batch_now),
-                    "--prefill-len", str(a.prompt),
-                    "-o", artifact], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+def run_tp(a, model, devices, ids_path, work, spin=None):
+    """tp-compile (once per batch) and tp-run --generate; `spin` sets
+    TP_SPIN_WAIT_US (None: tp-run's default)."""
+    artifact = os.path.join(work, f"d{devices}_b{a.batch_now}.tpa")
+    if not os.path.exists(artifact):
+        subprocess.run([os.path.join(a.build_bin, "tp-compile"), model,
+                        "--target", "cpu", "--devices", str(devices),
+                        "--max-seq", str(a.prompt + a.new), "--max-batch",
+                        str(a.batch_now), "--prefill-len", str(a.prompt),
+                        "-o", artifact], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = os.path.join(work, f"out{devices}")
     env = blas.env(1)
+    if spin is not None:
+        env["TP_SPIN_WAIT_US"] = str(spin)
     p = subprocess.run([os.path.join(a.build_bin, "tp-run"), artifact,
                         "--generate", str(a.new), "--input",
                         f"input_ids={ids_path}", "--output-dir", out,
@@ -274,6 +282,11 @@ def main():
                 results.append((f"tp-mlir x{devices}",
                                 *run_tp(a, model, devices, ids_path, work),
                                 None))
+            # The same 2 ranks sleeping at every barrier at once: what the
+            # spin before sleeping saves.
+            results.append(("tp-mlir x2 no spin",
+                            *run_tp(a, model, 2, ids_path, work, spin=0),
+                            None))
             for label, figures, tokens, error in results:
                 if not figures:
                     print(f"{batch:>5} {label:<20} failed: {error}")
@@ -284,8 +297,7 @@ def main():
                       f"{figures['prefill'] * 1e3:>10.1f} "
                       f"{figures['per_token'] * 1e3:>9.2f} "
                       f"{batch / figures['per_token']:>9.1f}  {same}")
-            for devices in (1, 2):
-                label = f"tp-mlir x{devices}"
+            for label in ("tp-mlir x1", "tp-mlir x2", "tp-mlir x2 no spin"):
                 split = next(f for name, f, _, _ in results
                              if name == label)["split"]
                 step = sum(split.values())
@@ -302,6 +314,8 @@ def main():
                   f"1.6x); vs onnxruntime: "
                   f"{by['onnxruntime loop']['per_token'] / one['per_token']:.2f}x"
                   f" (1 rank)")
+            print(f"{batch:>5} decode 2 ranks, spin vs no spin: "
+                  f"{by['tp-mlir x2 no spin']['per_token'] / two['per_token']:.2f}x")
             if by.get("tensor_parallel x2"):
                 print(f"{batch:>5} tensor_parallel x2 / tp-mlir x2 per token: "
                       f"{by['tensor_parallel x2']['per_token'] / two['per_token']:.2f}x")
