@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GraphImporter.h"
+#include "TorchScriptLoader.h"
 #include "ModelLoader.h"
 
 #include "tp/Dialect/TP/TPDialect.h"
@@ -701,13 +702,50 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 // Entry points
 //===----------------------------------------------------------------------===//
 
+/// An ONNX model declares its input types: a type given with
+/// --input-shape must agree.
+static LogicalResult checkInputTypes(const onnx::ModelProto &model,
+                                     const ONNXImportOptions &options,
+                                     Location loc) {
+  static const std::pair<const char *, int32_t> names[] = {
+      {"f32", onnx::TensorProto::FLOAT},     {"f16", onnx::TensorProto::FLOAT16},
+      {"bf16", onnx::TensorProto::BFLOAT16}, {"f64", onnx::TensorProto::DOUBLE},
+      {"i64", onnx::TensorProto::INT64},     {"i32", onnx::TensorProto::INT32},
+      {"bool", onnx::TensorProto::BOOL}};
+  for (const auto &entry : options.inputTypes) {
+    const onnx::ValueInfoProto *declared = nullptr;
+    for (const onnx::ValueInfoProto &input : model.graph().input())
+      if (input.name() == entry.getKey())
+        declared = &input;
+    if (!declared)
+      continue; // reported with the shape
+    int32_t want = 0;
+    for (const auto &[name, id] : names)
+      if (entry.getValue() == name)
+        want = id;
+    int32_t have = declared->type().tensor_type().elem_type();
+    if (have != want)
+      return emitError(loc) << "--input-shape gives input '" << entry.getKey()
+                            << "' type " << entry.getValue()
+                            << ", but the model declares ONNX element type "
+                            << have;
+  }
+  return success();
+}
+
 OwningOpRef<ModuleOp>
 mlir::tp::importONNXBuffer(StringRef bytes, StringRef path, MLIRContext *ctx,
                            const ONNXImportOptions &options) {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   onnx::ModelProto model;
-  if (failed(parseModel(bytes, path, loc, model)))
-    return nullptr;
+  if (isTorchScriptFile(bytes)) {
+    if (failed(loadTorchScript(path, &options, loc, model)))
+      return nullptr;
+  } else {
+    if (failed(parseModel(bytes, path, loc, model)) ||
+        failed(checkInputTypes(model, options, loc)))
+      return nullptr;
+  }
   return GraphImporter(ctx, model, path, options).run();
 }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModelLoader.h"
+#include "TorchScriptLoader.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"
@@ -35,6 +36,8 @@ LogicalResult mlir::tp::onnx_import::parseModel(StringRef bytes, StringRef path,
                                                 onnx::ModelProto &model) {
   if (bytes.empty())
     return emitError(loc) << "'" << path << "' is empty, not an ONNX model";
+  if (isTorchScriptFile(bytes))
+    return loadTorchScript(path, /*options=*/nullptr, loc, model);
   bool text = path.ends_with(".onnxtxt") || looksLikeText(bytes);
   if (text) {
     std::string buffer = bytes.str();

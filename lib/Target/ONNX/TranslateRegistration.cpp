@@ -22,11 +22,21 @@ using namespace mlir;
 
 bool mlir::tp::parseInputShape(StringRef text, ONNXImportOptions &options,
                                std::string &error) {
-  auto [name, dims] = text.rsplit('=');
+  auto [name, spec] = text.rsplit('=');
   if (name.empty() || !text.contains('=')) {
     error =
         "expected name=DIMS (e.g. input_ids=1x128), got '" + text.str() + "'";
     return false;
+  }
+  auto [dims, type] = spec.split(':');
+  if (spec.contains(':')) {
+    if (!llvm::is_contained({"f32", "f16", "bf16", "f64", "i64", "i32", "bool"},
+                            type)) {
+      error = "unknown element type '" + type.str() + "' in --input-shape '" +
+              text.str() + "'; use f32, f16, bf16, f64, i64, i32 or bool";
+      return false;
+    }
+    options.inputTypes[name] = type.str();
   }
   SmallVector<int64_t> shape;
   if (!dims.empty()) {
@@ -68,9 +78,11 @@ mlir::tp::importONNXFile(StringRef path, MLIRContext *context,
 void mlir::tp::registerImportONNXTranslation() {
   static llvm::cl::list<std::string> inputShapes(
       "input-shape",
-      llvm::cl::desc("Static shape of a model input, e.g. input_ids=1x128 "
-                     "(repeatable; used with --import-onnx)"),
-      llvm::cl::value_desc("name=DIMS"));
+      llvm::cl::desc("Static shape of a model input, e.g. input_ids=1x128, "
+                     "and its type where the model does not say it "
+                     "(TorchScript), e.g. input_ids=1x128:i64 (repeatable; "
+                     "used with --import-onnx and --import-torchscript)"),
+      llvm::cl::value_desc("name=DIMS[:TYPE]"));
   TranslateToMLIRRegistration registration(
       "import-onnx", "import an ONNX model (binary or .onnxtxt text format)",
       [](llvm::SourceMgr &sourceMgr,
@@ -88,6 +100,35 @@ void mlir::tp::registerImportONNXTranslation() {
         auto module =
             importONNXBuffer(buffer->getBuffer(), buffer->getBufferIdentifier(),
                              context, options);
+        return OwningOpRef<Operation *>(module.release());
+      },
+      [](DialectRegistry &registry) { registerONNXImportDialects(registry); });
+  TranslateToMLIRRegistration torchscript(
+      "import-torchscript",
+      "import a TorchScript module (torch.jit.trace/script, saved with "
+      "torch.jit.save)",
+      [](llvm::SourceMgr &sourceMgr,
+         MLIRContext *context) -> OwningOpRef<Operation *> {
+        ONNXImportOptions options;
+        for (const std::string &text : inputShapes) {
+          std::string error;
+          if (!parseInputShape(text, options, error)) {
+            emitError(UnknownLoc::get(context)) << error;
+            return nullptr;
+          }
+        }
+        const llvm::MemoryBuffer *buffer =
+            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+        StringRef path = buffer->getBufferIdentifier();
+        if (!isTorchScriptFile(buffer->getBuffer())) {
+          emitError(FileLineColLoc::get(context, path, 0, 0))
+              << "'" << path
+              << "' is not a TorchScript file (not a zip archive; save the "
+                 "model with torch.jit.save)";
+          return nullptr;
+        }
+        auto module =
+            importONNXBuffer(buffer->getBuffer(), path, context, options);
         return OwningOpRef<Operation *>(module.release());
       },
       [](DialectRegistry &registry) { registerONNXImportDialects(registry); });

@@ -22,10 +22,16 @@ struct ONNXImportOptions {
   /// Static shapes for graph inputs, by input name; they replace dynamic
   /// (and static) dims declared in the model.
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Element types given with them (`name=1x128:i64`): what a TorchScript
+  /// input is, which the file does not say; for an ONNX model they must
+  /// match the declared types.
+  llvm::StringMap<std::string> inputTypes;
 };
 
 /// Parses `--input-shape` values of the form `name=1x128` (a scalar input is
-/// `name=`). Returns false and sets `error` on malformed text.
+/// `name=`), optionally with an element type, `name=1x128:i64` (f32, f16,
+/// bf16, f64, i64, i32, bool). Returns false and sets `error` on malformed
+/// text.
 bool parseInputShape(llvm::StringRef text, ONNXImportOptions &options,
                      std::string &error);
 
@@ -41,6 +47,11 @@ OwningOpRef<ModuleOp> importONNXBuffer(llvm::StringRef bytes,
                                        llvm::StringRef path,
                                        MLIRContext *context,
                                        const ONNXImportOptions &options);
+
+/// True when `bytes` begin like a zip archive, TorchScript's container:
+/// such files go through tp-import-torchscript (the TorchScript frontend)
+/// and then this importer, wherever a model path is accepted.
+bool isTorchScriptFile(llvm::StringRef bytes);
 
 /// Registers the dialects an imported module uses.
 void registerONNXImportDialects(DialectRegistry &registry);

@@ -1,0 +1,346 @@
+//===- LoadGraph.cpp - a TorchScript module's forward graph, typed --------===//
+//
+// torch::jit::load, then forward()'s graph inlined. Attribute reads
+// (prim::GetAttr chains from self) are resolved against the module: a
+// tensor is a weight, kept as a named read; anything else (training, a
+// head count) becomes a constant, so that constant propagation folds what
+// depends on it, scripted `if self.training:` included. No freezing: it
+// would fold buffers into anonymous constants and merge equal tensors.
+//
+// Traces carry no types, so the graph is run once, node by node, on inputs
+// of the user's shapes; each value takes the type of what it produced, and
+// the shape arithmetic that tracing recorded (aten::size, NumToTensor,
+// Int) then folds to constants.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TorchScriptGraph.h"
+
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/peephole.h>
+#include <torch/csrc/jit/passes/remove_dropout.h>
+
+#include <sstream>
+#include <unordered_set>
+
+using namespace tp::torchscript;
+using torch::jit::Node;
+using torch::jit::Value;
+
+std::string tp::torchscript::describeNode(const Node *node) {
+  std::string text = node->kind().toQualString();
+  const torch::jit::SourceRange &range = node->sourceRange();
+  if (!range.source())
+    return text;
+  c10::optional<torch::jit::SourceRange> original =
+      range.findSourceRangeThatGenerated();
+  if (original) {
+    // A trace records the Python stack as text, innermost frame first:
+    // "…/torch/nn/modules/linear.py(114): forward\nmodel.py(9): forward".
+    // Point at the first frame outside torch itself.
+    std::string stack = original->text().str();
+    if (stack.find("):") != std::string::npos) {
+      std::istringstream lines(stack);
+      std::string line;
+      while (std::getline(lines, line)) {
+        if (line.find("/torch/") != std::string::npos)
+          continue;
+        size_t open = line.rfind('(');
+        size_t close = line.rfind("):");
+        if (open != std::string::npos && close != std::string::npos &&
+            open < close)
+          return text + " at " + line.substr(0, open) + ":" +
+                 line.substr(open + 1, close - open - 1);
+      }
+    } else if (auto where = original->file_line_col()) {
+      return text + " at " + std::get<0>(*where) + ":" +
+             std::to_string(std::get<1>(*where));
+    }
+  }
+  if (auto where = range.file_line_col())
+    return text + " at " + std::get<0>(*where) + ":" +
+           std::to_string(std::get<1>(*where));
+  return text;
+}
+
+namespace {
+
+/// Replaces attribute reads from self: module objects are followed,
+/// tensors recorded as weights, other values become constants.
+void resolveAttributes(LoadedGraph &loaded) {
+  torch::jit::Graph &graph = *loaded.graph;
+  std::unordered_map<const Value *, c10::IValue> objects;
+  objects[graph.inputs()[0]] = loaded.module._ivalue();
+  std::unordered_map<const Value *, std::string> paths;
+  paths[graph.inputs()[0]] = "";
+  std::vector<Node *> folded;
+  for (Node *node : graph.nodes()) {
+    if (node->kind() != c10::prim::GetAttr)
+      continue;
+    auto parent = objects.find(node->input());
+    if (parent == objects.end() || !parent->second.isObject())
+      throw ConvertError(describeNode(node) +
+                         ": reads an attribute of a value that is not a "
+                         "submodule of the model");
+    const std::string &name = node->s(c10::attr::name);
+    const std::string &prefix = paths[node->input()];
+    std::string path = prefix.empty() ? name : prefix + "." + name;
+    c10::IValue value = parent->second.toObject()->getAttr(name);
+    if (value.isObject()) {
+      objects[node->output()] = value;
+      paths[node->output()] = path;
+      folded.push_back(node);
+    } else if (value.isTensor()) {
+      loaded.weights[node->output()] = path;
+      loaded.weightTensors[node->output()] = value.toTensor();
+    } else {
+      torch::jit::WithInsertPoint guard(node);
+      c10::optional<Value *> constant = graph.insertConstant(value);
+      if (!constant)
+        throw ConvertError(describeNode(node) + ": attribute '" + path +
+                           "' has a value that cannot be a constant");
+      node->output()->replaceAllUsesWith(*constant);
+      folded.push_back(node);
+    }
+  }
+  // Submodules stay as the inputs of the reads below them; nothing else
+  // may use one.
+  for (auto it = folded.rbegin(); it != folded.rend(); ++it)
+    if (!(*it)->hasUses())
+      (*it)->destroy();
+  for (Node *node : graph.nodes()) {
+    if (node->kind() != c10::prim::GetAttr || loaded.weights.count(node->output()))
+      continue;
+    for (const torch::jit::Use &use : node->output()->uses())
+      if (use.user->kind() != c10::prim::GetAttr)
+        throw ConvertError(describeNode(use.user) + ": uses submodule '" +
+                           paths[node->output()] + "' as a value");
+  }
+}
+
+void simplify(std::shared_ptr<torch::jit::Graph> &graph) {
+  for (int round = 0; round < 8; ++round) {
+    bool changed =
+        torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/false);
+    changed |= torch::jit::ConstantPropagation(graph);
+    torch::jit::EliminateDeadCode(graph);
+    if (!changed)
+      break;
+  }
+}
+
+/// Rejects what cannot be a static graph, and modules left in training
+/// mode.
+void checkStatic(const LoadedGraph &loaded, const std::string &path) {
+  for (const Node *node : loaded.graph->nodes()) {
+    c10::Symbol kind = node->kind();
+    if (kind == c10::prim::If || kind == c10::prim::Loop)
+      throw ConvertError(
+          path + ": " + describeNode(node) +
+          ": Python control flow (if/for/while) that depends on the "
+          "inputs; trace the model, or make the branch static");
+    if (kind == c10::prim::RaiseException)
+      throw ConvertError(path + ": " + describeNode(node) +
+                         ": the model raises an exception for these input "
+                         "shapes");
+    auto isTrueConstant = [](const Value *v) {
+      c10::optional<c10::IValue> value = torch::jit::toIValue(v);
+      return value && value->isBool() && value->toBool();
+    };
+    std::string name = kind.toQualString();
+    bool training = false;
+    if (name == "aten::dropout" || name == "aten::feature_dropout" ||
+        name == "aten::alpha_dropout")
+      training = node->inputs().size() > 2 && isTrueConstant(node->input(2));
+    else if (name == "aten::batch_norm" || name == "aten::instance_norm")
+      training = node->inputs().size() > 5 && isTrueConstant(node->input(5));
+    if (training)
+      throw ConvertError(path + ": " + describeNode(node) +
+                         " runs in training mode: the module was traced in "
+                         "training mode; call model.eval() before "
+                         "torch.jit.trace");
+  }
+}
+
+/// Forgets weight reads that the passes removed (their Value pointers may
+/// be reused by new nodes).
+void pruneWeights(LoadedGraph &loaded) {
+  std::unordered_set<const Value *> live;
+  for (const Node *node : loaded.graph->nodes())
+    if (node->kind() == c10::prim::GetAttr)
+      live.insert(node->output());
+  for (auto it = loaded.weights.begin(); it != loaded.weights.end();) {
+    if (live.count(it->first)) {
+      ++it;
+      continue;
+    }
+    loaded.weightTensors.erase(it->first);
+    it = loaded.weights.erase(it);
+  }
+}
+
+/// An input's type when the user gave none: int64 where it ends up as
+/// indices (of an embedding, index_select or gather), float otherwise.
+int32_t inferInputType(const Value *input) {
+  std::vector<const Value *> work = {input};
+  std::unordered_set<const Value *> seen;
+  while (!work.empty()) {
+    const Value *v = work.back();
+    work.pop_back();
+    if (!seen.insert(v).second)
+      continue;
+    for (const torch::jit::Use &use : v->uses()) {
+      std::string kind = use.user->kind().toQualString();
+      if ((kind == "aten::embedding" && use.offset == 1) ||
+          (kind == "aten::index_select" && use.offset == 2) ||
+          (kind == "aten::gather" && use.offset == 2))
+        return onnx::TensorProto::INT64;
+      // Follow the ops that keep values as they are.
+      if (kind == "aten::view" || kind == "aten::reshape" ||
+          kind == "aten::unsqueeze" || kind == "aten::squeeze" ||
+          kind == "aten::slice" || kind == "aten::select" ||
+          kind == "aten::contiguous" || kind == "aten::flatten" ||
+          kind == "aten::expand")
+        if (use.offset == 0)
+          work.push_back(use.user->output());
+    }
+  }
+  return onnx::TensorProto::FLOAT;
+}
+
+at::Tensor exampleInput(const InputSpec &spec) {
+  std::vector<int64_t> shape = spec.shape;
+  switch (spec.elementType) {
+  case onnx::TensorProto::INT64:
+    return at::zeros(shape, at::kLong);
+  case onnx::TensorProto::INT32:
+    return at::zeros(shape, at::kInt);
+  case onnx::TensorProto::BOOL:
+    return at::ones(shape, at::kBool);
+  case onnx::TensorProto::DOUBLE:
+    return at::randn(shape, at::kDouble);
+  default:
+    return at::randn(shape, at::kFloat);
+  }
+}
+
+/// Runs the graph once and gives every tensor value the type (dtype,
+/// sizes) of what it held.
+void typeByRunning(LoadedGraph &loaded, const std::string &path,
+                   const std::map<std::string, InputSpec> &inputs) {
+  torch::jit::Graph &graph = *loaded.graph;
+  std::unordered_map<const Value *, c10::IValue> env;
+  at::manual_seed(0);
+  for (size_t i = 0; i < loaded.inputNames.size(); ++i) {
+    auto spec = inputs.find(loaded.inputNames[i]);
+    if (spec == inputs.end())
+      throw ConvertError(path + ": give the shape of input '" +
+                         loaded.inputNames[i] + "' with --input-shape " +
+                         loaded.inputNames[i] + "=DIMS");
+    Value *input = graph.inputs()[i + 1];
+    InputSpec chosen = spec->second;
+    if (!chosen.elementType)
+      chosen.elementType = inferInputType(input);
+    at::Tensor example = exampleInput(chosen);
+    input->setType(c10::TensorType::create(example));
+    env[input] = example;
+  }
+  torch::NoGradGuard noGrad;
+  for (Node *node : graph.nodes()) {
+    torch::jit::Stack stack;
+    c10::Symbol kind = node->kind();
+    auto in = [&](size_t i) -> c10::IValue & { return env.at(node->input(i)); };
+    if (kind == c10::prim::Constant) {
+      stack.push_back(*torch::jit::toIValue(node->output()));
+    } else if (kind == c10::prim::GetAttr) {
+      // A weight, or a submodule that only the reads below it use.
+      auto weight = loaded.weightTensors.find(node->output());
+      stack.push_back(weight == loaded.weightTensors.end()
+                          ? c10::IValue()
+                          : c10::IValue(weight->second));
+    } else if (kind == c10::prim::ListConstruct) {
+      // The interpreter does these itself; they have no operator.
+      c10::impl::GenericList list(
+          node->output()->type()->expectRef<c10::ListType>().getElementType());
+      for (size_t i = 0; i < node->inputs().size(); ++i)
+        list.push_back(in(i));
+      stack.emplace_back(std::move(list));
+    } else if (kind == c10::prim::ListUnpack) {
+      for (const c10::IValue &element : in(0).toListRef())
+        stack.push_back(element);
+    } else if (kind == c10::prim::TupleConstruct) {
+      std::vector<c10::IValue> elements;
+      for (size_t i = 0; i < node->inputs().size(); ++i)
+        elements.push_back(in(i));
+      stack.emplace_back(c10::ivalue::Tuple::create(std::move(elements)));
+    } else if (kind == c10::prim::TupleUnpack) {
+      for (const c10::IValue &element : in(0).toTupleRef().elements())
+        stack.push_back(element);
+    } else {
+      for (size_t i = 0; i < node->inputs().size(); ++i)
+        stack.push_back(in(i));
+      try {
+        node->getOperation()(stack);
+      } catch (const c10::Error &e) {
+        throw ConvertError(path + ": " + describeNode(node) +
+                           " failed on example inputs of the given shapes: " +
+                           e.what_without_backtrace());
+      }
+    }
+    if (stack.size() != node->outputs().size())
+      throw ConvertError(path + ": " + describeNode(node) +
+                         ": unexpected number of results");
+    for (size_t i = 0; i < stack.size(); ++i) {
+      Value *output = node->output(i);
+      if (stack[i].isTensor() && output->type()->cast<c10::TensorType>())
+        output->setType(c10::TensorType::create(stack[i].toTensor()));
+      env[output] = std::move(stack[i]);
+    }
+  }
+}
+
+} // namespace
+
+LoadedGraph tp::torchscript::loadGraph(
+    const std::string &path, const std::map<std::string, InputSpec> &inputs,
+    bool typed) {
+  LoadedGraph loaded;
+  loaded.module = torch::jit::load(path, at::Device(at::kCPU));
+  c10::ClassTypePtr type = loaded.module.type();
+  if (type->hasAttribute("training") && loaded.module.is_training())
+    throw ConvertError(path + ": the module was saved in training mode; "
+                              "call model.eval() before saving it");
+  if (!loaded.module.find_method("forward"))
+    throw ConvertError(path + ": the module has no forward() method");
+  torch::jit::Method forward = loaded.module.get_method("forward");
+  const c10::FunctionSchema &schema = forward.function().getSchema();
+  for (size_t i = 1; i < schema.arguments().size(); ++i) {
+    const c10::Argument &argument = schema.arguments()[i];
+    if (!argument.type()->cast<c10::TensorType>())
+      throw ConvertError(path + ": forward() argument '" + argument.name() +
+                         "' is a " + argument.type()->annotation_str() +
+                         ", not a Tensor; only tensor inputs are supported");
+    loaded.inputNames.push_back(argument.name());
+  }
+
+  loaded.graph = forward.graph()->copy();
+  torch::jit::Inline(*loaded.graph);
+  resolveAttributes(loaded);
+  torch::jit::removeDropout(loaded.graph);
+  torch::jit::LowerAllTuples(loaded.graph);
+  simplify(loaded.graph);
+  pruneWeights(loaded);
+  if (!typed)
+    return loaded;
+  // Control flow is checked before running, so that a data-dependent
+  // branch is reported as such rather than by the interpreter below.
+  checkStatic(loaded, path);
+  typeByRunning(loaded, path, inputs);
+  simplify(loaded.graph);
+  pruneWeights(loaded);
+  checkStatic(loaded, path);
+  return loaded;
+}

@@ -1,0 +1,77 @@
+//===- TorchScriptGraph.h - a loaded, typed TorchScript graph ---*- C++ -*-===//
+//
+// Private to the TorchScript frontend: the module's forward graph inlined,
+// its attribute reads resolved (parameters and buffers kept as reads of
+// named weights, everything else folded to constants), and every value
+// typed by one run on example inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_LIB_TARGET_TORCHSCRIPT_TORCHSCRIPTGRAPH_H
+#define TP_LIB_TARGET_TORCHSCRIPT_TORCHSCRIPTGRAPH_H
+
+#include "tp/Target/TorchScript/TorchScriptToONNX.h"
+
+#include <torch/script.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tp::torchscript {
+
+/// A failure with a message for the user (file, op, source range).
+struct ConvertError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Where a weight's bytes are in the archive: an absolute offset into the
+/// .pt file (records are stored uncompressed) and their length.
+struct ArchiveLocation {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+/// Locations of every contiguous tensor the module's state holds, by
+/// attribute path ("h.0.attn.c_attn.weight"), read from data.pkl without
+/// reading any tensor data.
+std::unordered_map<std::string, ArchiveLocation>
+readArchiveLocations(const std::string &path);
+
+struct LoadedGraph {
+  torch::jit::Module module;
+  std::shared_ptr<torch::jit::Graph> graph;
+  /// forward()'s argument names, without self, in graph input order (graph
+  /// input i + 1).
+  std::vector<std::string> inputNames;
+  /// Values that read a parameter or buffer, by attribute path.
+  std::unordered_map<const torch::jit::Value *, std::string> weights;
+  /// Their tensors (as loaded: the run that types the graph reads them).
+  std::unordered_map<const torch::jit::Value *, at::Tensor> weightTensors;
+};
+
+/// Loads, checks and simplifies the module at `path`; with `typed`, also
+/// types every value by running the graph on inputs shaped as `inputs`
+/// says (each forward() argument needs one).
+LoadedGraph loadGraph(const std::string &path,
+                      const std::map<std::string, InputSpec> &inputs,
+                      bool typed);
+
+/// "aten::linear at model.py:12" for messages.
+std::string describeNode(const torch::jit::Node *node);
+
+/// The ONNX element type of a torch scalar type; throws for the others.
+int32_t onnxElementType(c10::ScalarType type, const std::string &what);
+
+/// Translates the typed graph into `model`'s graph.
+void translateGraph(const std::string &path, LoadedGraph &loaded,
+                    const std::map<std::string, InputSpec> &inputs,
+                    const std::unordered_map<std::string, ArchiveLocation>
+                        &locations,
+                    onnx::ModelProto &model);
+
+} // namespace tp::torchscript
+
+#endif // TP_LIB_TARGET_TORCHSCRIPT_TORCHSCRIPTGRAPH_H
