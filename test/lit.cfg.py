@@ -69,6 +69,13 @@ if _mpirun and _mpi_lib:
     config.environment["TP_MPI_LIB"] = _mpi_lib
     _root = " --allow-run-as-root" if os.geteuid() == 0 else ""
     config.substitutions.append(("%mpirun", _mpirun + _root + " --oversubscribe"))
+# The TorchScript frontend (built where libtorch-dev is installed, which
+# `make deps` does).
+if os.access(os.path.join(config.tp_tools_dir, "tp-import-torchscript"), os.X_OK):
+    config.available_features.add("torchscript")
+    llvm_config.add_tool_substitutions(["tp-import-torchscript"],
+                                       [config.tp_tools_dir])
+
 # nvcc (the CUDA toolkit): tp-compile --target cuda can build libraries.
 if shutil.which("nvcc"):
     config.available_features.add("nvcc")

@@ -6,6 +6,12 @@ tp-run, and compare every output with the reference stored beside the model.
         --config tp=2 --config tp=2,sp --config pp=2 --config tp=2,pp=2 \
         --launcher threads --launcher mpi
 
+--model picks the file in the model folder (model.onnx by default; model.pt
+for the TorchScript version), and --rename artifact=reference maps an
+input or output name of the artifact to the name of its .npy (a TorchScript
+module's inputs are named as forward()'s arguments and its outputs
+output, or output_<i>).
+
 A config is a comma-separated list of tp=N, pp=P, mb=M (micro-batches per
 pipeline step), sp (sequence parallel).
 Inputs are read from <model dir>/<input name>.npy and references from
@@ -60,11 +66,19 @@ def main():
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--dtype", help="tp-compile --dtype (bf16, f16)")
+    parser.add_argument("--model", default="model.onnx")
+    parser.add_argument("--rename", action="append", default=[],
+                        help="artifact name=reference name")
     parser.add_argument("--tp-compile", default="tp-compile")
     parser.add_argument("--tp-run", default="tp-run")
     args = parser.parse_args()
     launchers = args.launcher or ["threads"]
-    model = os.path.join(args.model_dir, "model.onnx")
+    model = os.path.join(args.model_dir, args.model)
+    renamed = dict(text.split("=", 1) for text in args.rename)
+
+    def reference(name):
+        return os.path.join(args.model_dir, renamed.get(name, name) + ".npy")
+
     name = os.path.basename(os.path.normpath(args.model_dir))
 
     failures = 0
@@ -86,9 +100,8 @@ def main():
             ranks = manifest["grid"]["ranks"]
             inputs = []
             for spec in manifest["inputs"]:
-                inputs += ["--input", "%s=%s" % (
-                    spec["name"],
-                    os.path.join(args.model_dir, spec["name"] + ".npy"))]
+                inputs += ["--input", "%s=%s" % (spec["name"],
+                                                 reference(spec["name"]))]
             for launcher in launchers:
                 out_dir = os.path.join(work, "out")
                 os.makedirs(out_dir, exist_ok=True)
@@ -98,8 +111,7 @@ def main():
                     run = mpirun_prefix(ranks) + run + ["--launcher", "mpi"]
                 subprocess.run(run, check=True)
                 for spec in manifest["outputs"]:
-                    ref = np.load(os.path.join(args.model_dir,
-                                               spec["name"] + ".npy"))
+                    ref = np.load(reference(spec["name"]))
                     out = np.load(os.path.join(out_dir, spec["name"] + ".npy"))
                     diff = float(np.max(np.abs(out.astype(np.float64) - ref)))
                     ok = out.shape == ref.shape and np.allclose(

@@ -266,11 +266,12 @@ LogicalResult convertPool(NodeContext &ctx, bool isMax) {
                      .getResult(0);
   if (!isMax) {
     Value divisor;
-    if (ctx.attrInt("count_include_pad", 0)) {
-      divisor = createScalar(b, loc, elementType, getNumElements(w->kernel));
-      divisor = tensor::FromElementsOp::create(
-          b, loc, RankedTensorType::get({}, elementType), divisor);
-    } else if (llvm::all_of(llvm::seq<size_t>(0, spatial.size()),
+    // With count_include_pad, or where every window lies inside the input,
+    // each window counts all its taps: one rank-0 constant (an arith
+    // constant, which sharding propagation sees through), not a tensor per
+    // output position.
+    if (ctx.attrInt("count_include_pad", 0) ||
+        llvm::all_of(llvm::seq<size_t>(0, spatial.size()),
                             [&](size_t d) {
                               return w->padBegin[d] == 0 &&
                                      (w->out[d] - 1) * w->strides[d] +
@@ -278,8 +279,6 @@ LogicalResult convertPool(NodeContext &ctx, bool isMax) {
                                                  w->dilations[d] <
                                          spatial[d];
                             })) {
-      // Every window lies inside the input: each counts all its taps (one
-      // rank-0 constant, not a tensor per output position).
       ConstTensor taps;
       taps.dtype = x.dtype;
       taps.allocate();
