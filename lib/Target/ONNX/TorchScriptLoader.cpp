@@ -125,8 +125,10 @@ LogicalResult mlir::tp::onnx_import::loadTorchScript(
       std::string message;
       if (auto err = llvm::MemoryBuffer::getFile(errPath))
         message = (*err)->getBuffer().trim().str();
-      if (StringRef(message).starts_with("error: "))
-        message = message.substr(7);
+      // The diagnostic's location names the file already.
+      for (std::string prefix : {std::string("error: "), path.str() + ": "})
+        if (StringRef(message).starts_with(prefix))
+          message = message.substr(prefix.size());
       if (message.empty())
         message = failure.empty() ? kConverter + std::string(" stopped with "
                                                              "status ") +

@@ -40,24 +40,44 @@ std::string tp::torchscript::describeNode(const Node *node) {
   if (original) {
     // A trace records the Python stack as text, innermost frame first:
     // "…/torch/nn/modules/linear.py(114): forward\nmodel.py(9): forward".
-    // Point at the first frame outside torch itself.
-    std::string stack = original->text().str();
-    if (stack.find("):") != std::string::npos) {
-      std::istringstream lines(stack);
-      std::string line;
-      while (std::getline(lines, line)) {
-        if (line.find("/torch/") != std::string::npos)
-          continue;
-        size_t open = line.rfind('(');
-        size_t close = line.rfind("):");
-        if (open != std::string::npos && close != std::string::npos &&
-            open < close)
-          return text + " at " + line.substr(0, open) + ":" +
-                 line.substr(open + 1, close - open - 1);
+    // Point at the first frame outside torch itself. Scripted code keeps
+    // the real source range instead.
+    std::istringstream lines(original->text().str());
+    std::string line;
+    bool traced = false;
+    while (std::getline(lines, line)) {
+      size_t close = line.rfind("): ");
+      size_t open = close == std::string::npos ? close : line.rfind('(', close);
+      if (open == std::string::npos || open + 1 >= close ||
+          line.find_first_not_of("0123456789", open + 1) != close)
+        continue;
+      traced = true;
+      if (line.find("/torch/") == std::string::npos)
+        return text + " at " + line.substr(0, open) + ":" +
+               line.substr(open + 1, close - open - 1);
+    }
+    if (!traced) {
+      // Scripted: the op's own line may be inside torch (an nn.Module's
+      // forward, inlined); then point at the innermost call from outside.
+      std::vector<torch::jit::SourceRange> ranges = {*original};
+      if (c10::optional<torch::jit::InlinedCallStackPtr> stack =
+              node->callstack()) {
+        std::vector<torch::jit::InlinedCallStackEntry> calls = (*stack)->vec();
+        for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+          const torch::jit::SourceRange &call = std::get<1>(*it);
+          if (!call.source())
+            continue;
+          c10::optional<torch::jit::SourceRange> from =
+              call.findSourceRangeThatGenerated();
+          ranges.push_back(from ? *from : call);
+        }
       }
-    } else if (auto where = original->file_line_col()) {
-      return text + " at " + std::get<0>(*where) + ":" +
-             std::to_string(std::get<1>(*where));
+      for (const torch::jit::SourceRange &candidate : ranges) {
+        auto where = candidate.file_line_col();
+        if (where && std::get<0>(*where).find("/torch/") == std::string::npos)
+          return text + " at " + std::get<0>(*where) + ":" +
+                 std::to_string(std::get<1>(*where));
+      }
     }
   }
   if (auto where = range.file_line_col())
@@ -321,8 +341,8 @@ LoadedGraph tp::torchscript::loadGraph(
     const c10::Argument &argument = schema.arguments()[i];
     if (!argument.type()->cast<c10::TensorType>())
       throw ConvertError(path + ": forward() argument '" + argument.name() +
-                         "' is a " + argument.type()->annotation_str() +
-                         ", not a Tensor; only tensor inputs are supported");
+                         "' has type " + argument.type()->annotation_str() +
+                         "; only tensor inputs are supported");
     loaded.inputNames.push_back(argument.name());
   }
 

@@ -401,7 +401,7 @@ void Translator::run(const std::map<std::string, InputSpec> &inputs) {
     if (converter == map.end())
       fail("unsupported aten op (tp-mlir's TorchScript frontend converts " +
            std::to_string(map.size() + identities.size()) +
-           " ops; tp-translate --list-torchscript-ops lists them)");
+           " ops; tp-import-torchscript --list-ops lists them)");
     converter->second(*this);
   }
   node = nullptr;
