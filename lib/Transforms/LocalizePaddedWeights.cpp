@@ -55,12 +55,26 @@ struct LocalizePaddedWeights
         continue;
       auto pad = dyn_cast<tensor::PadOp>(*arg.getUsers().begin());
       std::optional<int64_t> dim = pad ? getPaddedDim(pad) : std::nullopt;
-      if (!dim || !pad->hasOneUse())
+      if (!dim || pad->use_empty())
         continue;
-      auto keep = dyn_cast<shard::AllSliceOp>(*pad->getUsers().begin());
-      if (!keep || keep.getGridAxes().size() != 1 ||
-          keep.getSliceAxis().getSExtValue() != *dim)
+      // Every reader keeps the same slice (a table tied to the LM head is
+      // one pad read by both).
+      SmallVector<shard::AllSliceOp> keeps;
+      for (Operation *user : pad->getUsers()) {
+        auto slice = dyn_cast<shard::AllSliceOp>(user);
+        if (!slice || slice.getGridAxes().size() != 1 ||
+            slice.getSliceAxis().getSExtValue() != *dim ||
+            (!keeps.empty() &&
+             (slice.getType() != keeps.front().getType() ||
+              slice.getGridAxes() != keeps.front().getGridAxes() ||
+              slice.getGrid() != keeps.front().getGrid())))
+          break;
+        keeps.push_back(slice);
+      }
+      if (keeps.size() != static_cast<size_t>(std::distance(
+                              pad->getUsers().begin(), pad->getUsers().end())))
         continue;
+      shard::AllSliceOp keep = keeps.front();
       // A piece of a fused weight can only be padded along the dim it was
       // cut on: its layout has one dim.
       LayoutAttr layout = getLayout(func, index);
@@ -71,7 +85,8 @@ struct LocalizePaddedWeights
       auto local = cast<RankedTensorType>(keep.getType());
       arg.setType(local);
       inputs[index] = local;
-      keep.getResult().replaceAllUsesWith(arg);
+      for (shard::AllSliceOp slice : keeps)
+        slice.getResult().replaceAllUsesWith(arg);
       // What the plan said of the padded weight now describes the argument
       // (a piece keeps its range); a pad the plan did not split was split by
       // sharding propagation.
@@ -81,7 +96,8 @@ struct LocalizePaddedWeights
       layout = layout ? layout.withSplit(role, *dim, block)
                       : LayoutAttr::get(ctx, role, *dim, block);
       setLayout(func, index, layout.withPadding(original, padded));
-      keep.erase();
+      for (shard::AllSliceOp slice : keeps)
+        slice.erase();
       pad.erase();
     }
     func.setType(FunctionType::get(ctx, inputs, func.getResultTypes()));

@@ -25,6 +25,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <map>
+#include <tuple>
+
 namespace mlir::tp {
 #define GEN_PASS_DEF_PADVOCABULARY
 #include "tp/Transforms/Passes.h.inc"
@@ -39,16 +42,18 @@ int64_t roundUp(int64_t size, int64_t devices) {
   return (size + devices - 1) / devices * devices;
 }
 
-/// A weight argument of the function, read by exactly one op.
-BlockArgument getSoleUseWeight(Value v) {
+/// A weight argument of the function; with `soleUse`, read by exactly one
+/// op.
+BlockArgument getWeightArg(Value v, bool soleUse) {
   auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg || !arg.hasOneUse())
+  if (!arg || (soleUse && !arg.hasOneUse()))
     return {};
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
   if (!func || !func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName))
     return {};
   return arg;
 }
+BlockArgument getSoleUseWeight(Value v) { return getWeightArg(v, true); }
 
 /// `weight` padded with zeros at the end of `dim` to `size`.
 Value padWeight(OpBuilder &b, Value weight, int64_t dim, int64_t size) {
@@ -108,6 +113,20 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
       signalPassFailure();
   }
 
+  /// The table or head weight `weight` padded on `dim` to `size`: one pad
+  /// per weight, at the top of the function, so that a table tied to the
+  /// LM head (one weight read by both, as a TorchScript module has it) is
+  /// padded once and stays one argument.
+  Value getPadded(BlockArgument weight, int64_t dim, int64_t size) {
+    auto key = std::make_tuple(weight.getAsOpaquePointer(), dim, size);
+    auto it = padded.find(key);
+    if (it != padded.end())
+      return it->second;
+    OpBuilder b = OpBuilder::atBlockBegin(weight.getOwner());
+    return padded[key] = padWeight(b, weight, dim, size);
+  }
+  std::map<std::tuple<void *, int64_t, int64_t>, Value> padded;
+
   /// Word-embedding tables: rows up to a multiple of the devices.
   void padEmbeddings(func::FuncOp func) {
     func.walk([&](linalg::GenericOp op) {
@@ -116,14 +135,14 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
       if (!vocab || vocab.getInt() % devices == 0 ||
           !isModelInput(op.getDpsInputs()[0]))
         return;
-      BlockArgument table = getSoleUseWeight(op.getDpsInputs()[1]);
+      BlockArgument table = getWeightArg(op.getDpsInputs()[1], false);
       if (!table)
         return;
-      int64_t padded = roundUp(vocab.getInt(), devices);
-      OpBuilder b(op);
-      Value pad = padWeight(b, table, 0, padded);
-      op->setOperand(1, pad);
-      op->setAttr(TPDialect::kEmbeddingAttrName, b.getI64IntegerAttr(padded));
+      int64_t size = roundUp(vocab.getInt(), devices);
+      op->setOperand(1, getPadded(table, 0, size));
+      op->setAttr(TPDialect::kEmbeddingAttrName,
+                  IntegerAttr::get(IntegerType::get(op->getContext(), 64),
+                                   size));
     });
   }
 
@@ -144,7 +163,7 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
 
   LogicalResult padHead(IRRewriter &rewriter, linalg::LinalgOp head) {
     unsigned weightIdx = *getWeightOperand(head);
-    BlockArgument weight = getSoleUseWeight(head->getOperand(weightIdx));
+    BlockArgument weight = getWeightArg(head->getOperand(weightIdx), false);
     if (!weight || head->getNumResults() != 1 || !head->hasOneUse())
       return success();
     // The output dim: a parallel loop of the weight that the result keeps.
@@ -214,7 +233,7 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
     // Before the generic (generalizing erased the named op the insertion
     // point was at).
     rewriter.setInsertionPoint(generic);
-    Value padWeightValue = padWeight(rewriter, weight, *weightDim, padded);
+    Value padWeightValue = getPadded(weight, *weightDim, padded);
     SmallVector<Value> inputs(generic.getDpsInputs());
     inputs[weightIdx] = padWeightValue;
     FailureOr<linalg::GenericOp> wide =

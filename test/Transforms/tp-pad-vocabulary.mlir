@@ -9,12 +9,13 @@
 
 // A vocabulary of 10 on 4 devices: the embedding table and the LM head are
 // padded with zeros to 12 rows / columns, and the padded logits are sliced
-// off before the result.
+// off before the result. The pads come first in the function (one per
+// weight, see the tied case below).
 // CHECK-LABEL: func.func @main(
+// CHECK: %[[HEAD:.*]] = tensor.pad %arg2 low[0, 0] high[0, 2]
 // CHECK: %[[TABLE:.*]] = tensor.pad %arg1 low[0, 0] high[2, 0]
 // CHECK: tensor<10x8xf32> to tensor<12x8xf32>
 // CHECK: linalg.generic {{.*}} ins(%arg0, %[[TABLE]] : tensor<2x3xi64>, tensor<12x8xf32>) {{.*}} attrs =  {tp.embedding = 12 : i64}
-// CHECK: %[[HEAD:.*]] = tensor.pad %arg2 low[0, 0] high[0, 2]
 // CHECK: %[[LOGITS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[HEAD]] : tensor<2x3x8xf32>, tensor<8x12xf32>) outs(%{{.*}} : tensor<2x3x12xf32>)
 // CHECK: %[[UNPAD:.*]] = tensor.extract_slice %[[LOGITS]][0, 0, 0] [2, 3, 10] [1, 1, 1] : tensor<2x3x12xf32> to tensor<2x3x10xf32>
 // CHECK: return %[[UNPAD]]
@@ -109,4 +110,55 @@ func.func @named_head(%x: tensor<2x6xf32> {tp.input = "x"},
   %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x10xf32>) -> tensor<2x10xf32>
   %y = linalg.matmul ins(%x, %w : tensor<2x6xf32>, tensor<6x10xf32>) outs(%init : tensor<2x10xf32>) -> tensor<2x10xf32>
   return %y : tensor<2x10xf32>
+}
+
+// -----
+
+#ids = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+#table = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#out = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#lhs = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#tied = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+
+// An LM head tied to the embedding, one weight read by both (as a
+// TorchScript module has it; an ONNX export stores the head transposed, a
+// second initializer): one pad serves both, and after partition the one
+// argument is each rank's rows of the padded table.
+// CHECK-LABEL: func.func @tied(
+// CHECK: %[[PAD:.*]] = tensor.pad %arg1 low[0, 0] high[2, 0]
+// CHECK-NOT: tensor.pad
+// CHECK: linalg.generic {{.*}} ins(%arg0, %[[PAD]] : tensor<2x3xi64>, tensor<12x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[PAD]] : tensor<2x3x8xf32>, tensor<12x8xf32>) outs(%{{.*}} : tensor<2x3x12xf32>)
+// CHECK: tensor.extract_slice {{.*}} [2, 3, 10] [1, 1, 1] : tensor<2x3x12xf32> to tensor<2x3x10xf32>
+// PART-LABEL: func.func @tied(
+// PART-SAME: tensor<3x8xf32> {tp.layout = #tp.layout<role = vocab, dim = 0, block = 0, padded = [10, 12]>, tp.weight = "wte"}
+// PART-NOT: tensor.pad
+// PART: shard.all_gather {{.*}} : tensor<2x3x3xf32> -> tensor<2x3x12xf32>
+func.func @tied(%ids: tensor<2x3xi64> {tp.input = "input_ids"},
+                %wte: tensor<10x8xf32> {tp.weight = "wte"})
+    -> (tensor<2x3x10xf32> {tp.output = "logits"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %h = linalg.generic {indexing_maps = [#ids, #table, #out], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%ids, %wte : tensor<2x3xi64>, tensor<10x8xf32>) outs(%init : tensor<2x3x8xf32>) attrs = {tp.embedding = 10 : i64} {
+  ^bb0(%id: i64, %row: f32, %acc: f32):
+    %i = arith.index_cast %id : i64 to index
+    %v = linalg.index 3 : index
+    %hit = arith.cmpi eq, %i, %v : index
+    %z = arith.constant 0.0 : f32
+    %t = arith.select %hit, %row, %z : f32
+    %s = arith.addf %acc, %t : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x8xf32>
+  %e2 = tensor.empty() : tensor<2x3x10xf32>
+  %init2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x3x10xf32>) -> tensor<2x3x10xf32>
+  %logits = linalg.generic {indexing_maps = [#lhs, #tied, #out], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%h, %wte : tensor<2x3x8xf32>, tensor<10x8xf32>) outs(%init2 : tensor<2x3x10xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x10xf32>
+  return %logits : tensor<2x3x10xf32>
 }

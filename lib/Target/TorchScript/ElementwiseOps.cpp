@@ -71,6 +71,20 @@ void tp::torchscript::populateElementwiseConverters(ConverterMap &m) {
   m["aten::pow"] = [](Translator &t) { binary(t, "Pow"); };
   m["aten::maximum"] = [](Translator &t) { binary(t, "Max"); };
   m["aten::minimum"] = [](Translator &t) { binary(t, "Min"); };
+  // torch.max(a, b) is elementwise; its reductions (max(x), max(x, dim))
+  // are not converted.
+  auto elementwiseOnly = [](const char *op) {
+    return [op](Translator &t) {
+      const c10::FunctionSchema *schema = t.node->maybeSchema();
+      if (!schema || schema->overload_name() != "other")
+        t.fail("only the elementwise form, torch." +
+               std::string(op[1] == 'a' ? "max" : "min") +
+               "(a, b), is supported");
+      binary(t, op);
+    };
+  };
+  m["aten::max"] = elementwiseOnly("Max");
+  m["aten::min"] = elementwiseOnly("Min");
 
   m["aten::eq"] = [](Translator &t) { compare(t, "Equal"); };
   m["aten::ne"] = [](Translator &t) { compare(t, "Equal", true); };

@@ -22,6 +22,7 @@
 #include <torch/csrc/jit/passes/lower_tuples.h>
 #include <torch/csrc/jit/passes/peephole.h>
 #include <torch/csrc/jit/passes/remove_dropout.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
 
 #include <sstream>
 #include <unordered_set>
@@ -248,7 +249,9 @@ at::Tensor exampleInput(const InputSpec &spec) {
 }
 
 /// Runs the graph once and gives every tensor value the type (dtype,
-/// sizes) of what it held.
+/// sizes) of what it held. What depends on neither the inputs nor the
+/// weights (a mask built with torch.full(..., device=x.device), which
+/// constant propagation stops at) becomes the constant it computed.
 void typeByRunning(LoadedGraph &loaded, const std::string &path,
                    const std::map<std::string, InputSpec> &inputs) {
   torch::jit::Graph &graph = *loaded.graph;
@@ -269,6 +272,29 @@ void typeByRunning(LoadedGraph &loaded, const std::string &path,
     env[input] = example;
   }
   torch::NoGradGuard noGrad;
+  std::unordered_set<const Value *> variable;
+  for (size_t i = 1; i < graph.inputs().size(); ++i)
+    variable.insert(graph.inputs()[i]);
+  std::vector<std::pair<Value *, c10::IValue>> folded;
+  // Values that an in-place op left by mutation removal writes, through
+  // any views: they are not what they were when computed, so never folded.
+  std::unordered_set<const Value *> written;
+  for (Node *node : graph.nodes()) {
+    std::string name = node->kind().toQualString();
+    if (node->inputs().empty() || name.empty() || name.back() != '_' ||
+        name.rfind("aten::", 0) != 0)
+      continue;
+    for (const Value *v = node->input(0); v && written.insert(v).second;) {
+      const Node *producer = v->node();
+      std::string kind = producer->kind().toQualString();
+      bool view = kind == "aten::slice" || kind == "aten::select" ||
+                  kind == "aten::view" || kind == "aten::expand" ||
+                  kind == "aten::transpose" || kind == "aten::permute" ||
+                  kind == "aten::unsqueeze" || kind == "aten::squeeze" ||
+                  kind == "aten::narrow" || kind == "aten::reshape";
+      v = view ? producer->input(0) : nullptr;
+    }
+  }
   for (Node *node : graph.nodes()) {
     torch::jit::Stack stack;
     c10::Symbol kind = node->kind();
@@ -313,12 +339,36 @@ void typeByRunning(LoadedGraph &loaded, const std::string &path,
     if (stack.size() != node->outputs().size())
       throw ConvertError(path + ": " + describeNode(node) +
                          ": unexpected number of results");
+    bool fixed = kind != c10::prim::GetAttr && kind != c10::prim::Constant &&
+                 !node->hasSideEffects() && !node->isNondeterministic();
+    // What a tensor's static type says (its device, dtype, sizes) is fixed
+    // even where its values are not.
+    std::string name = kind.toQualString();
+    bool typeOnly = name == "prim::device" || name == "prim::dtype" ||
+                    name == "prim::layout" || name == "aten::size" ||
+                    name == "aten::dim" || name == "aten::numel";
+    if (!typeOnly)
+      for (const Value *input : node->inputs())
+        fixed &= !variable.count(input);
     for (size_t i = 0; i < stack.size(); ++i) {
       Value *output = node->output(i);
       if (stack[i].isTensor() && output->type()->cast<c10::TensorType>())
         output->setType(c10::TensorType::create(stack[i].toTensor()));
+      if (fixed && !written.count(output) && !stack[i].isObject() &&
+          !stack[i].isTuple())
+        // A copy: a later in-place op may write the tensor we ran.
+        folded.emplace_back(output, stack[i].isTensor()
+                                        ? c10::IValue(stack[i].toTensor().clone())
+                                        : stack[i]);
+      else if (kind != c10::prim::Constant)
+        variable.insert(output);
       env[output] = std::move(stack[i]);
     }
+  }
+  for (auto &[value, constant] : folded) {
+    torch::jit::WithInsertPoint guard(value->node());
+    if (c10::optional<Value *> replacement = graph.insertConstant(constant))
+      value->replaceAllUsesWith(*replacement);
   }
 }
 
@@ -351,6 +401,10 @@ LoadedGraph tp::torchscript::loadGraph(
   resolveAttributes(loaded);
   torch::jit::removeDropout(loaded.graph);
   torch::jit::LowerAllTuples(loaded.graph);
+  // In-place ops (x += y, mask.mul_(...)) become their functional forms
+  // where nothing else aliases what they write.
+  torch::jit::RemoveListMutation(loaded.graph);
+  torch::jit::RemoveTensorMutation(loaded.graph);
   simplify(loaded.graph);
   pruneWeights(loaded);
   if (!typed)

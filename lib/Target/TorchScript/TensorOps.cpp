@@ -69,9 +69,66 @@ std::string slice(Translator &t, const std::string &x, int64_t axis,
                           t.constInts({step})});
 }
 
+/// base with `part` written over [start, end) of dim `axis` (step 1):
+/// what remains of base on either side, joined around part.
+std::string sliceScatter(Translator &t, const std::string &base,
+                         const std::vector<int64_t> &sizes,
+                         const std::string &part, int64_t axis, int64_t start,
+                         int64_t end) {
+  if (start == 0 && end == sizes[axis])
+    return part;
+  std::vector<std::string> pieces;
+  if (start > 0)
+    pieces.push_back(slice(t, base, axis, sizes[axis], 0, start, 1));
+  pieces.push_back(part);
+  if (end < sizes[axis])
+    pieces.push_back(slice(t, base, axis, sizes[axis], end, sizes[axis], 1));
+  return t.emit("Concat", pieces, {{"axis", axis}});
+}
+
+/// dst.copy_(src) where dst is a chain of slices of some tensor: x[:, :, :,
+/// :n] = y, which mutation removal cannot make functional. The tensor's
+/// new value is built by writing src back through each slice in turn, and
+/// later reads of the tensor read it.
+void copyIntoSlices(Translator &t) {
+  struct Level {
+    Value *base;
+    int64_t axis, start, end;
+  };
+  std::vector<Level> levels;
+  Value *view = t.in(0);
+  while (view->node()->kind().toQualString() == std::string("aten::slice")) {
+    Node *s = view->node();
+    Translator::Scope scope(t, s);
+    std::vector<int64_t> sizes = t.sizesOf(t.in(0));
+    int64_t axis = t.dim(t.intArg(1), sizes.size());
+    auto clamp = [&](int64_t v) {
+      return std::clamp<int64_t>(v < 0 ? v + sizes[axis] : v, 0, sizes[axis]);
+    };
+    int64_t start = t.isNone(2) ? 0 : clamp(t.intArg(2));
+    int64_t end = t.isNone(3) ? sizes[axis] : clamp(t.intArg(3));
+    if (t.numInputs() > 4 && t.intArg(4) != 1)
+      t.fail("an in-place write into a strided slice is not supported");
+    levels.push_back({t.in(0), axis, start, std::max(start, end)});
+    view = t.in(0);
+  }
+  if (levels.empty() && view != t.in(0))
+    t.fail("an in-place write into a view is not supported");
+  int32_t type = t.typeOf(t.in(0));
+  std::string value = t.emit(
+      "Expand", {t.operand(1, type), t.constInts(t.sizesOf(t.in(0)))});
+  // Innermost slice first: each level writes the part into its base.
+  for (const Level &level : levels)
+    value = sliceScatter(t, t.tensorName(level.base), t.sizesOf(level.base),
+                         value, level.axis, level.start, level.end);
+  t.rebind(view, value);
+  t.define(value);
+}
+
 } // namespace
 
 void tp::torchscript::populateTensorConverters(ConverterMap &m) {
+  m["aten::copy_"] = copyIntoSlices;
   for (const char *name :
        {"aten::view", "aten::reshape", "aten::flatten", "aten::unflatten",
         "aten::squeeze", "aten::unsqueeze", "aten::view_as",
@@ -244,6 +301,47 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
     int64_t axis = t.dim(t.intArg(1), t.rankOf(t.in(0)));
     int32_t type = t.typeOf(t.out());
     t.define(t.emit("CumSum", {t.operand(0, type), t.constInts({axis})}));
+  };
+
+  // Factory ops whose arguments are constants (a mask built from the
+  // input's sizes and device, and then written in place, is not folded
+  // before): the tensor itself, computed here.
+  auto resultType = [](Translator &t) {
+    return *t.out()->type()->cast<c10::TensorType>()->scalarType();
+  };
+  m["aten::full"] = [resultType](Translator &t) {
+    t.define(t.constTensor(at::full(t.sizesOf(t.out()), t.doubleArg(1),
+                                    at::TensorOptions(resultType(t)))));
+  };
+  for (auto [name, value] : {std::pair("aten::zeros", 0.0),
+                             std::pair("aten::ones", 1.0)})
+    m[name] = [resultType, value = value](Translator &t) {
+      t.define(t.constTensor(at::full(t.sizesOf(t.out()), value,
+                                      at::TensorOptions(resultType(t)))));
+    };
+  m["aten::arange"] = [resultType](Translator &t) {
+    // arange(end, ...), arange(start, end, ...), arange(start, end, step,
+    // ...): read by the overload's argument names.
+    const c10::FunctionSchema *schema = t.node->maybeSchema();
+    if (!schema)
+      t.fail("arange without a schema");
+    double start = 0, end = 0, step = 1;
+    bool haveEnd = false;
+    for (size_t i = 0; i < schema->arguments().size() && i < t.numInputs();
+         ++i) {
+      const std::string &arg = schema->arguments()[i].name();
+      if (arg == "start")
+        start = t.doubleArg(i);
+      else if (arg == "end")
+        end = t.doubleArg(i), haveEnd = true;
+      else if (arg == "step")
+        step = t.doubleArg(i);
+    }
+    if (!haveEnd)
+      t.fail("arange without an end");
+    t.define(t.constTensor(
+        at::arange(start, end, step, at::TensorOptions(at::kDouble))
+            .to(resultType(t))));
   };
 
   // Tensors that depend only on the result's shape and type.

@@ -338,6 +338,15 @@ void Translator::define(const std::string &name, size_t i) {
   names[out(i)] = name;
 }
 
+/// Ops whose result shares its operand's storage.
+static const std::set<std::string> &viewOps() {
+  static const std::set<std::string> ops = {
+      "aten::slice",   "aten::select",  "aten::view",      "aten::expand",
+      "aten::transpose", "aten::permute", "aten::unsqueeze", "aten::squeeze",
+      "aten::narrow",  "aten::reshape", "aten::t",         "aten::as_strided"};
+  return ops;
+}
+
 /// Ops that are the identity on a static inference graph (a dropout left
 /// here has train=False: loadGraph rejects the others).
 static const std::set<std::string> &identityOps() {
@@ -395,6 +404,20 @@ void Translator::run(const std::map<std::string, InputSpec> &inputs) {
     std::string name = kind.toQualString();
     if (identities.count(name)) {
       names[n->output()] = tensorName(n->input(0));
+      continue;
+    }
+    // An in-place op that mutation removal left (its tensor is aliased):
+    // the functional op, whose result later reads of the tensor see.
+    // Writes into views other than copy_'s slices are refused.
+    bool inPlace = name.size() > 1 && name.back() == '_' &&
+                   name != "aten::copy_" && map.count(name.substr(0, name.size() - 1));
+    if (inPlace) {
+      std::string producer = n->input(0)->node()->kind().toQualString();
+      if (viewOps().count(producer))
+        fail("an in-place write into a view (" + producer +
+             ") is not supported");
+      map.at(name.substr(0, name.size() - 1))(*this);
+      rebind(n->input(0), names.at(n->output()));
       continue;
     }
     auto converter = map.find(name);

@@ -96,6 +96,11 @@ public:
   std::string cast(const std::string &name, int32_t from, int32_t to);
   /// Gives node output i the ONNX value `name`.
   void define(const std::string &name, size_t i = 0);
+  /// Makes later uses of `v` read `name`: how an in-place write that the
+  /// mutation-removal pass left (into a view) takes effect.
+  void rebind(torch::jit::Value *v, const std::string &name) {
+    names[v] = name;
+  }
 
 private:
   std::string fresh(const std::string &hint);
