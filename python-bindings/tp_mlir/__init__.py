@@ -53,6 +53,14 @@ class Artifact:
 
 
 def _shape_text(dims):
+    """[2, 16] -> "2x16"; ([2, 16], "i64") -> "2x16:i64" (an input's type,
+    which a TorchScript module does not record); a string as tp-compile
+    --input-shape takes it ("2x16:i64") passes as it is."""
+    if isinstance(dims, str):
+        return dims
+    if (isinstance(dims, tuple) and len(dims) == 2
+            and isinstance(dims[1], str)):
+        return _shape_text(dims[0]) + ":" + dims[1]
     return "x".join(str(int(d)) for d in dims)
 
 
@@ -110,7 +118,9 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
 
-    input_shapes: {"input_ids": [2, 16]} for inputs with dynamic dims.
+    input_shapes: {"input_ids": [2, 16]} for inputs with dynamic dims (every
+        input of a TorchScript module); ([2, 16], "i64") also gives the
+        type where the model does not record it (TorchScript).
     max_seq, max_batch: compile the decode step of a decoder exported with
     its KV cache (tp-compile --max-seq, --max-batch), for Session.generate.
     config: the --strategy=config rules, a path or a dict (implies
