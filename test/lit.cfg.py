@@ -70,11 +70,16 @@ if _mpirun and _mpi_lib:
     _root = " --allow-run-as-root" if os.geteuid() == 0 else ""
     config.substitutions.append(("%mpirun", _mpirun + _root + " --oversubscribe"))
 # The TorchScript frontend (built where libtorch-dev is installed, which
-# `make deps` does).
-if os.access(os.path.join(config.tp_tools_dir, "tp-import-torchscript"), os.X_OK):
+# `make deps` does). A build without it (the sanitized one) may use another
+# build's, named by TP_IMPORT_TORCHSCRIPT (make check-sanitized does).
+_ts_importer = os.path.join(config.tp_tools_dir, "tp-import-torchscript")
+if not os.access(_ts_importer, os.X_OK):
+    _ts_importer = os.environ.get("TP_IMPORT_TORCHSCRIPT", "")
+    if _ts_importer:
+        config.environment["TP_IMPORT_TORCHSCRIPT"] = _ts_importer
+if _ts_importer and os.access(_ts_importer, os.X_OK):
     config.available_features.add("torchscript")
-    llvm_config.add_tool_substitutions(["tp-import-torchscript"],
-                                       [config.tp_tools_dir])
+    config.substitutions.append(("tp-import-torchscript", _ts_importer))
 
 # nvcc (the CUDA toolkit): tp-compile --target cuda can build libraries.
 if shutil.which("nvcc"):

@@ -20,4 +20,11 @@ const char *__asan_default_options() { return "allow_user_poisoning=0"; }
 
 const char *__ubsan_default_options() { return "print_stacktrace=1"; }
 
+// libtorch (uninstrumented, loaded only by tp-import-torchscript) leaks the
+// zip reader's state when PyTorchStreamReader's constructor throws, as it
+// does for a file from a newer PyTorch (docs/notes/torchscript-libtorch.md,
+// section 5). libtorch has no frame pointers, so with the fast unwinder the
+// stack ends inside it and only a module suppression can name it.
+const char *__lsan_default_suppressions() { return "leak:libtorch_cpu.so\n"; }
+
 } // extern "C"
