@@ -111,7 +111,7 @@ def main():
         index = json.load(f)
     names = args.names or [n for n, e in index.items() if isinstance(e, dict)]
     configs = args.config or ["tp=1", "tp=2", "tp=4", "tp=2,pp=2",
-                              "tp=2,prefill=0", "tp=2,prefill=4",
+                              "tp=2,prefill=0", "tp=4,prefill=4",
                               "tp=1,beams=4,prefill=4", "tp=2,beams=4",
                               "tp=2,pp=2,beams=4"]
     passed = failed = 0

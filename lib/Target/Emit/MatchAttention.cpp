@@ -31,6 +31,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
@@ -343,6 +344,14 @@ std::optional<std::pair<Value, int64_t>> cacheAxisOf(Value v, int64_t dim) {
         return std::nullopt;
       return std::make_pair(update.getPosition(),
                             update.getUpdate().getType().getDimSize(dim));
+    }
+    if (auto slice = dyn_cast<shard::AllSliceOp>(def)) {
+      // Each rank keeping its heads of a replicated cache (GQA with fewer
+      // KV heads than ranks) keeps every position.
+      if (slice.getSliceAxis().getSExtValue() == dim)
+        return std::nullopt;
+      v = slice.getInput();
+      continue;
     }
     if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
       // The axis's group grows only unit dims around it.
