@@ -707,11 +707,6 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 static LogicalResult checkInputTypes(const onnx::ModelProto &model,
                                      const ONNXImportOptions &options,
                                      Location loc) {
-  static const std::pair<const char *, int32_t> names[] = {
-      {"f32", onnx::TensorProto::FLOAT},     {"f16", onnx::TensorProto::FLOAT16},
-      {"bf16", onnx::TensorProto::BFLOAT16}, {"f64", onnx::TensorProto::DOUBLE},
-      {"i64", onnx::TensorProto::INT64},     {"i32", onnx::TensorProto::INT32},
-      {"bool", onnx::TensorProto::BOOL}};
   for (const auto &entry : options.inputTypes) {
     const onnx::ValueInfoProto *declared = nullptr;
     for (const onnx::ValueInfoProto &input : model.graph().input())
@@ -719,10 +714,7 @@ static LogicalResult checkInputTypes(const onnx::ModelProto &model,
         declared = &input;
     if (!declared)
       continue; // reported with the shape
-    int32_t want = 0;
-    for (const auto &[name, id] : names)
-      if (entry.getValue() == name)
-        want = id;
+    int32_t want = getElementTypeByName(entry.getValue());
     int32_t have = declared->type().tensor_type().elem_type();
     if (have != want)
       return emitError(loc) << "--input-shape gives input '" << entry.getKey()

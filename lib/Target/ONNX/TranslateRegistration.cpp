@@ -14,11 +14,26 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include "onnx/onnx_pb.h"
+
 using namespace mlir;
+
+int32_t mlir::tp::getElementTypeByName(StringRef name) {
+  return llvm::StringSwitch<int32_t>(name)
+      .Case("f32", onnx::TensorProto::FLOAT)
+      .Case("f16", onnx::TensorProto::FLOAT16)
+      .Case("bf16", onnx::TensorProto::BFLOAT16)
+      .Case("f64", onnx::TensorProto::DOUBLE)
+      .Case("i64", onnx::TensorProto::INT64)
+      .Case("i32", onnx::TensorProto::INT32)
+      .Case("bool", onnx::TensorProto::BOOL)
+      .Default(0);
+}
 
 bool mlir::tp::parseInputShape(StringRef text, ONNXImportOptions &options,
                                std::string &error) {
@@ -30,8 +45,7 @@ bool mlir::tp::parseInputShape(StringRef text, ONNXImportOptions &options,
   }
   auto [dims, type] = spec.split(':');
   if (spec.contains(':')) {
-    if (!llvm::is_contained({"f32", "f16", "bf16", "f64", "i64", "i32", "bool"},
-                            type)) {
+    if (!getElementTypeByName(type)) {
       error = "unknown element type '" + type.str() + "' in --input-shape '" +
               text.str() + "'; use f32, f16, bf16, f64, i64, i32 or bool";
       return false;

@@ -67,7 +67,6 @@ int32_t onnxElementType(c10::ScalarType type, const std::string &what);
 
 /// Translates the typed graph into `model`'s graph.
 void translateGraph(const std::string &path, LoadedGraph &loaded,
-                    const std::map<std::string, InputSpec> &inputs,
                     const std::unordered_map<std::string, ArchiveLocation>
                         &locations,
                     onnx::ModelProto &model);

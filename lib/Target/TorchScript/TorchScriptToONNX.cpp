@@ -70,7 +70,7 @@ bool tp::torchscript::convertTorchScript(const std::string &path,
           translator.tensorName(node->output());
       return true;
     }
-    translateGraph(path, loaded, options.inputs, locations, model);
+    translateGraph(path, loaded, locations, model);
     return true;
   } catch (const ConvertError &e) {
     error = e.what();

@@ -381,13 +381,12 @@ static void addValueInfo(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto
     dims->add_dim()->set_dim_value(d);
 }
 
-void Translator::run(const std::map<std::string, InputSpec> &inputs) {
+void Translator::run() {
   torch::jit::Graph &g = *loaded.graph;
   for (size_t i = 0; i < loaded.inputNames.size(); ++i) {
     const std::string &name = loaded.inputNames[i];
     Value *input = g.inputs()[i + 1];
     names[input] = name;
-    (void)inputs;
     addValueInfo(graph.mutable_input(), name, typeOf(input), sizesOf(input));
   }
 
@@ -458,8 +457,7 @@ std::vector<std::string> tp::torchscript::supportedAtenOps() {
 
 void tp::torchscript::translateGraph(
     const std::string &path, LoadedGraph &loaded,
-    const std::map<std::string, InputSpec> &inputs,
     const std::unordered_map<std::string, ArchiveLocation> &locations,
     onnx::ModelProto &model) {
-  Translator(path, loaded, locations, *model.mutable_graph()).run(inputs);
+  Translator(path, loaded, locations, *model.mutable_graph()).run();
 }

@@ -37,7 +37,7 @@ public:
              onnx::GraphProto &graph);
 
   /// Translates every node and declares the graph's inputs and outputs.
-  void run(const std::map<std::string, InputSpec> &inputs);
+  void run();
 
   //===--- What converters use -------------------------------------------===//
 

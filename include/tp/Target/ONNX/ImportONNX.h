@@ -28,6 +28,10 @@ struct ONNXImportOptions {
   llvm::StringMap<std::string> inputTypes;
 };
 
+/// The ONNX element type named by an `--input-shape` type suffix (f32, f16,
+/// bf16, f64, i64, i32, bool); 0 for any other name.
+int32_t getElementTypeByName(llvm::StringRef name);
+
 /// Parses `--input-shape` values of the form `name=1x128` (a scalar input is
 /// `name=`), optionally with an element type, `name=1x128:i64` (f32, f16,
 /// bf16, f64, i64, i32, bool). Returns false and sets `error` on malformed
