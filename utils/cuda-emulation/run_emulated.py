@@ -45,6 +45,31 @@ def warp_kernels(text):
             if "__shfl" in text[start:end]}
 
 
+CXX_FLAGS = ["-std=c++17", "-O1", "-fPIC", "-shared", "-w"]
+
+
+def cached_library(artifact, cxx):
+    """Where the emulated library of this artifact's sources is kept when
+    TP_BUILD_CACHE names a build cache (lit sets it, so that the sanitized
+    suite reuses the plain one's builds): keyed by the compiler's identity,
+    the flags and every source the build reads; None without a cache."""
+    cache = os.environ.get("TP_BUILD_CACHE")
+    if not cache:
+        return None
+    key = hashlib.sha256()
+    version = subprocess.run([cxx, "--version"], capture_output=True,
+                             check=True).stdout
+    key.update(version + "\0".join(CXX_FLAGS).encode())
+    include = os.path.join(HERE, "include")
+    sources = [os.path.join(artifact, n) for n in sorted(os.listdir(artifact))
+               if n == "model.cu" or n.endswith(".h")]
+    sources += [os.path.join(include, n) for n in sorted(os.listdir(include))]
+    for path in sources:
+        with open(path, "rb") as f:
+            key.update(os.path.basename(path).encode() + b"\0" + f.read())
+    return os.path.join(cache, "cuda-emulation", key.hexdigest() + ".so")
+
+
 def emulate(artifact, cxx):
     """Rebuilds artifact/libmodel.so from model.cu with the emulation."""
     for name in ("model.cu", "tp_cuda_runtime.h"):
@@ -59,11 +84,21 @@ def emulate(artifact, cxx):
             return "tp_emu::%s(%s, %s, " % (launch, m.group(1), m.group(2))
         with open(path, "w") as f:
             f.write(LAUNCH.sub(rewrite, text))
-    subprocess.run([cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
-                    "-I", os.path.join(HERE, "include"), "-I", artifact,
-                    "-x", "c++", os.path.join(artifact, "model.cu"),
-                    "-o", os.path.join(artifact, "libmodel.so"), "-lpthread"],
-                   check=True)
+    library = os.path.join(artifact, "libmodel.so")
+    cached = cached_library(artifact, cxx)
+    if cached and os.path.exists(cached):
+        shutil.copyfile(cached, library)
+    else:
+        subprocess.run([cxx] + CXX_FLAGS + [
+                        "-I", os.path.join(HERE, "include"), "-I", artifact,
+                        "-x", "c++", os.path.join(artifact, "model.cu"),
+                        "-o", library, "-lpthread"], check=True)
+        if cached:
+            os.makedirs(os.path.dirname(cached), exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=os.path.dirname(cached))
+            os.close(fd)
+            shutil.copyfile(library, temp)
+            os.replace(temp, cached)
     # The emulation rebuilt these files: record their new checksums, as
     # tp-compile would have, so that tp-run's verification accepts them.
     record_checksums(artifact, ("model.cu", "tp_cuda_runtime.h", "libmodel.so"))

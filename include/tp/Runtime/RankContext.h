@@ -10,7 +10,10 @@
 //    library's side of the C ABI (tp_model_abi.h). Inside the library a
 //    RankContext forwards to the host's tp_host_comm; errors are C++
 //    exceptions inside and a status plus a message at the ABI, so no C++
-//    type or exception crosses between the library and the runtime.
+//    type or exception crosses between the library and the runtime. The
+//    same for every model: with TP_CPU_MODEL_GLUE_LINKED also defined the
+//    model leaves it out, and tp-compile links it in as an object built
+//    once (its build cache keeps it).
 //
 // Ranks are numbered row-major over (pipeline stage, tensor index):
 // rank = stage * tp + tpIndex. A collective runs over a Group: the ranks that
@@ -231,7 +234,11 @@ struct ModelEntries {
 };
 /// The library's stage functions; defined by the generated code.
 const ModelEntries &modelEntries();
+} // namespace tp::rt
 
+#ifndef TP_CPU_MODEL_GLUE_LINKED
+
+namespace tp::rt {
 namespace detail {
 /// A rank inside the library: the host's collectives behind RankContext,
 /// which throws the host's message when a call fails.
@@ -355,6 +362,7 @@ inline void destroyRank(tp_model_rank *rank) { delete rank; }
 
 TP_MODEL_DEFINE_QUERY(tp::rt::detail, "cpu")
 
+#endif // TP_CPU_MODEL_GLUE_LINKED
 #endif // TP_CPU_MODEL_LIBRARY
 
 #endif // TP_RUNTIME_RANKCONTEXT_H

@@ -72,15 +72,14 @@ static void addHostCpu(llvm::SHA256 &hash) {
     addField(hash, feature);
 }
 
-BuildCache::BuildCache(StringRef dir, ArrayRef<std::string> args,
-                       StringRef outDir, ArrayRef<StringRef> inputs)
-    : dir(dir.str()) {
-  if (dir.empty() || args.empty())
-    return;
+std::string mlir::tp::buildKey(ArrayRef<std::string> args, StringRef outDir,
+                               ArrayRef<StringRef> inputs) {
+  if (args.empty())
+    return "";
   llvm::SHA256 hash;
   addField(hash, kEntryMagic);
   if (!addCompiler(hash, args.front()))
-    return;
+    return "";
   bool native = false;
   for (const std::string &arg : ArrayRef(args).drop_front()) {
     StringRef text(arg);
@@ -98,11 +97,18 @@ BuildCache::BuildCache(StringRef dir, ArrayRef<std::string> args,
     llvm::sys::path::append(path, input);
     auto buffer = llvm::MemoryBuffer::getFile(path);
     if (!buffer)
-      return;
+      return "";
     addField(hash, input);
     addField(hash, (*buffer)->getBuffer());
   }
-  key = llvm::toHex(hash.final(), /*LowerCase=*/true);
+  return llvm::toHex(hash.final(), /*LowerCase=*/true);
+}
+
+BuildCache::BuildCache(StringRef dir, ArrayRef<std::string> args,
+                       StringRef outDir, ArrayRef<StringRef> inputs)
+    : dir(dir.str()) {
+  if (!dir.empty())
+    key = buildKey(args, outDir, inputs);
 }
 
 std::string BuildCache::entryPath() const {

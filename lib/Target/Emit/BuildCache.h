@@ -19,6 +19,14 @@
 
 namespace mlir::tp {
 
+/// The SHA-256 of everything the build that runs `args` on the files
+/// `inputs` of `outDir` reads: the compiler (its resolved path, size and
+/// date), the arguments (`outDir` left out of them), this CPU where
+/// -march=native is among them, and the inputs' names and bytes. "" when
+/// the compiler or an input cannot be found.
+std::string buildKey(ArrayRef<std::string> args, StringRef outDir,
+                     ArrayRef<StringRef> inputs);
+
 class BuildCache {
 public:
   /// A cache in `dir` (empty: none) for the build that runs `args` on the

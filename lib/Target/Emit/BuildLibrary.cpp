@@ -8,6 +8,8 @@
 #include "tp/Target/Emit/EmitCpp.h"
 
 #include "BuildSupport.h"
+#include "CppEmitter.h"
+#include "SharedBuildParts.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
@@ -51,12 +53,13 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
     std::error_code ec;
     llvm::raw_fd_ostream os(sourcePath, ec, llvm::sys::fs::OF_Text);
     if (ec)
-      return emitError(loc) << "cannot write '" << sourcePath
-                            << "': " << ec.message();
+      return emitError(loc)
+             << "cannot write '" << sourcePath << "': " << ec.message();
     if (failed(emitCpp(*copy, os)))
       return failure();
   }
-  if (failed(writeArtifactHeader(loc, outDir, "tp_runtime.h", kRuntimeHeader)) ||
+  if (failed(
+          writeArtifactHeader(loc, outDir, "tp_runtime.h", kRuntimeHeader)) ||
       failed(writeArtifactHeader(loc, outDir, "tp_packed_gemm.h",
                                  kPackedGemmHeader)) ||
       failed(writeModelAbiHeader(loc, outDir)))
@@ -66,25 +69,41 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   if (compiler.empty())
     return emitError(loc) << "no C++ compiler found (set CXX) to build "
                           << sourcePath;
-  SmallVector<std::string> args = {compiler,
-                                   "-std=c++17",
-                                   "-O3",
-                                   "-march=native",
-                                   "-fPIC",
-                                   "-fvisibility=hidden",
-                                   "-shared",
-                                   "-w",
-                                   "-I",
-                                   outDir.str(),
-                                   sourcePath.str().str(),
-                                   "-o",
-                                   libraryPath.str().str(),
-                                   "-lopenblas"};
+  // Flags that shape the code (the shared parts are built with them too),
+  // then the build's own.
+  SmallVector<std::string> flags = {
+      compiler, "-std=c++17",          "-O3", "-march=native",
+      "-fPIC",  "-fvisibility=hidden", "-w"};
   SmallVector<StringRef> extra;
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
-  args.append(extra.begin(), extra.end());
-  return runCachedBuild(loc, args, outDir,
-                        {source, "tp_runtime.h", "tp_packed_gemm.h",
-                         "tp_model_abi.h"},
-                        libraryPath, options.cacheDir, options.interrupted);
+  flags.append(extra.begin(), extra.end());
+  std::string glue =
+      getSharedObject(options.cacheDir, flags,
+                      {{"tp_model_glue.cpp", "#define TP_CPU_MODEL_LIBRARY\n"
+                                             "#include \"tp_runtime.h\"\n"},
+                       {"tp_runtime.h", kRuntimeHeader},
+                       {"tp_model_abi.h", modelAbiHeader()}},
+                      options.interrupted);
+  if (!glue.empty())
+    flags.push_back("-DTP_CPU_MODEL_GLUE_LINKED");
+  std::string prelude = emit::cppModelPrelude();
+  std::string precompiled =
+      getPrecompiledPrelude(options.cacheDir, flags,
+                            {{"tp_model_prelude.h", prelude},
+                             {"tp_runtime.h", kRuntimeHeader},
+                             {"tp_packed_gemm.h", kPackedGemmHeader},
+                             {"tp_model_abi.h", modelAbiHeader()}},
+                            options.interrupted);
+  SmallVector<std::string> args(flags.begin(), flags.end());
+  args.append({"-shared", "-I", outDir.str()});
+  if (!precompiled.empty())
+    args.append({"-include", precompiled});
+  args.push_back(sourcePath.str().str());
+  if (!glue.empty())
+    args.push_back(glue);
+  args.append({"-o", libraryPath.str().str(), "-lopenblas"});
+  return runCachedBuild(
+      loc, args, outDir,
+      {source, "tp_runtime.h", "tp_packed_gemm.h", "tp_model_abi.h"},
+      libraryPath, options.cacheDir, options.interrupted);
 }

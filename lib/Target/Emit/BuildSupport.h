@@ -22,8 +22,29 @@ namespace mlir::tp {
 LogicalResult writeArtifactHeader(Location loc, StringRef outDir,
                                   StringRef name, StringRef text);
 
+/// The text of tp_model_abi.h.
+StringRef modelAbiHeader();
+
 /// Writes tp_model_abi.h into `outDir`.
 LogicalResult writeModelAbiHeader(Location loc, StringRef outDir);
+
+/// How a program that runProgram started ended.
+struct ProgramRun {
+  enum Outcome { Succeeded, Exited, Signalled, NotStarted, Interrupted };
+  Outcome outcome = NotStarted;
+  /// The exit code (Exited) or the signal (Signalled).
+  int code = 0;
+  /// errno when it could not be started or waited for.
+  int error = 0;
+};
+
+/// Runs `args` (args[0] is the program, found on PATH), polling
+/// `interrupted` (if set) while it runs: when it returns true the program
+/// and what it started are killed. With a `stdoutPath`, its standard output
+/// goes there and its other streams to /dev/null; otherwise they are ours.
+ProgramRun runProgram(ArrayRef<std::string> args,
+                      const std::function<bool()> &interrupted,
+                      StringRef stdoutPath = "");
 
 /// Runs `args` (args[0] is the program) to build `sourcePath`, polling
 /// `interrupted` (if set) while it runs: when it returns true the build is

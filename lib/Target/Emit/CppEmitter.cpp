@@ -675,6 +675,12 @@ inline float tanhF(float x) {
 
 )";
 
+std::string mlir::tp::emit::cppModelPrelude() {
+  return std::string("#ifndef TP_CPU_MODEL_PRELUDE\n#define TP_CPU_MODEL_PRELUDE\n") +
+         kPrelude + "namespace {\n#define TP_HD\n" + kScalarSemantics +
+         "} // namespace\n\n#endif // TP_CPU_MODEL_PRELUDE\n";
+}
+
 LogicalResult CppEmitter::emitModule() {
   std::string body;
   llvm::raw_string_ostream bodyStream(body);
@@ -728,8 +734,7 @@ LogicalResult CppEmitter::emitModule() {
     llvm::interleaveComma(grid.getShape(), fileOs);
     fileOs << "]\n";
   }
-  fileOs << kPrelude << "namespace {\n#define TP_HD\n" << kScalarSemantics
-         << "} // namespace\n\n";
+  fileOs << cppModelPrelude() << "\n";
   if (!globals.empty())
     fileOs << "namespace {\n\n" << globals << "\n} // namespace\n\n";
   fileOs << body;

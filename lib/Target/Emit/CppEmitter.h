@@ -38,6 +38,12 @@ struct GroupSpec {
 /// (empty for C++, __host__ __device__ for CUDA).
 extern const char *const kScalarSemantics;
 
+/// The text every model.cpp opens with, the same for every model: the
+/// runtime headers' includes and the scalar semantics, under an include
+/// guard, so that a copy precompiled for the host compiler
+/// (PrecompiledPrelude.h) stands in for it.
+std::string cppModelPrelude();
+
 /// A static shape as [outer, chunk] around `axis`: `outer` the elements
 /// before it, `chunk` the elements from it on (the unit collectives move).
 std::pair<int64_t, int64_t> splitAtAxis(ArrayRef<int64_t> shape, int64_t axis);
