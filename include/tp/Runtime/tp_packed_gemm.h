@@ -4,9 +4,10 @@
 // its operands into panels on every call; for a product with few rows (a
 // decode step's batch, a short encoder input) packing the weight costs
 // as much as the product. weightGemm packs a resident weight once per rank,
-// into panels of 32 columns, k-major, that the AVX-512 micro-kernel streams
-// with two vector loads per k; the rank keeps them as long as it lives.
-// Without AVX-512 it is cblas_sgemm.
+// into panels of two vectors' columns (32 floats with AVX-512, 16 with
+// AVX2), k-major, that the micro-kernel streams with two vector loads per
+// k; the rank keeps them as long as it lives. Without AVX-512 or AVX2 and
+// FMA it is cblas_sgemm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,17 +21,69 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define TP_PACKED_GEMM_KERNEL 1
 #include <immintrin.h>
 #endif
 
 namespace tp::rt {
 namespace packed {
 
-constexpr int64_t kPanel = 32;     // columns per panel: two 16-float vectors
-constexpr int64_t kTileRows = 8;   // rows per micro-tile: 16 accumulators
+#if defined(__AVX512F__)
+/// The vector unit the micro-kernel runs on: 16 floats, masks as bits.
+struct Vector {
+  using Type = __m512;
+  using Mask = __mmask16;
+  static constexpr int64_t kWidth = 16;
+  static constexpr int kTileRows = 8; // 16 accumulators of 32 registers
+  static constexpr int64_t kMaxRows = 64; // past it, OpenBLAS's is faster
+  static Type zero() { return _mm512_setzero_ps(); }
+  static Type load(const float *p) { return _mm512_loadu_ps(p); }
+  static Type broadcast(const float *p) { return _mm512_set1_ps(*p); }
+  static Type fma(Type a, Type b, Type c) { return _mm512_fmadd_ps(a, b, c); }
+  static Type add(Type a, Type b) { return _mm512_add_ps(a, b); }
+  static void store(float *p, Type v) { _mm512_storeu_ps(p, v); }
+  static Mask mask(int64_t count) {
+    return static_cast<Mask>(count >= 16 ? 0xFFFF
+                             : count <= 0 ? 0
+                                          : (1u << count) - 1);
+  }
+  static Type load(Mask m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float *p, Mask m, Type v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+#elif defined(TP_PACKED_GEMM_KERNEL)
+/// AVX2 with FMA: 8 floats, masks as lanes of all ones.
+struct Vector {
+  using Type = __m256;
+  using Mask = __m256i;
+  static constexpr int64_t kWidth = 8;
+  static constexpr int kTileRows = 6; // 12 accumulators of 16 registers
+  static constexpr int64_t kMaxRows = 128; // past it, OpenBLAS's is faster
+  static Type zero() { return _mm256_setzero_ps(); }
+  static Type load(const float *p) { return _mm256_loadu_ps(p); }
+  static Type broadcast(const float *p) { return _mm256_broadcast_ss(p); }
+  static Type fma(Type a, Type b, Type c) { return _mm256_fmadd_ps(a, b, c); }
+  static Type add(Type a, Type b) { return _mm256_add_ps(a, b); }
+  static void store(float *p, Type v) { _mm256_storeu_ps(p, v); }
+  static Mask mask(int64_t count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static Type load(Mask m, const float *p) { return _mm256_maskload_ps(p, m); }
+  static void store(float *p, Mask m, Type v) { _mm256_maskstore_ps(p, m, v); }
+};
+#endif
+
+#if defined(TP_PACKED_GEMM_KERNEL)
+constexpr int64_t kPanel = 2 * Vector::kWidth; // columns per panel
+constexpr int64_t kTileRows = Vector::kTileRows; // rows per micro-tile
+#else
+constexpr int64_t kPanel = 32;
+constexpr int64_t kTileRows = 8;
+#endif
 constexpr int64_t kDepthBlock = 256; // k per pass: a panel slice fits L1
 constexpr int64_t kRowBlock = 256;   // rows per pass: their A block fits L2
+constexpr int64_t kColumnBlock = 256; // columns per pass: so does C's block
 
 inline int64_t packedFloats(int64_t k, int64_t n) {
   return (n + kPanel - 1) / kPanel * kPanel * k;
@@ -52,85 +105,108 @@ inline void pack(const float *b, int64_t ldb, bool transposed, int64_t k,
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(TP_PACKED_GEMM_KERNEL)
+// Every loop over a tile's rows is unrolled: an accumulator indexed by a
+// run-time row lives on the stack, and GCC then stores all of them on
+// every k (a third of the FMA rate on AVX2).
+#if defined(__clang__)
+#define TP_PACKED_UNROLL _Pragma("unroll")
+#else
+#define TP_PACKED_UNROLL _Pragma("GCC unroll 16")
+#endif
+
 /// C[Rows x cols] (+)= A[Rows x k] * panel[k x kPanel], cols <= kPanel.
 template <int Rows>
 inline void tile(const float *a, int64_t lda, const float *panel, int64_t k,
                  float *c, int64_t ldc, int64_t cols, bool accumulate) {
-  __m512 acc[Rows][2];
+  using V = Vector;
+  constexpr int64_t w = V::kWidth;
+  typename V::Type acc[Rows][2];
+  TP_PACKED_UNROLL
   for (int r = 0; r < Rows; ++r) {
-    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    acc[r][0] = acc[r][1] = V::zero();
     // C's rows are far apart: start fetching them while the loop runs.
     _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc + 16),
+    _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc + w),
                  _MM_HINT_T0);
   }
   for (int64_t kk = 0; kk < k; ++kk) {
-    __m512 b0 = _mm512_loadu_ps(panel + kk * kPanel);
-    __m512 b1 = _mm512_loadu_ps(panel + kk * kPanel + 16);
-    for (int r = 0; r < Rows; ++r) {
-      __m512 ar = _mm512_set1_ps(a[r * lda + kk]);
-      acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+    typename V::Type b0 = V::load(panel + kk * kPanel);
+    typename V::Type b1 = V::load(panel + kk * kPanel + w);
+    TP_PACKED_UNROLL
+  for (int r = 0; r < Rows; ++r) {
+      typename V::Type ar = V::broadcast(a + r * lda + kk);
+      acc[r][0] = V::fma(ar, b0, acc[r][0]);
+      acc[r][1] = V::fma(ar, b1, acc[r][1]);
     }
   }
-  auto mask = [](int64_t count) {
-    return static_cast<__mmask16>(
-        count >= 16 ? 0xFFFF : count <= 0 ? 0 : (1u << count) - 1);
-  };
-  __mmask16 low = mask(cols), high = mask(cols - 16);
+  if (cols == kPanel) {
+    TP_PACKED_UNROLL
+  for (int r = 0; r < Rows; ++r) {
+      float *row = c + r * ldc;
+      if (accumulate) {
+        acc[r][0] = V::add(acc[r][0], V::load(row));
+        acc[r][1] = V::add(acc[r][1], V::load(row + w));
+      }
+      V::store(row, acc[r][0]);
+      V::store(row + w, acc[r][1]);
+    }
+    return;
+  }
+  // The last panel of a weight whose columns kPanel does not divide.
+  typename V::Mask low = V::mask(cols), high = V::mask(cols - w);
+  TP_PACKED_UNROLL
   for (int r = 0; r < Rows; ++r) {
     float *row = c + r * ldc;
     if (accumulate) {
-      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_maskz_loadu_ps(low, row));
-      acc[r][1] =
-          _mm512_add_ps(acc[r][1], _mm512_maskz_loadu_ps(high, row + 16));
+      acc[r][0] = V::add(acc[r][0], V::load(low, row));
+      acc[r][1] = V::add(acc[r][1], V::load(high, row + w));
     }
-    _mm512_mask_storeu_ps(row, low, acc[r][0]);
-    _mm512_mask_storeu_ps(row + 16, high, acc[r][1]);
+    V::store(row, low, acc[r][0]);
+    V::store(row + w, high, acc[r][1]);
   }
 }
 
+/// tile<rows> for the 1 to Rows rows left below the last full tile.
+template <int Rows>
+inline void tailTile(int64_t rows, const float *a, int64_t lda,
+                     const float *panel, int64_t k, float *c, int64_t ldc,
+                     int64_t cols, bool accumulate) {
+  if (rows == Rows)
+    return tile<Rows>(a, lda, panel, k, c, ldc, cols, accumulate);
+  if constexpr (Rows > 1)
+    tailTile<Rows - 1>(rows, a, lda, panel, k, c, ldc, cols, accumulate);
+}
+
 /// C[m x n] (+)= A[m x k] * B, B packed. Blocked so that a panel's slice
-/// stays in L1 across the row tiles and the rows' A block in L2.
+/// stays in L1 across the row tiles, and the rows' A block and the C block
+/// they update in L2 across the depth blocks.
 __attribute__((noinline)) inline void
 gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
      const float *packedB, float *c, int64_t ldc, bool accumulate) {
   for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
     int64_t mEnd = std::min(m, m0 + kRowBlock);
-    for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
-      int64_t depth = std::min(kDepthBlock, k - k0);
-      bool add = accumulate || k0 > 0;
-      for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
-        const float *panel = packedB + n0 * k + k0 * kPanel;
-        int64_t cols = std::min(kPanel, n - n0);
-        int64_t r = m0;
-        for (; r + kTileRows <= mEnd; r += kTileRows)
-          tile<kTileRows>(a + r * lda + k0, lda, panel, depth, c + r * ldc + n0,
-                          ldc, cols, add);
-        const float *aTail = a + r * lda + k0;
-        float *cTail = c + r * ldc + n0;
-        switch (mEnd - r) {
-#define TP_PACKED_TAIL(ROWS)                                                   \
-  case ROWS:                                                                   \
-    tile<ROWS>(aTail, lda, panel, depth, cTail, ldc, cols, add);               \
-    break;
-          TP_PACKED_TAIL(1)
-          TP_PACKED_TAIL(2)
-          TP_PACKED_TAIL(3)
-          TP_PACKED_TAIL(4)
-          TP_PACKED_TAIL(5)
-          TP_PACKED_TAIL(6)
-          TP_PACKED_TAIL(7)
-#undef TP_PACKED_TAIL
-        default:
-          break;
+    for (int64_t c0 = 0; c0 < n; c0 += kColumnBlock) {
+      int64_t cEnd = std::min(n, c0 + kColumnBlock);
+      for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
+        int64_t depth = std::min(kDepthBlock, k - k0);
+        bool add = accumulate || k0 > 0;
+        for (int64_t n0 = c0; n0 < cEnd; n0 += kPanel) {
+          const float *panel = packedB + n0 * k + k0 * kPanel;
+          int64_t cols = std::min(kPanel, n - n0);
+          int64_t r = m0;
+          for (; r + kTileRows <= mEnd; r += kTileRows)
+            tile<kTileRows>(a + r * lda + k0, lda, panel, depth,
+                            c + r * ldc + n0, ldc, cols, add);
+          if (r < mEnd)
+            tailTile<kTileRows - 1>(mEnd - r, a + r * lda + k0, lda, panel,
+                                    depth, c + r * ldc + n0, ldc, cols, add);
         }
       }
     }
   }
 }
-#endif // __AVX512F__
+#endif // TP_PACKED_GEMM_KERNEL
 
 } // namespace packed
 
@@ -140,20 +216,22 @@ __attribute__((noinline)) inline void
 weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const float *b, int64_t ldb,
            bool transposed, float *c, int64_t ldc, bool accumulate) {
-#if defined(__AVX512F__)
-  void *&slot = context->packedWeight({b, k, n, ldb, transposed});
-  if (!slot) {
-    slot = allocate(packed::packedFloats(k, n) * int64_t(sizeof(float)));
-    packed::pack(b, ldb, transposed, k, n, static_cast<float *>(slot));
+#if defined(TP_PACKED_GEMM_KERNEL)
+  if (m <= packed::Vector::kMaxRows) {
+    void *&slot = context->packedWeight({b, k, n, ldb, transposed});
+    if (!slot) {
+      slot = allocate(packed::packedFloats(k, n) * int64_t(sizeof(float)));
+      packed::pack(b, ldb, transposed, k, n, static_cast<float *>(slot));
+    }
+    packed::gemm(m, n, k, a, lda, static_cast<const float *>(slot), c, ldc,
+                 accumulate);
+    return;
   }
-  packed::gemm(m, n, k, a, lda, static_cast<const float *>(slot), c, ldc,
-               accumulate);
-#else
+#endif
   (void)context;
   cblas_sgemm(CblasRowMajor, CblasNoTrans,
               transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
               b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
-#endif
 }
 
 } // namespace tp::rt

@@ -70,10 +70,17 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
     return emitError(loc) << "no C++ compiler found (set CXX) to build "
                           << sourcePath;
   // Flags that shape the code (the shared parts are built with them too),
-  // then the build's own.
-  SmallVector<std::string> flags = {
-      compiler, "-std=c++17",          "-O3", "-march=native",
-      "-fPIC",  "-fvisibility=hidden", "-w"};
+  // then the build's own. -fno-trapping-math: nothing reads the FP
+  // exception flags, and without it GCC keeps a branch around any division
+  // it sank under a select (tanhF's), and the loop does not vectorise.
+  SmallVector<std::string> flags = {compiler,
+                                    "-std=c++17",
+                                    "-O3",
+                                    "-march=native",
+                                    "-fno-trapping-math",
+                                    "-fPIC",
+                                    "-fvisibility=hidden",
+                                    "-w"};
   SmallVector<StringRef> extra;
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   flags.append(extra.begin(), extra.end());

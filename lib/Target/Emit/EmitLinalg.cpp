@@ -259,8 +259,9 @@ bool mlir::tp::emit::isZeroFill(Value init) {
 /// Up to this many rows, a product with a weight packs the weight once per
 /// rank (tp::rt::weightGemm) instead of letting BLAS pack it on every call.
 /// bench/cpu_throughput.py and bench/generation.py show the effect; past
-/// it, OpenBLAS's own packing is amortised over enough rows.
-static constexpr int64_t kPackedWeightMaxRows = 64;
+/// it, OpenBLAS's own packing is amortised over enough rows. The header
+/// lowers the bound where its kernel is slower (to 64 rows with AVX-512).
+static constexpr int64_t kPackedWeightMaxRows = 128;
 
 /// A weight argument, or a reshape of one: the same memory on every call.
 static bool isResidentWeight(Value value) {

@@ -1,8 +1,10 @@
 """Products with weights packed once per rank (tp::rt::weightGemm,
 tp_packed_gemm.h) against float64 numpy, end to end through tp-compile
 --target cpu and tp-run, on shapes that cross every edge of the kernel:
-rows not a multiple of its 8-row tile (1..7 left over), columns not a
-multiple of its 32-column panel, a depth past its 256-deep block, weights
+rows not a multiple of its tile (8 rows with AVX-512, 6 with AVX2; every
+remainder), columns not a multiple of its panel (32 or 16 columns) and
+past its 256-column block, a depth past its 256-deep block, 128 rows (the
+most the emitter packs for; AVX-512 hands 65 to 128 rows to sgemm), weights
 stored [K, N] (MatMul) and [N, K] (Gemm transB=1), a bias folded into the
 product's init, and the same weight used by two products (packed once,
 read by both). Each model runs twice in one tp-run (--repeat 2), so the
@@ -10,8 +12,9 @@ second pass reads the panels the first one packed.
 
 Tolerance (stated here, checked below): |got - ref| <= 2e-5 + 2e-5 * |ref|
 with ref in float64; outputs are O(1) (weights scaled by 1/sqrt(K)).
---cxx-flags adds flags to the build (-mno-avx512f: the cblas_sgemm
-fallback the same calls take without AVX-512).
+--cxx-flags adds flags to the build (-mno-avx512f: the AVX2 kernel on a
+machine with AVX-512; -mno-avx2: the cblas_sgemm fallback the same calls
+take without either).
 """
 import argparse
 import os
@@ -25,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 # (rows, depth, columns): rows = batch x sequence of the input.
 SHAPES = [(1, 5, 70), (3, 37, 70), (10, 37, 33), (13, 300, 64), (64, 260, 97),
-          (15, 520, 31)]
+          (15, 520, 31), (101, 600, 270), (128, 70, 300)]
 
 
 def model(batch, seq, k, n, rng):

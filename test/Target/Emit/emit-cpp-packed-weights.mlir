@@ -1,6 +1,6 @@
 // RUN: tp-translate --emit-cpp %s | FileCheck %s
 
-// A product of a few rows (up to 64: a decode step's batch, a short encoder
+// A product of a few rows (up to 128: a decode step's batch, a short encoder
 // input) with a weight calls tp::rt::weightGemm, which packs the weight
 // once per rank instead of letting BLAS pack it on every call; the weight
 // as stored decides the transpose, a reshaped weight is still one, and an
@@ -21,16 +21,16 @@
 // CHECK-NEXT: tp::rt::weightGemm(context, 8, 48, 32, a0, 32, a5, 48, false, {{v[0-9]+}}, 48, false);
 // CHECK: // (8 x 32) * (32 x 48)
 // CHECK-NEXT: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 48, 32, 1.0f, a0, 32, a4, 48,
-// CHECK: // (65 x 32) * (32 x 48)
-// CHECK-NEXT: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 65, 48, 32, 1.0f, a1, 32, a2, 48,
+// CHECK: // (129 x 32) * (32 x 48)
+// CHECK-NEXT: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 129, 48, 32, 1.0f, a1, 32, a2, 48,
 func.func @main(%x: tensor<8x32xf32> {tp.input = "x"},
-                %long: tensor<65x32xf32> {tp.input = "long"},
+                %long: tensor<129x32xf32> {tp.input = "long"},
                 %w: tensor<32x48xf32> {tp.weight = "w"},
                 %wt: tensor<48x32xf32> {tp.weight = "wt"},
                 %notWeight: tensor<32x48xf32> {tp.input = "b"},
                 %w3: tensor<32x6x8xf32> {tp.weight = "w3"})
     -> (tensor<8x48xf32> {tp.output = "y"}, tensor<8x48xf32> {tp.output = "r"},
-        tensor<8x48xf32> {tp.output = "n"}, tensor<65x48xf32> {tp.output = "l"}) {
+        tensor<8x48xf32> {tp.output = "n"}, tensor<129x48xf32> {tp.output = "l"}) {
   %zero = arith.constant 0.0 : f32
   %empty = tensor.empty() : tensor<8x48xf32>
   %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x48xf32>) -> tensor<8x48xf32>
@@ -68,15 +68,15 @@ func.func @main(%x: tensor<8x32xf32> {tp.input = "x"},
     %s = arith.addf %acc, %p : f32
     linalg.yield %s : f32
   } -> tensor<8x48xf32>
-  %lempty = tensor.empty() : tensor<65x48xf32>
-  %linit = linalg.fill ins(%zero : f32) outs(%lempty : tensor<65x48xf32>) -> tensor<65x48xf32>
+  %lempty = tensor.empty() : tensor<129x48xf32>
+  %linit = linalg.fill ins(%zero : f32) outs(%lempty : tensor<129x48xf32>) -> tensor<129x48xf32>
   %l = linalg.generic {indexing_maps = [#lhs, #rhs, #out],
                        iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%long, %w : tensor<65x32xf32>, tensor<32x48xf32>) outs(%linit : tensor<65x48xf32>) {
+      ins(%long, %w : tensor<129x32xf32>, tensor<32x48xf32>) outs(%linit : tensor<129x48xf32>) {
   ^bb0(%a: f32, %c: f32, %acc: f32):
     %p = arith.mulf %a, %c : f32
     %s = arith.addf %acc, %p : f32
     linalg.yield %s : f32
-  } -> tensor<65x48xf32>
-  return %yy, %r, %n, %l : tensor<8x48xf32>, tensor<8x48xf32>, tensor<8x48xf32>, tensor<65x48xf32>
+  } -> tensor<129x48xf32>
+  return %yy, %r, %n, %l : tensor<8x48xf32>, tensor<8x48xf32>, tensor<8x48xf32>, tensor<129x48xf32>
 }
