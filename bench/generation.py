@@ -187,9 +187,60 @@ def run_onnxruntime(model, ids, a):
             np.concatenate([ids, np.stack(tokens, 1)], 1))
 
 
-def run_tp(a, model, devices, ids_path, work, spin=None):
+def analyse_trace(path):
+    """What tp-run --trace says about the waits of a 2-rank run: ranks make
+    the same collectives in the same order, so the i-th of each pair up. The
+    rank that arrives last makes the other wait; a rank late at nearly every
+    collective by a steady amount computes more, one late at a few by a lot
+    lost its core for a while."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    ranks = {}
+    for e in events:
+        if e.get("ph") == "X":
+            ranks.setdefault(e["tid"], []).append(e)
+    if len(ranks) != 2:
+        return None
+    # The decode steps: everything after the first forward (the prompt's).
+    for r, evs in ranks.items():
+        evs.sort(key=lambda e: e["ts"])
+        first = next(e for e in evs if e["name"] == "forward")
+        ranks[r] = [e for e in evs if e["ts"] >= first["ts"] + first["dur"]]
+    steps = sum(e["name"] == "forward" for e in next(iter(ranks.values())))
+    if not steps:
+        return None
+    calls = {r: [e for e in evs if e["name"] != "forward"]
+             for r, evs in ranks.items()}
+    (r0, c0), (r1, c1) = sorted(calls.items())
+    if len(c0) != len(c1) or not c0:
+        return None
+    late = {r0: [], r1: []}
+    by_site = {}
+    for x, y in zip(c0, c1):
+        gap = (y["ts"] - x["ts"]) / 1e3  # ms; > 0: rank r1 came later
+        rank = r1 if gap > 0 else r0
+        late[rank].append(abs(gap))
+        key = (rank, x["name"], x.get("args", {}).get("site", ""))
+        by_site[key] = by_site.get(key, 0) + abs(gap)
+    compute = {}
+    for r, evs in ranks.items():
+        forward = sum(e["dur"] for e in evs if e["name"] == "forward")
+        talk = sum(e["dur"] for e in evs if e["name"] != "forward")
+        compute[r] = (forward - talk) / 1e3 / steps
+    gaps = sorted(late[r0] + late[r1])
+    top = sorted(by_site.items(), key=lambda kv: -kv[1])[:3]
+    return {"calls": len(c0), "last": {r: len(v) for r, v in late.items()},
+            "caused": {r: sum(v) / steps for r, v in late.items()},
+            "median": gaps[len(gaps) // 2], "p90": gaps[int(len(gaps) * 0.9)],
+            "max": gaps[-1], "compute": compute,
+            "top": [(r, name, site, total / steps)
+                    for (r, name, site), total in top]}
+
+
+def run_tp(a, model, devices, ids_path, work, spin=None, trace=None):
     """tp-compile (once per batch) and tp-run --generate; `spin` sets
-    TP_SPIN_WAIT_US (None: tp-run's default)."""
+    TP_SPIN_WAIT_US (None: tp-run's default); `trace` asks tp-run for
+    --trace FILE."""
     artifact = os.path.join(work, f"d{devices}_b{a.batch_now}.tpa")
     if not os.path.exists(artifact):
         subprocess.run([os.path.join(a.build_bin, "tp-compile"), model,
@@ -205,8 +256,8 @@ def run_tp(a, model, devices, ids_path, work, spin=None):
     p = subprocess.run([os.path.join(a.build_bin, "tp-run"), artifact,
                         "--generate", str(a.new), "--input",
                         f"input_ids={ids_path}", "--output-dir", out,
-                        "--quiet"], check=True, capture_output=True,
-                       text=True, env=env)
+                        "--quiet"] + (["--trace", trace] if trace else []),
+                       check=True, capture_output=True, text=True, env=env)
     prefill = float(re.search(r"prefill: ([0-9.e+-]+) ms", p.stdout).group(1))
     per_token = float(re.search(r"decode: ([0-9.e+-]+) ms per token",
                                 p.stdout).group(1))
@@ -278,9 +329,11 @@ def main():
                             *run_onnxruntime(model, ids, a), None))
             if reference is None:
                 reference = results[-1][2]
+            trace = os.path.join(work, f"trace{batch}.json")
             for devices in (1, 2):
                 results.append((f"tp-mlir x{devices}",
-                                *run_tp(a, model, devices, ids_path, work),
+                                *run_tp(a, model, devices, ids_path, work,
+                                        trace=trace if devices == 2 else None),
                                 None))
             # The same 2 ranks sleeping at every barrier at once: what the
             # spin before sleeping saves.
@@ -307,6 +360,23 @@ def main():
                       f"{split['communication'] * 1e3:.2f} ms, runtime "
                       f"{split['runtime'] * 1e3:.2f} ms: overhead "
                       f"{100 * overhead / step:.1f}% (target <= 5%)")
+            waits = analyse_trace(trace)
+            if waits:
+                (ra, la), (rb, lb) = sorted(waits["last"].items())
+                print(f"{batch:>5} tp-mlir x2 trace: of {waits['calls']} "
+                      f"collectives rank {ra} arrived last at {la}, rank {rb} "
+                      f"at {lb}; waits per step caused by rank {ra} "
+                      f"{waits['caused'][ra]:.2f} ms, rank {rb} "
+                      f"{waits['caused'][rb]:.2f} ms; lateness median "
+                      f"{waits['median']:.3f} ms, p90 {waits['p90']:.3f} ms, "
+                      f"max {waits['max']:.2f} ms")
+                print(f"{batch:>5} tp-mlir x2 trace: compute per step (forward "
+                      f"minus collectives) " + ", ".join(
+                          f"rank {r} {ms:.2f} ms"
+                          for r, ms in sorted(waits["compute"].items())))
+                for r, name, site, ms in waits["top"]:
+                    print(f"{batch:>5}   rank {r} late at {name} {site}: "
+                          f"{ms:.3f} ms per step")
             by = {label: figures for label, figures, _, _ in results}
             one, two = by["tp-mlir x1"], by["tp-mlir x2"]
             print(f"{batch:>5} decode 2 ranks vs 1: "

@@ -373,6 +373,7 @@ public:
   gatherFromLastStage(const std::vector<char> &mine);
   void broadcastFromRoot(std::vector<char> &data);
   int32_t getMpiRank() const { return mpi ? mpiRank : -1; }
+  const std::vector<RankTrace> &getTrace() const { return traces; }
 
 private:
 
@@ -387,6 +388,9 @@ private:
   /// Seconds each context has spent communicating (createTimedRankContext),
   /// one per context, sized before they are made.
   std::vector<double> communication;
+  /// With options.trace, each context's timeline (beside `communication`,
+  /// sized with it); empty without.
+  std::vector<RankTrace> traces;
   std::unique_ptr<ModelLibrary> model;
   /// The library's ranks, beside `bound`.
   std::vector<std::unique_ptr<ModelLibrary::Rank>> modelRanks;
@@ -394,6 +398,22 @@ private:
   bool cuda = false;
   /// Set by a failed run: peers may have been left mid-collective.
   std::string broken;
+
+  /// The timeline of this process's `index`-th context; null when not
+  /// tracing.
+  RankTrace *traceOf(size_t index) {
+    return index < traces.size() ? &traces[index] : nullptr;
+  }
+  /// Calls `call` (one forward pass of the stage function), recorded as a
+  /// "forward" interval of this process's `index`-th context's timeline.
+  template <typename Call> void traced(size_t index, Call call) {
+    RankTrace *trace = traceOf(index);
+    if (!trace)
+      return call();
+    double start = traceMicros();
+    call();
+    trace->events.push_back({"forward", "", 0, start, traceMicros()});
+  }
 };
 
 /// This process's rank among those on its node, as the MPI launcher says
@@ -438,6 +458,12 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
                 "/manifest.json says --target " + manifest.target);
   checkLibrarySignature(manifest, model->signature());
   cuda = manifest.target == "cuda";
+  if (options.trace && cuda)
+    throw Error("tracing records the ranks' collectives as the CPU runtime "
+                "makes them; " +
+                artifact +
+                " is a --target cuda artifact, whose NCCL calls run inside "
+                "its library");
   if (mpi) {
     auto context = createMpiRankContext(timeout());
     int32_t size = context->worldSize();
@@ -449,8 +475,10 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
                   std::to_string(size) + " processes");
     mpiRank = context->rank();
     communication.assign(1, 0);
-    contexts.push_back(
-        createTimedRankContext(std::move(context), &communication[0]));
+    if (options.trace && !cuda)
+      traces.assign(1, RankTrace{mpiRank, {}});
+    contexts.push_back(createTimedRankContext(
+        std::move(context), &communication[0], traceOf(0)));
     bound.push_back(bindRank(manifest, mainProgram(manifest), mpiRank));
     if (manifest.prefill.length > 0)
       prefillBound.push_back(bindRank(manifest, prefillProgram(manifest),
@@ -485,9 +513,13 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   bindAll();
   world = createThreadWorld(static_cast<int32_t>(manifest.ranks), timeout());
   communication.assign(manifest.ranks, 0);
+  if (options.trace)
+    for (int32_t rank = 0; rank < manifest.ranks; ++rank)
+      traces.push_back(RankTrace{rank, {}});
   for (int32_t rank = 0; rank < manifest.ranks; ++rank) {
     contexts.push_back(createTimedRankContext(
-        createThreadRankContext(world, rank), &communication[rank]));
+        createThreadRankContext(world, rank), &communication[rank],
+        traceOf(rank)));
     modelRanks.push_back(model->createRank(
         rank, static_cast<int32_t>(manifest.ranks), contexts.back().get()));
   }
@@ -718,8 +750,10 @@ void Session::Impl::runThreads(const Program &program,
         ModelLibrary::Rank &cpu = *modelRanks[rank];
         perRank[rank] =
             runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-              cpu.run(mine.stage->function, mine.args.data(),
-                      mine.resultPointers.data());
+              traced(rank, [&] {
+                cpu.run(mine.stage->function, mine.args.data(),
+                        mine.resultPointers.data());
+              });
             });
       } catch (const std::exception &e) {
         errors[rank] = e.what();
@@ -791,8 +825,10 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
   ModelLibrary::Rank &rank = *modelRanks.front();
   communication[0] = 0;
   seconds = runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-    rank.run(mine.stage->function, mine.args.data(),
-             mine.resultPointers.data());
+    traced(0, [&] {
+      rank.run(mine.stage->function, mine.args.data(),
+               mine.resultPointers.data());
+    });
   });
   timing = {seconds, communication[0] / static_cast<double>(warmup + repeat)};
   if (!collect)
@@ -878,6 +914,10 @@ void Session::runInPlace(const std::map<std::string, InputView> &inputs,
 }
 
 int32_t Session::getMpiRank() const { return impl->getMpiRank(); }
+
+const std::vector<RankTrace> &Session::getTrace() const {
+  return impl->getTrace();
+}
 
 std::vector<std::vector<char>>
 Session::gatherFromLastStage(const std::vector<char> &mine) {

@@ -131,10 +131,11 @@ using InputArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 class PySession {
 public:
   PySession(const std::string &artifact, const std::string &launcher,
-            double timeout) {
+            double timeout, bool trace) {
     tp::rt::SessionOptions options;
     options.launcher = launcher;
     options.timeoutSeconds = timeout;
+    options.trace = trace;
     nb::gil_scoped_release release;
     session = std::make_unique<tp::rt::Session>(artifact, options);
   }
@@ -221,6 +222,14 @@ public:
   }
 
   double secondsPerRun() const { return session->getSecondsPerRun(); }
+  /// Writes the ranks' timelines so far (a session opened with trace=True)
+  /// as a Chrome trace.
+  void writeTrace(const std::string &path) const {
+    if (!session->getOptions().trace)
+      throw tp::rt::Error("write_trace: the session was opened without "
+                          "trace=True");
+    tp::rt::writeChromeTrace(path, session->getTrace());
+  }
   int64_t ranks() const { return session->getManifest().ranks; }
   /// The timings of the last generate(), as tp-run --generate prints them.
   nb::dict lastGenerationTimings() const { return lastGeneration; }
@@ -266,8 +275,10 @@ NB_MODULE(_tp_mlir, m) {
         "exception from it, or Ctrl-C, stops the compile and is raised.");
 
   nb::class_<PySession>(m, "Session")
-      .def(nb::init<const std::string &, const std::string &, double>(),
-           "artifact"_a, "launcher"_a = "threads", "timeout"_a = 60.0)
+      .def(nb::init<const std::string &, const std::string &, double, bool>(),
+           "artifact"_a, "launcher"_a = "threads", "timeout"_a = 60.0,
+           "trace"_a = false)
+      .def("write_trace", &PySession::writeTrace, "path"_a)
       .def("run", &PySession::run, "inputs"_a, "warmup"_a = 0, "repeat"_a = 1)
       .def("generate", &PySession::generate, "input_ids"_a,
            "attention_mask"_a.none(), "max_new_tokens"_a, "eos"_a, "sample"_a,

@@ -129,6 +129,32 @@ def test_session_runs_many_times(gpt2):
     assert first.shape == (2, 16, 256) and float(np.abs(first).sum()) > 0
 
 
+def test_trace_records_every_rank(gpt2, tmp_path):
+    """Session(trace=True).write_trace: tp-run --trace's timeline, one track
+    per rank, a forward interval per pass and the same collectives, with
+    their sites, inside each on every rank."""
+    session = tp.Session(gpt2, trace=True)
+    session.run({"input_ids": load("gpt2", "input_ids")}, warmup=1, repeat=1)
+    path = tmp_path / "trace.json"
+    session.write_trace(path)
+    with open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+    by_rank = {}
+    for e in events:
+        by_rank.setdefault(e["tid"], []).append(e)
+    assert sorted(by_rank) == list(range(session.ranks))
+    calls = []
+    for rank, evs in sorted(by_rank.items()):
+        assert sum(e["name"] == "forward" for e in evs) == 2
+        mine = sorted((e for e in evs if e["name"] != "forward"),
+                      key=lambda e: e["ts"])
+        assert mine and all(e["args"]["site"] for e in mine)
+        calls.append([(e["name"], e["args"]["site"]) for e in mine])
+    assert all(c == calls[0] for c in calls)
+    with pytest.raises(tp.TPError, match="opened without trace=True"):
+        tp.Session(gpt2).write_trace(tmp_path / "none.json")
+
+
 def test_wrong_inputs_raise(gpt2):
     session = tp.Session(gpt2)
     ids = load("gpt2", "input_ids")

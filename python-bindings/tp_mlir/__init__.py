@@ -228,11 +228,19 @@ class Session:
     signature), every rank's weights loaded, one thread per rank. `run`
     then executes the forward pass as often as wanted."""
 
-    def __init__(self, artifact, launcher="threads", timeout=60.0):
+    def __init__(self, artifact, launcher="threads", timeout=60.0,
+                 trace=False):
+        """`trace`: record every rank's forward passes and collectives, for
+        write_trace (as tp-run --trace; --target cpu artifacts)."""
         self.artifact = artifact if isinstance(artifact, Artifact) \
             else Artifact(artifact)
         self._session = _tp_mlir.Session(self.artifact.path, launcher,
-                                         float(timeout))
+                                         float(timeout), bool(trace))
+
+    def write_trace(self, path):
+        """Writes what a Session(trace=True) recorded so far, one track per
+        rank, in Chrome's trace event format (open it in Perfetto)."""
+        self._session.write_trace(os.fspath(path))
 
     @property
     def inputs(self):

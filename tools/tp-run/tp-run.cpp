@@ -42,6 +42,7 @@ struct Options {
   int64_t stallRank = -1; // testing: this rank never enters its stage
   bool quiet = false;
   bool printManifest = false;
+  std::string trace; // --trace FILE: Chrome trace of the ranks' timelines
   int64_t generate = -1; // --generate T: new tokens per prompt
   int64_t eos = -1;
   bool sample = false;
@@ -55,7 +56,8 @@ struct Options {
   std::cerr << "tp-run: error: " << message << "\n"
             << "usage: tp-run ARTIFACT --input NAME=FILE.npy ... "
                "[--output-dir DIR] [--launcher threads|mpi] [--ranks N] "
-               "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet]\n"
+               "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet] "
+               "[--trace FILE.json]\n"
                "       tp-run ARTIFACT --print-manifest\n"
                "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
                "[--input attention_mask=FILE.npy] [--eos ID] [--num-beams K] "
@@ -172,6 +174,10 @@ Options parseOptions(int argc, char **argv) {
       options.seed = static_cast<uint64_t>(seed);
     } else if (arg == "--quiet") {
       options.quiet = true;
+    } else if (matches(arg, "--trace")) {
+      options.trace = value(i, "--trace");
+      if (options.trace.empty())
+        usage("--trace needs a file name");
     } else if (arg == "--print-manifest") {
       options.printManifest = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -333,6 +339,22 @@ int generate(const Options &options, Session &session,
   return 0;
 }
 
+/// Where this process writes --trace FILE: FILE itself with thread ranks;
+/// under MPI each process writes its own, FILE with ".rank<N>" before its
+/// extension (trace.json -> trace.rank1.json).
+std::string tracePath(const std::string &path, int32_t mpiRank) {
+  if (mpiRank < 0)
+    return path;
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    dot = path.size();
+  return path.substr(0, dot) + ".rank" + std::to_string(mpiRank) +
+         path.substr(dot);
+}
+
+int runSession(const Options &options, Session &session);
+
 int run(const Options &options) {
   // The manifest as this runtime reads it (checked against SHA256SUMS and
   // the schema), printed by the writer tp-compile uses.
@@ -344,7 +366,17 @@ int run(const Options &options) {
   sessionOptions.launcher = options.launcher;
   sessionOptions.timeoutSeconds = options.timeoutSeconds;
   sessionOptions.stallRank = options.stallRank;
+  sessionOptions.trace = !options.trace.empty();
   Session session(options.artifact, sessionOptions);
+  const Manifest &manifest = session.getManifest();
+  int rc = runSession(options, session);
+  if (sessionOptions.trace)
+    writeChromeTrace(tracePath(options.trace, session.getMpiRank()),
+                     session.getTrace());
+  return rc;
+}
+
+int runSession(const Options &options, Session &session) {
   const Manifest &manifest = session.getManifest();
   if (options.ranks >= 0 && options.ranks != manifest.ranks)
     throw Error("the artifact was built for " + std::to_string(manifest.ranks) +

@@ -64,11 +64,15 @@ createMpiRankContext(std::chrono::milliseconds timeout);
 // Timing
 //===----------------------------------------------------------------------===//
 
+struct RankTrace;
+
 /// A context that forwards every collective and point-to-point call to
 /// `inner` and adds the seconds each takes, waiting for peers included, to
-/// `*seconds`: what a step spends communicating, beside its compute.
+/// `*seconds`: what a step spends communicating, beside its compute. With
+/// a `trace`, it also appends each call's interval to it (tp-run --trace).
 std::unique_ptr<RankContext>
-createTimedRankContext(std::unique_ptr<RankContext> inner, double *seconds);
+createTimedRankContext(std::unique_ptr<RankContext> inner, double *seconds,
+                       RankTrace *trace = nullptr);
 
 } // namespace tp::rt
 

@@ -11,6 +11,7 @@
 #define TP_RUNTIME_SESSION_H
 
 #include "tp/Runtime/Artifact.h"
+#include "tp/Runtime/Trace.h"
 
 #include <cstdint>
 #include <map>
@@ -29,6 +30,9 @@ struct SessionOptions {
   /// Testing only: this rank binds its weights but never runs, so that its
   /// peers time out.
   int64_t stallRank = -1;
+  /// Record each rank's forward passes and collectives (getTrace; tp-run
+  /// --trace). CPU targets only: NCCL runs inside a CUDA library.
+  bool trace = false;
 };
 
 /// A model input supplied by the caller, read in place (never written):
@@ -155,6 +159,11 @@ public:
   /// name.
   OutputBlocks getOutputBlocks(const std::string &name,
                                bool prefill = false) const;
+
+  /// With SessionOptions::trace: every run's forward passes and collectives
+  /// so far, one timeline per rank of this process (all with threads, this
+  /// process's under MPI). Empty without.
+  const std::vector<RankTrace> &getTrace() const;
 
   /// This process's rank under --launcher mpi; -1 with threads, where
   /// every rank is in this process.
