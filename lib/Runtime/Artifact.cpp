@@ -246,8 +246,10 @@ RankWeights tp::rt::loadRankWeights(const Manifest &manifest, int32_t rank) {
                 " bytes, manifest says " + std::to_string(spec.bytes) +
                 " (truncated or replaced?)");
   RankWeights weights;
+  // Every forward pass streams the weights: huge pages where the kernel
+  // gives them.
   weights.data.reset(
-      static_cast<char *>(allocate(static_cast<int64_t>(file.size))));
+      static_cast<char *>(allocateLarge(static_cast<int64_t>(file.size))));
   file.readAll(weights.data.get());
   std::string digest = sha256(weights.data.get(), file.size);
   if (digest != spec.sha256)

@@ -20,7 +20,7 @@
 #include <cblas.h>
 #include <cstdint>
 #include <cstring>
-#include <sys/mman.h>
+#include <vector>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #define TP_PACKED_GEMM_KERNEL 1
@@ -125,26 +125,6 @@ inline void pack(const float *b, int64_t ldb, bool transposed, int64_t k,
   }
 }
 
-/// Memory for a packed weight: in 2 MiB pages where the kernel gives them
-/// on request (transparent huge pages in "madvise" mode), so that filling
-/// it faults 512x fewer pages; the page faults of 4 KiB pages took longer
-/// than the copy. Released with tp::rt::release.
-inline float *allocatePanels(int64_t floats) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-  if (bytes < kHuge)
-    return static_cast<float *>(allocate(static_cast<int64_t>(bytes)));
-  bytes = (bytes + kHuge - 1) / kHuge * kHuge;
-  void *pointer = std::aligned_alloc(kHuge, bytes);
-  if (!pointer)
-    throw Error("out of memory allocating " + std::to_string(bytes) +
-                " bytes for a packed weight");
-#if defined(MADV_HUGEPAGE)
-  madvise(pointer, bytes, MADV_HUGEPAGE); // advice: failure is harmless
-#endif
-  return static_cast<float *>(pointer);
-}
-
 #if defined(TP_PACKED_GEMM_KERNEL)
 // Every loop over a tile's rows is unrolled: an accumulator indexed by a
 // run-time row lives on the stack, and GCC then stores all of them on
@@ -156,9 +136,12 @@ inline float *allocatePanels(int64_t floats) {
 #endif
 
 /// C[Rows x cols] (+)= A[Rows x k] * panel[k x kPanel], cols <= kPanel.
+/// A's element (r, kk) is a[r * aRow + kk * aDepth]: (lda, 1) as stored,
+/// (1, Rows) packed (packRows).
 template <int Rows>
-inline void tile(const float *a, int64_t lda, const float *panel, int64_t k,
-                 float *c, int64_t ldc, int64_t cols, bool accumulate) {
+inline void tile(const float *a, int64_t aRow, int64_t aDepth,
+                 const float *panel, int64_t k, float *c, int64_t ldc,
+                 int64_t cols, bool accumulate) {
   using V = Vector;
   constexpr int64_t w = V::kWidth;
   typename V::Type acc[Rows][2];
@@ -175,7 +158,7 @@ inline void tile(const float *a, int64_t lda, const float *panel, int64_t k,
     typename V::Type b1 = V::load(panel + kk * kPanel + w);
     TP_PACKED_UNROLL
   for (int r = 0; r < Rows; ++r) {
-      typename V::Type ar = V::broadcast(a + r * lda + kk);
+      typename V::Type ar = V::broadcast(a + r * aRow + kk * aDepth);
       acc[r][0] = V::fma(ar, b0, acc[r][0]);
       acc[r][1] = V::fma(ar, b1, acc[r][1]);
     }
@@ -209,40 +192,80 @@ inline void tile(const float *a, int64_t lda, const float *panel, int64_t k,
 
 /// tile<rows> for the 1 to Rows rows left below the last full tile.
 template <int Rows>
-inline void tailTile(int64_t rows, const float *a, int64_t lda,
-                     const float *panel, int64_t k, float *c, int64_t ldc,
-                     int64_t cols, bool accumulate) {
+inline void tailTile(int64_t rows, const float *a, int64_t aRow,
+                     int64_t aDepth, const float *panel, int64_t k, float *c,
+                     int64_t ldc, int64_t cols, bool accumulate) {
   if (rows == Rows)
-    return tile<Rows>(a, lda, panel, k, c, ldc, cols, accumulate);
+    return tile<Rows>(a, aRow, aDepth, panel, k, c, ldc, cols, accumulate);
   if constexpr (Rows > 1)
-    tailTile<Rows - 1>(rows, a, lda, panel, k, c, ldc, cols, accumulate);
+    tailTile<Rows - 1>(rows, a, aRow, aDepth, panel, k, c, ldc, cols,
+                       accumulate);
 }
 
-/// C[m x n] (+)= A[m x k] * B, B packed. Blocked so that a panel's slice
-/// stays in L1 across the row tiles, and the rows' A block and the C block
-/// they update in L2 across the depth blocks. A few rows (a decode step's)
-/// take each panel whole, in one sequential pass over it.
+/// Rows [0, m) of A [m x k] (row stride lda) for the blocked product: for
+/// each depth block, its tiles of kTileRows rows (the last one shorter),
+/// each depth-major, so that a tile reads its rows' k-th values side by
+/// side instead of from kTileRows rows far apart.
+inline void packRows(const float *a, int64_t lda, int64_t m, int64_t k,
+                     float *out) {
+  for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
+    int64_t depth = std::min(kDepthBlock, k - k0);
+    for (int64_t r0 = 0; r0 < m; r0 += kTileRows) {
+      int64_t rows = std::min(kTileRows, m - r0);
+      for (int64_t kk = 0; kk < depth; ++kk)
+        for (int64_t r = 0; r < rows; ++r)
+          out[kk * rows + r] = a[(r0 + r) * lda + k0 + kk];
+      out += rows * depth;
+    }
+  }
+}
+
+/// C[m x n] (+)= A[m x k] * B, B packed. A few rows (a decode step's) take
+/// each panel whole, in one sequential pass over it, reading A as stored.
+/// More are blocked: a block of rows is packed (packRows) once, then a
+/// panel's 256-deep slice stays in L1 across the row tiles, and the rows'
+/// A block and the 256 columns of C they update stay in L2 across the
+/// depth blocks.
 __attribute__((noinline)) inline void
 gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
      const float *packedB, float *c, int64_t ldc, bool accumulate) {
-  int64_t depthBlock = m <= 2 * kTileRows ? k : kDepthBlock;
+  if (m <= 2 * kTileRows) {
+    for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
+      const float *panel = packedB + n0 * k;
+      int64_t cols = std::min(kPanel, n - n0);
+      int64_t r = 0;
+      for (; r + kTileRows <= m; r += kTileRows)
+        tile<kTileRows>(a + r * lda, lda, 1, panel, k, c + r * ldc + n0, ldc,
+                        cols, accumulate);
+      if (r < m)
+        tailTile<kTileRows - 1>(m - r, a + r * lda, lda, 1, panel, k,
+                                c + r * ldc + n0, ldc, cols, accumulate);
+    }
+    return;
+  }
+  // One block of packed rows per thread (a rank's), kept between calls.
+  static thread_local std::vector<float> packedA;
+  packedA.resize(std::min(m, kRowBlock) * k);
   for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
-    int64_t mEnd = std::min(m, m0 + kRowBlock);
+    int64_t rows = std::min(kRowBlock, m - m0);
+    packRows(a + m0 * lda, lda, rows, k, packedA.data());
     for (int64_t c0 = 0; c0 < n; c0 += kColumnBlock) {
       int64_t cEnd = std::min(n, c0 + kColumnBlock);
-      for (int64_t k0 = 0; k0 < k; k0 += depthBlock) {
-        int64_t depth = std::min(depthBlock, k - k0);
+      for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
+        int64_t depth = std::min(kDepthBlock, k - k0);
         bool add = accumulate || k0 > 0;
+        const float *block = packedA.data() + rows * k0;
         for (int64_t n0 = c0; n0 < cEnd; n0 += kPanel) {
           const float *panel = packedB + n0 * k + k0 * kPanel;
           int64_t cols = std::min(kPanel, n - n0);
-          int64_t r = m0;
-          for (; r + kTileRows <= mEnd; r += kTileRows)
-            tile<kTileRows>(a + r * lda + k0, lda, panel, depth,
-                            c + r * ldc + n0, ldc, cols, add);
-          if (r < mEnd)
-            tailTile<kTileRows - 1>(mEnd - r, a + r * lda + k0, lda, panel,
-                                    depth, c + r * ldc + n0, ldc, cols, add);
+          int64_t r = 0;
+          for (; r + kTileRows <= rows; r += kTileRows)
+            tile<kTileRows>(block + r * depth, 1, kTileRows, panel, depth,
+                            c + (m0 + r) * ldc + n0, ldc, cols, add);
+          if (r < rows)
+            tailTile<kTileRows - 1>(rows - r, block + r * depth, 1, rows - r,
+                                    panel, depth, c + (m0 + r) * ldc + n0,
+                                    ldc, cols, add);
         }
       }
     }
@@ -262,7 +285,8 @@ weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
   if (m <= packed::Vector::kMaxRows) {
     void *&slot = context->packedWeight({b, k, n, ldb, transposed});
     if (!slot) {
-      float *panels = packed::allocatePanels(packed::packedFloats(k, n));
+      float *panels = static_cast<float *>(allocateLarge(
+          packed::packedFloats(k, n) * int64_t(sizeof(float))));
       packed::pack(b, ldb, transposed, k, n, panels);
       slot = panels;
     }
@@ -275,6 +299,59 @@ weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
   cblas_sgemm(CblasRowMajor, CblasNoTrans,
               transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
               b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+}
+
+/// weightGemm for a weight that only such products read, all with the same
+/// layout (tp-compile checked every use in the artifact): on its first use
+/// the rank packs it into its own memory (through scratch memory of one
+/// panel, or of the weight when stored [K x N], freed at once), so the rank
+/// holds it once, as panels; every product
+/// with it, of any number of rows, then reads the panels. The caller
+/// guarantees that `n` is a multiple of 32 (so the panels take the same
+/// memory) and that `ldb` is the weight's row length.
+__attribute__((noinline)) inline void
+residentWeightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
+                   const float *a, int64_t lda, const float *b, int64_t ldb,
+                   bool transposed, float *c, int64_t ldc, bool accumulate) {
+#if defined(TP_PACKED_GEMM_KERNEL)
+  void *&slot = context->packedWeight({b, k, n, ldb, transposed});
+  if (!slot) {
+    // The runtime owns the weight's (writable) memory; nothing else reads
+    // it as stored.
+    float *weight = const_cast<float *>(b);
+    if (transposed) {
+      // Stored [N x K]: panel p comes from rows [p * kPanel, +kPanel), the
+      // very memory it goes to, so one panel of scratch is enough.
+      int64_t bytes = packed::kPanel * k * int64_t(sizeof(float));
+      float *scratch = static_cast<float *>(allocate(bytes));
+      for (int64_t n0 = 0; n0 < n; n0 += packed::kPanel) {
+        std::memcpy(scratch, weight + n0 * k, bytes);
+        packed::pack(scratch, k, true, k, packed::kPanel, weight + n0 * k);
+      }
+      release(scratch);
+    } else {
+      // Stored [K x N]: every panel takes a column strip of every row.
+      int64_t bytes = k * n * int64_t(sizeof(float));
+      float *scratch = static_cast<float *>(allocate(bytes));
+      packed::pack(b, ldb, false, k, n, scratch);
+      std::memcpy(weight, scratch, bytes);
+      release(scratch);
+    }
+    slot = weight;
+  }
+  packed::gemm(m, n, k, a, lda, b, c, ldc, accumulate);
+#else
+  (void)context;
+  if (m == 1) {
+    cblas_sgemv(CblasRowMajor, transposed ? CblasNoTrans : CblasTrans,
+                transposed ? n : k, transposed ? k : n, 1.0f, b, ldb, a, 1,
+                accumulate ? 1.0f : 0.0f, c, 1);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans,
+              transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
+              b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+#endif
 }
 
 } // namespace tp::rt

@@ -698,6 +698,7 @@ LogicalResult CppEmitter::emitModule() {
   {
     CppEmitter inner(module, bodyOs);
     inner.findFusedAttention();
+    inner.findWeightsPackedInPlace();
     for (func::FuncOp func : funcs)
       if (failed(inner.emitFunction(func)))
         return failure();

@@ -18,6 +18,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
 #include <memory>
@@ -144,6 +145,12 @@ public:
   virtual LogicalResult emitFusedAttention(linalg::GenericOp out);
   llvm::DenseSet<Operation *> fusedIntoAttention;
   llvm::DenseMap<Operation *, std::shared_ptr<FusedAttention>> attentionAt;
+  /// Weights (by name) that only products read, all in one layout the
+  /// packed kernel takes: the CPU target packs them into their own memory
+  /// on first use (tp::rt::residentWeightGemm). Found after
+  /// findFusedAttention, whose products are not GEMM calls.
+  void findWeightsPackedInPlace();
+  llvm::StringSet<> weightsPackedInPlace;
   LogicalResult emitShardOp(Operation *op);
   LogicalResult emitCall(Operation *op);
   LogicalResult emitIf(Operation *op);

@@ -263,18 +263,85 @@ bool mlir::tp::emit::isZeroFill(Value init) {
 /// lowers the bound where its kernel is slower (to 64 rows with AVX-512).
 static constexpr int64_t kPackedWeightMaxRows = 128;
 
-/// A weight argument, or a reshape of one: the same memory on every call.
-static bool isResidentWeight(Value value) {
+/// A weight packed into its own memory needs its columns to fill whole
+/// panels: 16 (AVX2) and 32 (AVX-512) divide this.
+static constexpr int64_t kPackedInPlaceColumns = 32;
+
+/// The name of the weight argument `value` is, or is a reshape of (the same
+/// memory on every call); null for anything else.
+static StringAttr residentWeight(Value value) {
   while (Operation *def = value.getDefiningOp()) {
     if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(
             def))
-      return false;
+      return {};
     value = def->getOperand(0);
   }
   auto arg = cast<BlockArgument>(value);
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return func && arg.getOwner()->isEntryBlock() &&
-         func.getArgAttr(arg.getArgNumber(), tp::TPDialect::kWeightAttrName);
+  if (!func || !arg.getOwner()->isEntryBlock())
+    return {};
+  return func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                           tp::TPDialect::kWeightAttrName);
+}
+
+/// A product the packed kernel can take with `weight` as its right-hand
+/// side: f32, one matrix, A as stored, the weight dense.
+static bool isPackableProduct(const Gemm &gemm, Value weight) {
+  return gemm.rhs == weight && gemm.lhs != weight && gemm.batch == 1 &&
+         !gemm.transLhs && gemm.lhsElement.isF32() &&
+         gemm.rhsElement.isF32() &&
+         gemm.ldb == (gemm.transRhs ? gemm.k : gemm.n) &&
+         CppEmitter::numElements(weight) == gemm.k * gemm.n;
+}
+
+void CppEmitter::findWeightsPackedInPlace() {
+  // Per weight name (the prefill and decode functions of a generation
+  // artifact take the same weights): the layout every use reads it in, or
+  // none once a use is not a packable product or reads another layout.
+  struct Layout {
+    bool packable = true;
+    std::optional<std::tuple<int64_t, int64_t, bool>> key; // k, n, trans
+  };
+  llvm::StringMap<Layout> layouts;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    for (BlockArgument arg : func.getArguments()) {
+      StringAttr name = residentWeight(arg);
+      if (!name)
+        continue;
+      Layout &layout = layouts[name.getValue()];
+      SmallVector<Value> views{arg};
+      while (!views.empty()) {
+        Value view = views.pop_back_val();
+        for (OpOperand &use : view.getUses()) {
+          Operation *user = use.getOwner();
+          if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+                  tensor::CastOp>(user)) {
+            views.push_back(user->getResult(0));
+            continue;
+          }
+          auto generic = dyn_cast<linalg::GenericOp>(user);
+          FailureOr<Gemm> gemm = failure();
+          if (generic && !fusedIntoAttention.contains(generic) &&
+              !attentionAt.count(generic) &&
+              getElementTypeOrSelf(generic.getResult(0).getType()).isF32())
+            gemm = matchGemm(generic);
+          if (failed(gemm) || !isPackableProduct(*gemm, view) ||
+              gemm->n % kPackedInPlaceColumns != 0) {
+            layout.packable = false;
+            continue;
+          }
+          std::tuple<int64_t, int64_t, bool> key{gemm->k, gemm->n,
+                                                 gemm->transRhs};
+          if (layout.key && *layout.key != key)
+            layout.packable = false;
+          layout.key = key;
+        }
+      }
+    }
+  }
+  for (auto &[name, layout] : layouts)
+    if (layout.packable && layout.key)
+      weightsPackedInPlace.insert(name);
 }
 
 static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
@@ -338,6 +405,18 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
        << gemm.n << ")\n";
   if (batched)
     e.os << "for (std::int64_t b = 0; b < " << gemm.batch << "; ++b)\n  ";
+  // A weight that only such products read is packed into its own memory,
+  // and every product with it, of any number of rows, reads the panels.
+  if (StringAttr weight = residentWeight(gemm.rhs);
+      weight && e.weightsPackedInPlace.contains(weight.getValue()) &&
+      isPackableProduct(gemm, gemm.rhs)) {
+    e.os << "tp::rt::residentWeightGemm(context, " << gemm.m << ", "
+         << gemm.n << ", " << gemm.k << ", " << e.name(gemm.lhs) << ", "
+         << gemm.lda << ", " << e.name(gemm.rhs) << ", " << gemm.ldb << ", "
+         << (gemm.transRhs ? "true" : "false") << ", " << e.name(out) << ", "
+         << gemm.ldc << ", " << (overwrite ? "false" : "true") << ");\n";
+    return close();
+  }
   // One row or one column (a decode step's projections: one token): a
   // matrix-vector product. sgemm would pack the whole weight on every call,
   // which costs more than the product itself.
@@ -364,7 +443,7 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
     return close();
   }
   if (!isDouble && !narrow && !batched && !gemm.transLhs &&
-      gemm.m <= kPackedWeightMaxRows && isResidentWeight(gemm.rhs)) {
+      gemm.m <= kPackedWeightMaxRows && residentWeight(gemm.rhs)) {
     e.os << "tp::rt::weightGemm(context, " << gemm.m << ", " << gemm.n << ", "
          << gemm.k << ", " << e.name(gemm.lhs) << ", " << gemm.lda << ", "
          << e.name(gemm.rhs) << ", " << gemm.ldb << ", "

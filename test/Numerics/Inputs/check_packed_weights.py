@@ -4,7 +4,10 @@ tp_packed_gemm.h) against float64 numpy, end to end through tp-compile
 rows not a multiple of its tile (8 rows with AVX-512, 6 with AVX2; every
 remainder), columns not a multiple of its panel (32 or 16 columns) and
 past its 256-column block, a depth past its 256-deep block, 128 rows (the
-most the emitter packs for; AVX-512 hands 65 to 128 rows to sgemm), weights
+most the emitter packs a copy for; AVX-512 hands 65 to 128 rows to sgemm),
+weights whose columns fill whole panels, which the rank packs into their
+own memory and reads packed at any number of rows (1: no sgemv; 300: the
+blocked kernel, A packed), weights
 stored [K, N] (MatMul) and [N, K] (Gemm transB=1), a bias folded into the
 product's init, and the same weight used by two products (packed once,
 read by both). Each model runs twice in one tp-run (--repeat 2), so the
@@ -28,7 +31,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 # (rows, depth, columns): rows = batch x sequence of the input.
 SHAPES = [(1, 5, 70), (3, 37, 70), (10, 37, 33), (13, 300, 64), (64, 260, 97),
-          (15, 520, 31), (101, 600, 270), (128, 70, 300)]
+          (15, 520, 31), (101, 600, 270), (128, 70, 300), (1, 40, 96),
+          (300, 70, 128)]
 
 
 def model(batch, seq, k, n, rng):
@@ -89,7 +93,9 @@ def main():
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             with open(os.path.join(artifact, "model.cpp")) as f:
-                packed_calls = f.read().count("tp::rt::weightGemm(")
+                source = f.read()
+            in_place = source.count("tp::rt::residentWeightGemm(")
+            packed_calls = source.count("tp::rt::weightGemm(") + in_place
             subprocess.run([a.tp_run, artifact, "--input",
                             "x=" + os.path.join(work, "x.npy"), "--output-dir",
                             work, "--repeat", "2", "--quiet"], check=True)
@@ -100,7 +106,8 @@ def main():
                 worst = max(worst, float(np.abs(got - ref).max()))
                 failures += bool((excess > 0).any())
         print(f"rows {rows} depth {k} columns {n}: {packed_calls} packed "
-              f"products, max abs diff {worst:.2e}")
+              f"products ({in_place} into the weights' own memory), max abs "
+              f"diff {worst:.2e}")
     print("FAIL" if failures else "PASS")
     return 1 if failures else 0
 
