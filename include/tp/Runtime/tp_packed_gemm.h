@@ -6,8 +6,9 @@
 // as much as the product. weightGemm packs a resident weight once per rank,
 // into panels of two vectors' columns (32 floats with AVX-512, 16 with
 // AVX2), k-major, that the micro-kernel streams with two vector loads per
-// k; the rank keeps them as long as it lives. Without AVX-512 or AVX2 and
-// FMA it is cblas_sgemm.
+// k; the rank keeps them as long as it lives. residentWeightGemm packs a
+// weight that only such products read into its own memory instead. Without
+// AVX-512 or AVX2 and FMA both are BLAS calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -305,10 +306,10 @@ weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
 /// layout (tp-compile checked every use in the artifact): on its first use
 /// the rank packs it into its own memory (through scratch memory of one
 /// panel, or of the weight when stored [K x N], freed at once), so the rank
-/// holds it once, as panels; every product
-/// with it, of any number of rows, then reads the panels. The caller
-/// guarantees that `n` is a multiple of 32 (so the panels take the same
-/// memory) and that `ldb` is the weight's row length.
+/// holds it once, as panels; every product with it, of any number of rows,
+/// then reads the panels. The caller guarantees that `n` is a multiple of
+/// 32 (so the panels take the same memory) and that `ldb` is the weight's
+/// row length.
 __attribute__((noinline)) inline void
 residentWeightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
                    const float *a, int64_t lda, const float *b, int64_t ldb,
