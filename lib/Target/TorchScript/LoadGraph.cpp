@@ -1,6 +1,7 @@
 //===- LoadGraph.cpp - a TorchScript module's forward graph, typed --------===//
 //
-// torch::jit::load, then forward()'s graph inlined. Attribute reads
+// torch::jit::load (through ArchiveReader: the weights are not read), then
+// forward()'s graph inlined. Attribute reads
 // (prim::GetAttr chains from self) are resolved against the module: a
 // tensor is a weight, kept as a named read; anything else (training, a
 // head count) becomes a constant, so that constant propagation folds what
@@ -10,7 +11,9 @@
 // Traces carry no types, so the graph is run once, node by node, on inputs
 // of the user's shapes; each value takes the type of what it produced, and
 // the shape arithmetic that tracing recorded (aten::size, NumToTensor,
-// Int) then folds to constants.
+// Int) then folds to constants. The large floating-point weights it reads
+// were never loaded (ArchiveReader): their values are zeros or garbage,
+// which decide no type, and nothing computed from a weight is folded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -375,10 +378,12 @@ void typeByRunning(LoadedGraph &loaded, const std::string &path,
 } // namespace
 
 LoadedGraph tp::torchscript::loadGraph(
-    const std::string &path, const std::map<std::string, InputSpec> &inputs,
-    bool typed) {
+    const std::string &path, const ArchiveState &archive,
+    const std::map<std::string, InputSpec> &inputs, bool typed) {
   LoadedGraph loaded;
-  loaded.module = torch::jit::load(path, at::Device(at::kCPU));
+  loaded.module =
+      torch::jit::load(makeArchiveReader(path, archive.unreadRecords),
+                       at::Device(at::kCPU));
   c10::ClassTypePtr type = loaded.module.type();
   if (type->hasAttribute("training") && loaded.module.is_training())
     throw ConvertError(path + ": the module was saved in training mode; "

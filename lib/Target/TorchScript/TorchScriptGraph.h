@@ -12,12 +12,14 @@
 
 #include "tp/Target/TorchScript/TorchScriptToONNX.h"
 
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/script.h>
 
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace tp::torchscript {
@@ -34,11 +36,20 @@ struct ArchiveLocation {
   uint64_t bytes = 0;
 };
 
-/// Locations of every contiguous tensor the module's state holds, by
-/// attribute path ("h.0.attn.c_attn.weight"), read from data.pkl without
+/// The module's state as the archive holds it, read from data.pkl without
 /// reading any tensor data.
-std::unordered_map<std::string, ArchiveLocation>
-readArchiveLocations(const std::string &path);
+struct ArchiveState {
+  /// Every tensor, by attribute path ("h.0.attn.c_attn.weight"), viewing a
+  /// private mapping of the file: bytes are read only where used.
+  std::unordered_map<std::string, at::Tensor> tensors;
+  /// Where the contiguous ones lie.
+  std::unordered_map<std::string, ArchiveLocation> locations;
+  /// File offsets of the records that loading the module need not read
+  /// (large floating-point tensors: weights).
+  std::unordered_set<uint64_t> unreadRecords;
+};
+
+ArchiveState readArchiveState(const std::string &path);
 
 struct LoadedGraph {
   torch::jit::Module module;
@@ -48,16 +59,25 @@ struct LoadedGraph {
   std::vector<std::string> inputNames;
   /// Values that read a parameter or buffer, by attribute path.
   std::unordered_map<const torch::jit::Value *, std::string> weights;
-  /// Their tensors (as loaded: the run that types the graph reads them).
+  /// Their tensors as loaded: the types are right, but the large
+  /// floating-point ones were never read (see ArchiveState); the run that
+  /// types the graph reads them, and nothing else may.
   std::unordered_map<const torch::jit::Value *, at::Tensor> weightTensors;
 };
 
-/// Loads, checks and simplifies the module at `path`; with `typed`, also
-/// types every value by running the graph on inputs shaped as `inputs`
-/// says (each forward() argument needs one).
-LoadedGraph loadGraph(const std::string &path,
+/// Loads, checks and simplifies the module at `path`, leaving the records
+/// `archive` marks unread; with `typed`, also types every value by running
+/// the graph on inputs shaped as `inputs` says (each forward() argument
+/// needs one).
+LoadedGraph loadGraph(const std::string &path, const ArchiveState &archive,
                       const std::map<std::string, InputSpec> &inputs,
                       bool typed);
+
+/// The reader torch::jit::load reads the archive through: it reads every
+/// byte but those of the records at `unread` (see ArchiveState).
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface>
+makeArchiveReader(const std::string &path,
+                  const std::unordered_set<uint64_t> &unread);
 
 /// "aten::linear at model.py:12" for messages.
 std::string describeNode(const torch::jit::Node *node);
@@ -67,9 +87,7 @@ int32_t onnxElementType(c10::ScalarType type, const std::string &what);
 
 /// Translates the typed graph into `model`'s graph.
 void translateGraph(const std::string &path, LoadedGraph &loaded,
-                    const std::unordered_map<std::string, ArchiveLocation>
-                        &locations,
-                    onnx::ModelProto &model);
+                    const ArchiveState &archive, onnx::ModelProto &model);
 
 } // namespace tp::torchscript
 

@@ -40,17 +40,17 @@ bool tp::torchscript::convertTorchScript(const std::string &path,
                                          std::string &error) {
   try {
     at::set_num_threads(1);
+    ArchiveState archive;
     LoadedGraph loaded = [&] {
       try {
-        return loadGraph(path, options.inputs, !options.weightsOnly);
+        archive = readArchiveState(path);
+        return loadGraph(path, archive, options.inputs, !options.weightsOnly);
       } catch (const c10::Error &e) {
         throw ConvertError(explainLoadError(path, e.what_without_backtrace()));
       } catch (const torch::jit::ErrorReport &e) {
         throw ConvertError(explainLoadError(path, e.what()));
       }
     }();
-    std::unordered_map<std::string, ArchiveLocation> locations =
-        readArchiveLocations(path);
 
     model.set_ir_version(8);
     model.set_producer_name("tp-import-torchscript");
@@ -63,14 +63,14 @@ bool tp::torchscript::convertTorchScript(const std::string &path,
       // The inputs by name, and every weight the graph reads.
       for (const std::string &name : loaded.inputNames)
         graph->add_input()->set_name(name);
-      Translator translator(path, loaded, locations, *graph);
+      Translator translator(path, loaded, archive, *graph);
       for (torch::jit::Node *node : loaded.graph->nodes())
         if (node->kind() == c10::prim::GetAttr &&
             loaded.weights.count(node->output()))
           translator.tensorName(node->output());
       return true;
     }
-    translateGraph(path, loaded, locations, model);
+    translateGraph(path, loaded, archive, model);
     return true;
   } catch (const ConvertError &e) {
     error = e.what();

@@ -65,11 +65,10 @@ int32_t tp::torchscript::onnxElementType(c10::ScalarType type,
   }
 }
 
-Translator::Translator(
-    const std::string &path, LoadedGraph &loaded,
-    const std::unordered_map<std::string, ArchiveLocation> &locations,
-    onnx::GraphProto &graph)
-    : path(path), loaded(loaded), locations(locations), graph(graph) {
+Translator::Translator(const std::string &path, LoadedGraph &loaded,
+                       const ArchiveState &archive, onnx::GraphProto &graph)
+    : path(path), loaded(loaded), archive(archive),
+      locations(archive.locations), graph(graph) {
   size_t slash = path.find_last_of('/');
   archiveName = slash == std::string::npos ? path : path.substr(slash + 1);
 }
@@ -302,9 +301,13 @@ std::string Translator::weight(Value *v) {
     add("offset", std::to_string(location->second.offset));
     add("length", std::to_string(location->second.bytes));
   } else {
-    // Not a plain record of the archive (a strided view, or a module
-    // frozen in Python): its bytes go into the model we hand on.
-    *proto = tensorProto(tensor, type);
+    // Not a plain record of the archive (a strided view): its bytes, read
+    // from the file (the loaded tensor may not have been), go into the
+    // model we hand on.
+    auto stored = archive.tensors.find(attributePath);
+    if (stored == archive.tensors.end())
+      fail("weight '" + attributePath + "' is not in the archive's data.pkl");
+    *proto = tensorProto(stored->second, type);
     proto->set_name(name);
   }
   initializers[key] = name;
@@ -455,9 +458,9 @@ std::vector<std::string> tp::torchscript::supportedAtenOps() {
   return ops;
 }
 
-void tp::torchscript::translateGraph(
-    const std::string &path, LoadedGraph &loaded,
-    const std::unordered_map<std::string, ArchiveLocation> &locations,
-    onnx::ModelProto &model) {
-  Translator(path, loaded, locations, *model.mutable_graph()).run();
+void tp::torchscript::translateGraph(const std::string &path,
+                                     LoadedGraph &loaded,
+                                     const ArchiveState &archive,
+                                     onnx::ModelProto &model) {
+  Translator(path, loaded, archive, *model.mutable_graph()).run();
 }

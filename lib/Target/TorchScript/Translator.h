@@ -33,8 +33,7 @@ struct Attr {
 class Translator {
 public:
   Translator(const std::string &path, LoadedGraph &loaded,
-             const std::unordered_map<std::string, ArchiveLocation> &locations,
-             onnx::GraphProto &graph);
+             const ArchiveState &archive, onnx::GraphProto &graph);
 
   /// Translates every node and declares the graph's inputs and outputs.
   void run();
@@ -108,6 +107,7 @@ private:
 
   std::string path;
   LoadedGraph &loaded;
+  const ArchiveState &archive;
   const std::unordered_map<std::string, ArchiveLocation> &locations;
   onnx::GraphProto &graph;
   std::string archiveName;

@@ -1,11 +1,11 @@
-//===- ArchiveLocations.cpp - where each weight lies in a .pt file --------===//
+//===- ArchiveState.cpp - a .pt file's tensors, mapped, not read ----------===//
 //
 // A TorchScript archive is a zip whose tensor records (data/<key>) are
 // stored uncompressed and 64-byte aligned; shapes, strides and dtypes live
 // only in the pickled module state (data.pkl). We unpickle that state with
-// every storage pointing into a read-only mapping of the file, so that a
+// every storage pointing into a private mapping of the file, so that a
 // tensor's data pointer minus the mapping's base is its file offset, and
-// no tensor byte is read.
+// no tensor byte is read until something uses it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +25,9 @@ using namespace tp::torchscript;
 
 namespace {
 
-/// A read-only mapping of a whole file, unmapped on destruction.
+/// A private mapping of a whole file, unmapped when the last tensor that
+/// views it is gone. Writable copy-on-write, so that nothing written
+/// through a tensor can reach the file or fault.
 class Mapping {
 public:
   explicit Mapping(const std::string &path) {
@@ -35,7 +37,8 @@ public:
     struct stat st;
     if (::fstat(fd, &st) == 0 && st.st_size > 0) {
       size = static_cast<size_t>(st.st_size);
-      void *p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+      void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd,
+                       0);
       base = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
     }
     ::close(fd);
@@ -50,24 +53,36 @@ public:
   size_t size = 0;
 };
 
+/// Floating-point records at least this large are left unread by
+/// torch::jit::load (ArchiveReader): weights, whose values decide no type.
+/// Smaller ones (a scale, rotary frequencies) and integer or boolean ones
+/// (position ids, masks) are read, in case a value computed from them does.
+constexpr uint64_t kUnreadRecordBytes = 1 << 20;
+
 void collect(const std::string &prefix, const c10::IValue &value,
-             const Mapping &file,
-             std::unordered_map<std::string, ArchiveLocation> &out) {
+             const Mapping &file, ArchiveState &out) {
   auto join = [&](const std::string &name) {
     return prefix.empty() ? name : prefix + "." + name;
   };
   if (value.isTensor()) {
     const at::Tensor &t = value.toTensor();
-    if (!t.is_contiguous() || !t.has_storage())
+    if (!t.has_storage())
+      return;
+    out.tensors[prefix] = t;
+    auto *record = static_cast<const char *>(t.storage().data());
+    if (record < file.base || record >= file.base + file.size)
+      return;
+    if (at::isFloatingType(t.scalar_type()) &&
+        t.storage().nbytes() >= kUnreadRecordBytes)
+      out.unreadRecords.insert(static_cast<uint64_t>(record - file.base));
+    if (!t.is_contiguous())
       return;
     auto *data = static_cast<const char *>(t.data_ptr());
-    if (data < file.base || data >= file.base + file.size)
-      return;
     ArchiveLocation location;
     location.offset = static_cast<uint64_t>(data - file.base);
     location.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
     if (location.offset + location.bytes <= file.size)
-      out[prefix] = location;
+      out.locations[prefix] = location;
     return;
   }
   if (value.isObject()) {
@@ -80,10 +95,12 @@ void collect(const std::string &prefix, const c10::IValue &value,
 
 } // namespace
 
-std::unordered_map<std::string, ArchiveLocation>
-tp::torchscript::readArchiveLocations(const std::string &path) {
+ArchiveState tp::torchscript::readArchiveState(const std::string &path) {
   caffe2::serialize::PyTorchStreamReader reader(path);
-  Mapping file(path);
+  // A zip archive without it is not TorchScript (torch.save's format has
+  // data.pkl too); libtorch's message says so, which the caller explains.
+  reader.getRecordOffset("constants.pkl");
+  auto file = std::make_shared<Mapping>(path);
 
   auto [pickle, pickleSize] = reader.getRecord("data.pkl");
   size_t position = 0;
@@ -122,12 +139,18 @@ tp::torchscript::readArchiveLocations(const std::string &path) {
   };
   auto readRecord = [&](const std::string &key) -> at::DataPtr {
     std::string record = "data/" + key;
-    // A non-owning pointer into the mapping.
-    return at::DataPtr(file.base + reader.getRecordOffset(record), at::kCPU);
+    // A pointer into the mapping that keeps it mapped.
+    return at::DataPtr(file->base + reader.getRecordOffset(record),
+                       new std::shared_ptr<Mapping>(file),
+                       [](void *owner) {
+                         delete static_cast<std::shared_ptr<Mapping> *>(owner);
+                       },
+                       at::kCPU);
   };
   torch::jit::Unpickler unpickler(read, resolveType, loadObject, readRecord,
                                   at::Device(at::kCPU));
-  std::unordered_map<std::string, ArchiveLocation> locations;
-  collect("", unpickler.parse_ivalue(), file, locations);
-  return locations;
+  unpickler.set_version(reader.version());
+  ArchiveState state;
+  collect("", unpickler.parse_ivalue(), *file, state);
+  return state;
 }
