@@ -40,6 +40,7 @@ bool tp::torchscript::convertTorchScript(const std::string &path,
                                          std::string &error) {
   try {
     at::set_num_threads(1);
+    registerMissingAtenOps();
     ArchiveState archive;
     LoadedGraph loaded = [&] {
       try {

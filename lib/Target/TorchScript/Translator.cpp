@@ -366,6 +366,7 @@ static const ConverterMap &converters() {
     populateElementwiseConverters(m);
     populateTensorConverters(m);
     populateNNConverters(m);
+    populateAttentionConverters(m);
     return m;
   }();
   return map;

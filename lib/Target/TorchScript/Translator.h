@@ -123,6 +123,12 @@ using ConverterMap = std::map<std::string, Converter>;
 void populateElementwiseConverters(ConverterMap &map);
 void populateTensorConverters(ConverterMap &map);
 void populateNNConverters(ConverterMap &map);
+void populateAttentionConverters(ConverterMap &map);
+
+/// Registers, with kernels, the aten ops that files from newer PyTorch
+/// versions call and this libtorch lacks (scaled_dot_product_attention),
+/// so that their code loads and runs. Call before loading.
+void registerMissingAtenOps();
 
 } // namespace tp::torchscript
 

@@ -9,8 +9,16 @@ references, so that both frontends are held to the same ones.
       /usr/bin/python3 test/models/hf/export_torchscript.py [name ...]
 
 Default: gpt2, bert and llama.
+
+With --attention sdpa (decoders only), the model is built with
+transformers' SDPA attention classes, their default under PyTorch 2, and
+saved as model_sdpa.pt: its code calls torch.scaled_dot_product_attention
+as a trace made with PyTorch 2 does. Debian's torch 1.13 has no such op,
+so the script defines it first (test/models/torch_sdpa.py) and lets
+transformers use it.
 """
 
+import argparse
 import os
 import sys
 
@@ -21,11 +29,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import generate as zoo  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(HERE))
+import torch_sdpa  # noqa: E402
 
-def export(name):
+
+def export(name, attention):
     build, kind, _, _ = zoo.ZOO[name]
     torch.manual_seed(0)
-    model = build().eval()
+    if attention == "sdpa":
+        if kind != "causal":
+            sys.exit(f"--attention sdpa: {name} is not a decoder")
+        torch_sdpa.enable()
+        model = build(attention="sdpa").eval()
+    else:
+        model = build().eval()
     folder = os.path.join(HERE, name)
     input_names = (["pixel_values"] if kind == "image"
                    else ["input_ids", "attention_mask"])
@@ -33,7 +50,11 @@ def export(name):
               for n in input_names]
     with torch.no_grad():
         traced = torch.jit.trace(model, tuple(inputs), check_trace=False)
-    path = os.path.join(folder, "model.pt")
+    if attention == "sdpa":
+        assert "aten::scaled_dot_product_attention" in str(
+            traced.inlined_graph), f"{name}: no SDPA in the trace"
+    path = os.path.join(folder, "model.pt" if attention == "eager"
+                        else f"model_{attention}.pt")
     traced.save(path)
     with torch.no_grad():
         got = torch.jit.load(path)(*inputs)
@@ -49,8 +70,13 @@ def export(name):
 
 
 def main():
-    for name in sys.argv[1:] or ["gpt2", "bert", "llama"]:
-        export(name)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--attention", choices=["eager", "sdpa"],
+                        default="eager")
+    args = parser.parse_args()
+    for name in args.names or ["gpt2", "bert", "llama"]:
+        export(name, args.attention)
 
 
 if __name__ == "__main__":

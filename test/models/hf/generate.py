@@ -104,9 +104,11 @@ class ImageClassifier(nn.Module):
 
 
 def causal(config_cls, model_cls, **config):
-    def build():
+    # export_torchscript.py --attention sdpa builds the same model (the same
+    # weights) with transformers' SDPA attention classes.
+    def build(attention="eager"):
         cfg = config_cls(**config)
-        cfg._attn_implementation = "eager"
+        cfg._attn_implementation = attention
         return CausalLM(redraw(model_cls(cfg).eval()))
     return build
 
