@@ -71,20 +71,38 @@ void tp::torchscript::populateElementwiseConverters(ConverterMap &m) {
   m["aten::pow"] = [](Translator &t) { binary(t, "Pow"); };
   m["aten::maximum"] = [](Translator &t) { binary(t, "Max"); };
   m["aten::minimum"] = [](Translator &t) { binary(t, "Min"); };
-  // torch.max(a, b) is elementwise; its reductions (max(x), max(x, dim))
-  // are not converted.
-  auto elementwiseOnly = [](const char *op) {
-    return [op](Translator &t) {
+  // torch.max(a, b) is elementwise; max(x) reduces everything, and
+  // max(x, dim, keepdim) one dim, with the indices of the extremes as a
+  // second result, which is converted only where nothing uses it.
+  auto extremum = [](const char *elementwise, const char *reduction) {
+    return [=](Translator &t) {
       const c10::FunctionSchema *schema = t.node->maybeSchema();
-      if (!schema || schema->overload_name() != "other")
-        t.fail("only the elementwise form, torch." +
-               std::string(op[1] == 'a' ? "max" : "min") +
-               "(a, b), is supported");
-      binary(t, op);
+      std::string overload = schema ? schema->overload_name() : "";
+      if (overload == "other") {
+        binary(t, elementwise);
+        return;
+      }
+      int64_t rank = t.rankOf(t.in(0));
+      std::vector<int64_t> axes;
+      int64_t keep = 0;
+      if (overload == "dim") {
+        if (t.node->outputs().size() > 1 && t.out(1)->hasUses())
+          t.fail("the indices that max/min(x, dim) returns are not "
+                 "converted; use the values only (torch.amax/amin)");
+        axes.push_back(t.dim(t.intArg(1), rank));
+        keep = t.numInputs() > 2 && t.boolArg(2) ? 1 : 0;
+      } else if (t.numInputs() == 1) {
+        for (int64_t d = 0; d < rank; ++d)
+          axes.push_back(d);
+      } else {
+        t.fail("the '" + overload + "' form of max/min is not converted");
+      }
+      t.define(t.emit(reduction, {t.operand(0, t.typeOf(t.out()))},
+                      {{"axes", axes}, {"keepdims", keep}}));
     };
   };
-  m["aten::max"] = elementwiseOnly("Max");
-  m["aten::min"] = elementwiseOnly("Min");
+  m["aten::max"] = extremum("Max", "ReduceMax");
+  m["aten::min"] = extremum("Min", "ReduceMin");
 
   m["aten::eq"] = [](Translator &t) { compare(t, "Equal"); };
   m["aten::ne"] = [](Translator &t) { compare(t, "Equal", true); };

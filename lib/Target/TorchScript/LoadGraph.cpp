@@ -207,7 +207,8 @@ void pruneWeights(LoadedGraph &loaded) {
 }
 
 /// An input's type when the user gave none: int64 where it ends up as
-/// indices (of an embedding, index_select or gather), float otherwise.
+/// indices (of an embedding, index_select, gather or x[...]), float
+/// otherwise.
 int32_t inferInputType(const Value *input) {
   std::vector<const Value *> work = {input};
   std::unordered_set<const Value *> seen;
@@ -222,6 +223,13 @@ int32_t inferInputType(const Value *input) {
           (kind == "aten::index_select" && use.offset == 2) ||
           (kind == "aten::gather" && use.offset == 2))
         return onnx::TensorProto::INT64;
+      // x[..., v] (aten::index's list of indices).
+      if (kind == "prim::ListConstruct")
+        for (const torch::jit::Use &listUse : use.user->output()->uses())
+          if (listUse.user->kind().toQualString() ==
+                  std::string("aten::index") &&
+              listUse.offset == 1)
+            return onnx::TensorProto::INT64;
       // Follow the ops that keep values as they are.
       if (kind == "aten::view" || kind == "aten::reshape" ||
           kind == "aten::unsqueeze" || kind == "aten::squeeze" ||

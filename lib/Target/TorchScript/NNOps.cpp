@@ -100,12 +100,26 @@ std::vector<int64_t> symmetricPads(const std::vector<int64_t> &padding) {
 /// and _convolution's first seven inputs.
 void convolution(Translator &t) {
   size_t spatial = t.rankOf(t.in(0)) - 2;
-  if (t.constant(4).isString())
-    t.fail("string padding ('same'/'valid') is not supported; give the "
-           "padding in numbers");
   std::vector<int64_t> stride = pairs(t, 3, spatial, 1);
-  std::vector<int64_t> padding = pairs(t, 4, spatial, 0);
   std::vector<int64_t> dilation = pairs(t, 5, spatial, 1);
+  std::vector<int64_t> pads;
+  if (t.constant(4).isString()) {
+    // padding="valid": none; "same": dilation * (kernel - 1) in all, the
+    // odd one at the end, as torch pads (stride 1 only, torch checks).
+    std::string mode = t.constant(4).toStringRef();
+    std::vector<int64_t> kernel = t.sizesOf(t.in(1));
+    pads.assign(2 * spatial, 0);
+    if (mode == "same")
+      for (size_t d = 0; d < spatial; ++d) {
+        int64_t total = dilation[d] * (kernel[2 + d] - 1);
+        pads[d] = total / 2;
+        pads[spatial + d] = total - total / 2;
+      }
+    else if (mode != "valid")
+      t.fail("padding '" + mode + "'; torch takes 'same' or 'valid'");
+  } else {
+    pads = symmetricPads(pairs(t, 4, spatial, 0));
+  }
   int64_t groups;
   if (t.node->kind().toQualString() == std::string("aten::_convolution")) {
     if (t.boolArg(6))
@@ -120,7 +134,7 @@ void convolution(Translator &t) {
     inputs.push_back(t.operand(2, type));
   t.define(t.emit("Conv", inputs,
                   {{"strides", stride},
-                   {"pads", symmetricPads(padding)},
+                   {"pads", pads},
                    {"dilations", dilation},
                    {"group", groups}}));
 }
@@ -232,6 +246,8 @@ void tp::torchscript::populateNNConverters(ConverterMap &m) {
   m["aten::conv2d"] = convolution;
   m["aten::conv3d"] = convolution;
   m["aten::_convolution"] = convolution;
+  // A trace records string padding ("same", "valid") as this one.
+  m["aten::_convolution_mode"] = convolution;
   m["aten::max_pool1d"] = [](Translator &t) { pool(t, true); };
   m["aten::max_pool2d"] = [](Translator &t) { pool(t, true); };
   m["aten::avg_pool1d"] = [](Translator &t) { pool(t, false); };

@@ -209,6 +209,78 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
                     {t.operand(0), t.operand(2, onnx::TensorProto::INT64)},
                     {{"axis", axis}}));
   };
+  // x[..., i0, i1, ...] with index tensors: the indexed dims (adjacent)
+  // become one, indexed by i0 * D1 + i1 ... (each index wrapped where
+  // negative, the indices broadcast against each other), so that one
+  // Gather puts the indices' shape where the first indexed dim was, as
+  // torch does.
+  m["aten::index"] = [](Translator &t) {
+    // The list is built in the graph, or a constant where every index is.
+    struct Index {
+      int64_t dim;
+      std::string name;
+      int32_t type;
+    };
+    std::vector<Index> indices;
+    Node *list = t.in(1)->node();
+    if (list->kind() == c10::prim::ListConstruct) {
+      for (size_t i = 0; i < list->inputs().size(); ++i) {
+        Value *index = list->input(i);
+        if (index->type()->kind() != c10::TypeKind::NoneType)
+          indices.push_back({static_cast<int64_t>(i), t.tensorName(index),
+                             t.typeOf(index)});
+      }
+    } else {
+      c10::IValue constant = t.constant(1);
+      if (!constant.isList())
+        t.fail("indices that are neither a list built in the graph nor a "
+               "constant");
+      c10::ArrayRef<c10::IValue> elements = constant.toListRef();
+      for (size_t i = 0; i < elements.size(); ++i)
+        if (elements[i].isTensor()) {
+          const at::Tensor &index = elements[i].toTensor();
+          indices.push_back({static_cast<int64_t>(i), t.constTensor(index),
+                             onnxElementType(index.scalar_type(), "an index")});
+        }
+    }
+    for (const Index &index : indices)
+      if (index.type == onnx::TensorProto::BOOL)
+        t.fail("indexing with a boolean mask (its result's shape depends "
+               "on the mask's values); use torch.where or masked_fill");
+    std::vector<int64_t> sizes = t.sizesOf(t.in(0));
+    if (indices.empty()) {
+      t.define(t.operand(0));
+      return;
+    }
+    for (size_t j = 1; j < indices.size(); ++j)
+      if (indices[j].dim != indices[j - 1].dim + 1)
+        t.fail("index tensors on dims that are not adjacent");
+    int64_t first = indices.front().dim;
+    int32_t i64 = onnx::TensorProto::INT64;
+    std::string zero = t.constScalar(0, i64), linear;
+    int64_t extent = 1;
+    for (size_t j = 0; j < indices.size(); ++j) {
+      int64_t size = sizes[first + j];
+      std::string index = t.cast(indices[j].name, indices[j].type, i64);
+      std::string wrapped = t.emit(
+          "Where", {t.emit("Less", {index, zero}),
+                    t.emit("Add", {index, t.constScalar(size, i64)}), index});
+      linear = j == 0 ? wrapped
+                      : t.emit("Add", {t.emit("Mul", {linear,
+                                                      t.constScalar(size, i64)}),
+                                       wrapped});
+      extent *= size;
+    }
+    std::string x = t.operand(0);
+    if (indices.size() > 1) {
+      std::vector<int64_t> flat(sizes.begin(), sizes.begin() + first);
+      flat.push_back(extent);
+      flat.insert(flat.end(), sizes.begin() + first + indices.size(),
+                  sizes.end());
+      x = t.emit("Reshape", {x, t.constInts(flat)});
+    }
+    t.define(t.emit("Gather", {x, linear}, {{"axis", first}}));
+  };
   m["aten::gather"] = [](Translator &t) {
     int64_t axis = t.dim(t.intArg(1), t.rankOf(t.in(0)));
     t.define(t.emit("GatherElements",
