@@ -222,9 +222,24 @@ inline unsigned blocksFor(int64_t points) {
 /// elements and combine their partial results with warp shuffles.
 constexpr int kWarpSize = 32;
 
-/// Blocks for one warp per point; kernels loop (grid-stride) past that.
+/// Threads per block for one warp per point: blocks of kThreads where the
+/// points fill that many blocks of them, fewer warps per block where they
+/// do not, down to one, so that few points still spread over the
+/// multiprocessors. A decode step's attention has a query row per head and
+/// sequence: 96 rows in blocks of 8 warps were 12 blocks, which kept 12 of
+/// an H200's 132 multiprocessors busy (bench/cuda_device.py profile).
+inline int threadsForWarps(int64_t points) {
+  constexpr int64_t kBlocksWanted = 128;
+  int64_t warps = kThreads / kWarpSize;
+  while (warps > 1 && (points + warps - 1) / warps < kBlocksWanted)
+    warps /= 2;
+  return static_cast<int>(warps * kWarpSize);
+}
+
+/// Blocks of threadsForWarps(points) threads for one warp per point;
+/// kernels loop (grid-stride) past that.
 inline unsigned blocksForWarps(int64_t points) {
-  constexpr int64_t warpsPerBlock = kThreads / kWarpSize;
+  int64_t warpsPerBlock = threadsForWarps(points) / kWarpSize;
   int64_t blocks = (points + warpsPerBlock - 1) / warpsPerBlock;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65535));
 }

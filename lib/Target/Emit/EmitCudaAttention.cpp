@@ -238,7 +238,8 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   kernels += text;
 
   os << kernel << "<<<tp::cuda::blocksForWarps(" << rows
-     << "), tp::cuda::kThreads, 0, context->stream>>>(";
+     << "), tp::cuda::threadsForWarps(" << rows
+     << "), 0, context->stream>>>(";
   llvm::interleaveComma(args, os);
   os << ");\nTP_CUDA_CHECK_LAUNCH(" << site << ");\n";
   return success();

@@ -619,8 +619,13 @@ LogicalResult KernelWriter::write() {
     return failure();
   e.kernels += text;
 
-  e.os << kernel << "<<<tp::cuda::" << (warp ? "blocksForWarps" : "blocksFor")
-       << "(" << points << "), tp::cuda::kThreads, 0, context->stream>>>(";
+  if (warp)
+    e.os << kernel << "<<<tp::cuda::blocksForWarps(" << points
+         << "), tp::cuda::threadsForWarps(" << points
+         << "), 0, context->stream>>>(";
+  else
+    e.os << kernel << "<<<tp::cuda::blocksFor(" << points
+         << "), tp::cuda::kThreads, 0, context->stream>>>(";
   llvm::interleaveComma(args, e.os);
   e.os << ");\nTP_CUDA_CHECK_LAUNCH(" << e.site << ");\n";
   return success();

@@ -34,5 +34,5 @@
 // CUDA: kt[b * 320LL + j * 8LL + d]
 // CUDA-LABEL: static void fn_main(
 // CUDA-NOT: kernel{{[0-9]+}}<<<
-// CUDA: [[KERNEL]]<<<tp::cuda::blocksForWarps(2), tp::cuda::kThreads, 0, context->stream>>>(a0, a5, a6, {{v[0-9]+}}, a4,
+// CUDA: [[KERNEL]]<<<tp::cuda::blocksForWarps(2), tp::cuda::threadsForWarps(2), 0, context->stream>>>(a0, a5, a6, {{v[0-9]+}}, a4,
 // CUDA-NOT: <<<

@@ -29,7 +29,7 @@
 // CHECK: o[b * 32LL + row * 8LL + col] = acc[c] / runSum;
 // CHECK-LABEL: static void fn_main(tp::cuda::Rank *context
 // CHECK-NOT: cublas
-// CHECK: [[KERNEL]]<<<tp::cuda::blocksForWarps(8), tp::cuda::kThreads, 0, context->stream>>>(a0, a1, a2, {{v[0-9]+}}, a3, {{v[0-9]+}});
+// CHECK: [[KERNEL]]<<<tp::cuda::blocksForWarps(8), tp::cuda::threadsForWarps(8), 0, context->stream>>>(a0, a1, a2, {{v[0-9]+}}, a3, {{v[0-9]+}});
 // CHECK-NOT: tp::cuda::release(context, a
 func.func @main(%q: tensor<2x4x8xf32> {tp.input = "q"}, %k: tensor<2x40x8xf32> {tp.input = "k"},
                 %v: tensor<2x40x8xf32> {tp.input = "v"}, %m: tensor<4x40xf32> {tp.input = "mask"})

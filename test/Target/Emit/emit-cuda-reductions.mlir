@@ -24,7 +24,7 @@
 // CHECK-NEXT: part = part + __shfl_xor_sync(0xffffffffu, part, offset);
 // CHECK-NEXT: if (lane == 0)
 // CHECK-NEXT: r0[i0] = p1[i0] + part;
-// CHECK: kernel0<<<tp::cuda::blocksForWarps(4), tp::cuda::kThreads, 0, context->stream>>>(
+// CHECK: kernel0<<<tp::cuda::blocksForWarps(4), tp::cuda::threadsForWarps(4), 0, context->stream>>>(
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d0)>
