@@ -71,7 +71,7 @@ def build_tp_run(out):
             "BlasKernels", "ModelLibrary", "Npy", "Reduce",
             "ThreadCommunicator", "TimedRankContext", "Trace",
             "MpiUnavailable", "Artifact", "Generate", "Manifest",
-            "ManifestWriter", "Session")]
+            "ManifestWriter", "RankThreads", "Session")]
     subprocess.run(["g++", "-std=c++17", "-O2", "-DNDEBUG",
                     "-I", os.path.join(REPO, "include"), "-I", runtime,
                     "-I", includes] + sources +

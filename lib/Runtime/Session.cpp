@@ -15,6 +15,7 @@
 #include "tp/Runtime/Session.h"
 
 #include "BlasKernels.h"
+#include "RankThreads.h"
 
 #include "tp/Runtime/Communicators.h"
 #include "tp/Runtime/ModelLibrary.h"
@@ -384,6 +385,8 @@ private:
   std::vector<BoundRank> prefillBound;
   int32_t mpiRank = 0;
   std::shared_ptr<ThreadWorld> world;
+  /// Thread ranks: the threads that run ranks 1 .. N-1, kept between runs.
+  std::unique_ptr<detail::RankThreads> rankThreads;
   std::vector<std::unique_ptr<RankContext>> contexts;
   /// Seconds each context has spent communicating (createTimedRankContext),
   /// one per context, sized before they are made.
@@ -512,6 +515,9 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   }
   bindAll();
   world = createThreadWorld(static_cast<int32_t>(manifest.ranks), timeout());
+  rankThreads = std::make_unique<detail::RankThreads>(
+      static_cast<int32_t>(manifest.ranks),
+      threadRankAwake(static_cast<int32_t>(manifest.ranks)));
   communication.assign(manifest.ranks, 0);
   if (options.trace)
     for (int32_t rank = 0; rank < manifest.ranks; ++rank)
@@ -528,7 +534,9 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
 Session::Impl::~Impl() {
   // GPU ranks and communicators go first, while the library that created
   // them is loaded. The library stays loaded (it is never dlclose'd): a
-  // CUDA runtime inside it may still run its own teardown at exit.
+  // CUDA runtime inside it may still run its own teardown at exit. The
+  // rank threads stop first: nothing of theirs runs past here.
+  rankThreads.reset();
   modelRanks.clear();
   contexts.clear();
   bound.clear();
@@ -740,28 +748,24 @@ void Session::Impl::runThreads(const Program &program,
   std::vector<std::string> errors(ranks);
   std::vector<double> perRank(ranks, 0);
   std::fill(communication.begin(), communication.end(), 0);
-  std::vector<std::thread> threads;
-  for (int32_t rank = 0; rank < ranks; ++rank)
-    threads.emplace_back([&, rank] {
-      if (rank == options.stallRank)
-        return; // never joins a collective: the others must time out
-      try {
-        BoundRank &mine = bound[rank];
-        ModelLibrary::Rank &cpu = *modelRanks[rank];
-        perRank[rank] =
-            runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-              traced(rank, [&] {
-                cpu.run(mine.stage->function, mine.args.data(),
-                        mine.resultPointers.data());
-              });
+  rankThreads->run([&](int32_t rank) {
+    if (rank == options.stallRank)
+      return; // never joins a collective: the others must time out
+    try {
+      BoundRank &mine = bound[rank];
+      ModelLibrary::Rank &cpu = *modelRanks[rank];
+      perRank[rank] =
+          runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
+            traced(rank, [&] {
+              cpu.run(mine.stage->function, mine.args.data(),
+                      mine.resultPointers.data());
             });
-      } catch (const std::exception &e) {
-        errors[rank] = e.what();
-        abortThreadWorld(*world, "rank " + std::to_string(rank) + " failed");
-      }
-    });
-  for (std::thread &thread : threads)
-    thread.join();
+          });
+    } catch (const std::exception &e) {
+      errors[rank] = e.what();
+      abortThreadWorld(*world, "rank " + std::to_string(rank) + " failed");
+    }
+  });
   if (anyError(errors))
     throw collectErrors(errors);
   int32_t holder = outputRank(program);

@@ -11,13 +11,17 @@
 // One mutex guards the whole world; the copying and arithmetic run outside
 // it, so groups with different members proceed independently.
 //
-// A member that arrives first spins for a few microseconds before it sleeps
-// on the condition variable: with a core per rank the peer is usually
-// there within that time, and a futex sleep and wake-up costs tens of
-// microseconds, which a decode step pays twice per collective (about 50
-// collectives per step for a 12-layer decoder). With more ranks than cores
-// spinning would take the core a peer needs, so it is off.
-// TP_SPIN_WAIT_US sets the spin (0: sleep at once).
+// A member that arrives first waits awake before it sleeps on the condition
+// variable: a futex sleep and wake-up costs tens of microseconds, and in a
+// virtual machine, where an idle core is halted and its wake-up goes
+// through the hypervisor, often hundreds; a decode step pays it at about
+// 50 barriers (a 12-layer decoder). So it spins for kPureSpin, then keeps
+// checking between sched_yield calls, which hand the core to any other
+// thread that wants it, for up to 2 ms in all. On 2 ranks of this 2-core
+// VM the GPT-2-small-shaped decode step's waits at collectives went from
+// 2.0-2.2 ms (spinning 50 us) to 0.4-0.5 ms. With more ranks than cores a
+// waiting rank would take the core a peer needs, so it sleeps at once.
+// TP_SPIN_WAIT_US sets the time awake (0: sleep at once).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +29,7 @@
 
 #include "Messages.h"
 #include "Reduce.h"
+#include "WaitAwake.h"
 
 #include <algorithm>
 #include <atomic>
@@ -45,17 +50,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+} // namespace
 
-/// The spin before sleeping at a barrier: TP_SPIN_WAIT_US, or 50 us when
-/// every rank can have a core of its own.
-std::chrono::microseconds spinFor(int32_t ranks) {
+std::chrono::microseconds tp::rt::threadRankAwake(int32_t ranks) {
   if (const char *text = std::getenv("TP_SPIN_WAIT_US")) {
     char *end = nullptr;
     long long us = std::strtoll(text, &end, 10);
@@ -67,8 +64,10 @@ std::chrono::microseconds spinFor(int32_t ranks) {
   }
   unsigned cores = std::thread::hardware_concurrency();
   return std::chrono::microseconds(
-      cores && static_cast<unsigned>(ranks) <= cores ? 50 : 0);
+      cores && static_cast<unsigned>(ranks) <= cores ? 2000 : 0);
 }
+
+namespace {
 
 enum class Kind { AllReduce, AllGather, ReduceScatter };
 
@@ -292,10 +291,10 @@ void ThreadRankContext::meet(Rendezvous &meeting,
 
   if (world->spin.count() > 0) {
     lock.unlock();
-    Clock::time_point until = Clock::now() + world->spin;
-    while (meeting.generation.load(std::memory_order_acquire) == generation &&
-           Clock::now() < until)
-      cpuRelax();
+    waitAwake(world->spin, [&] {
+      return meeting.generation.load(std::memory_order_acquire) !=
+             generation;
+    });
     lock.lock();
   }
 
@@ -482,7 +481,7 @@ tp::rt::createThreadWorld(int32_t ranks, std::chrono::milliseconds timeout) {
   if (ranks < 1)
     throw Error("a thread world needs at least one rank, not " +
                 std::to_string(ranks));
-  return std::make_shared<ThreadWorld>(ranks, timeout, spinFor(ranks));
+  return std::make_shared<ThreadWorld>(ranks, timeout, threadRankAwake(ranks));
 }
 
 std::unique_ptr<RankContext>

@@ -40,6 +40,13 @@ createThreadWorld(int32_t ranks, std::chrono::milliseconds timeout);
 std::unique_ptr<RankContext>
 createThreadRankContext(std::shared_ptr<ThreadWorld> world, int32_t rank);
 
+/// How long a thread rank waiting for its peers (at a collective) or for
+/// its next call stays awake, spinning and then yielding its core between
+/// checks, before it sleeps: TP_SPIN_WAIT_US, or 2 ms when the machine has
+/// a core for every rank, else 0. Throws Error for a TP_SPIN_WAIT_US that
+/// is not 0 to 1000000.
+std::chrono::microseconds threadRankAwake(int32_t ranks);
+
 /// Marks `world` failed, e.g. because a rank's thread caught an exception.
 /// Every rank waiting in a collective or in recv, and every rank that later
 /// enters one, throws Error("rank R: <site> aborted: <reason>") at once.
