@@ -10,6 +10,14 @@
 // weight that only such products read into its own memory instead. Without
 // AVX-512 or AVX2 and FMA both are BLAS calls.
 //
+// A weight stored in bf16 or f16 (tp-compile --dtype) is packed as it is
+// stored, half the bytes of f32, and widened to f32 in registers as the
+// micro-kernel loads it; the products accumulate in f32. A decode step
+// reads every weight once, so it is bound by the weights' bytes: half the
+// bytes made a GPT-2-small-shaped decode step 1.5x faster than f32.
+// Without the kernel (or, for f16, without F16C) the weight is widened
+// into f32 for BLAS on every call.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TP_PACKED_GEMM_H
@@ -21,6 +29,7 @@
 #include <cblas.h>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -29,6 +38,13 @@
 #endif
 
 namespace tp::rt {
+
+/// A bfloat16 weight as stored: its bits (model.cpp's BFloat16 has this
+/// layout; the call sites cast).
+struct BF16Bits {
+  std::uint16_t bits;
+};
+
 namespace packed {
 
 #if defined(__AVX512F__)
@@ -52,6 +68,16 @@ struct Vector {
   }
   static Type load(Mask m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
   static void store(float *p, Mask m, Type v) { _mm512_mask_storeu_ps(p, m, v); }
+  /// kWidth weights as f32, from any stored type.
+  static Type widen(const float *p) { return load(p); }
+  static Type widen(const BF16Bits *p) {
+    __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+  }
+  static Type widen(const _Float16 *p) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+  }
 };
 #elif defined(TP_PACKED_GEMM_KERNEL)
 /// AVX2 with FMA: 8 floats, masks as lanes of all ones.
@@ -73,6 +99,17 @@ struct Vector {
   }
   static Type load(Mask m, const float *p) { return _mm256_maskload_ps(p, m); }
   static void store(float *p, Mask m, Type v) { _mm256_maskstore_ps(p, m, v); }
+  /// kWidth weights as f32, from any stored type.
+  static Type widen(const float *p) { return load(p); }
+  static Type widen(const BF16Bits *p) {
+    __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+  }
+#if defined(__F16C__)
+  static Type widen(const _Float16 *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+  }
+#endif
 };
 #endif
 
@@ -83,31 +120,48 @@ constexpr int64_t kTileRows = Vector::kTileRows; // rows per micro-tile
 constexpr int64_t kPanel = 32;
 constexpr int64_t kTileRows = 8;
 #endif
+constexpr int64_t kPrefetchBytes = 1024; // ahead in a narrow panel's stream
 constexpr int64_t kDepthBlock = 256; // k per pass: a panel slice fits L1
 constexpr int64_t kRowBlock = 256;   // rows per pass: their A block fits L2
 constexpr int64_t kColumnBlock = 256; // columns per pass: so does C's block
 
-inline int64_t packedFloats(int64_t k, int64_t n) {
+/// Whether the micro-kernel widens weights stored as W itself (f16 needs
+/// F16C); weightGemm widens the others into f32 for BLAS.
+template <typename W>
+constexpr bool kWidensInRegisters =
+#if defined(TP_PACKED_GEMM_KERNEL)
+    std::is_same_v<W, float> || std::is_same_v<W, BF16Bits>
+#if defined(__AVX512F__) || defined(__F16C__)
+    || std::is_same_v<W, _Float16>
+#endif
+    ;
+#else
+    false;
+#endif
+
+inline int64_t packedElements(int64_t k, int64_t n) {
   return (n + kPanel - 1) / kPanel * kPanel * k;
 }
 
 /// B [K x N] (stored [N x K] when `transposed`, row stride `ldb`) as
-/// panels of kPanel columns, each K rows of kPanel floats, zero-padded.
+/// panels of kPanel columns, each K rows of kPanel weights, zero-padded,
+/// in B's own element type.
 /// B [K x N] is copied kPackRows rows at a time, read a row at a time, not
 /// a cache line from each of K rows per panel (3x faster on GPT-2's
 /// weights); B stored transposed is read kPanel rows at a time.
-inline void pack(const float *b, int64_t ldb, bool transposed, int64_t k,
-                 int64_t n, float *out) {
+template <typename W>
+inline void pack(const W *b, int64_t ldb, bool transposed, int64_t k,
+                 int64_t n, W *out) {
   constexpr int64_t kPackRows = 32;
   if (transposed) {
     for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
       int64_t cols = std::min(kPanel, n - n0);
-      float *panel = out + n0 * k;
+      W *panel = out + n0 * k;
       for (int64_t kk = 0; kk < k; ++kk) {
-        float *row = panel + kk * kPanel;
+        W *row = panel + kk * kPanel;
         for (int64_t j = 0; j < cols; ++j)
           row[j] = b[(n0 + j) * ldb + kk];
-        std::fill(row + cols, row + kPanel, 0.0f);
+        std::fill(row + cols, row + kPanel, W());
       }
     }
     return;
@@ -116,11 +170,11 @@ inline void pack(const float *b, int64_t ldb, bool transposed, int64_t k,
     int64_t kEnd = std::min(k, k0 + kPackRows);
     for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
       int64_t cols = std::min(kPanel, n - n0);
-      float *panel = out + n0 * k;
+      W *panel = out + n0 * k;
       for (int64_t kk = k0; kk < kEnd; ++kk) {
-        float *row = panel + kk * kPanel;
-        std::memcpy(row, b + kk * ldb + n0, cols * sizeof(float));
-        std::fill(row + cols, row + kPanel, 0.0f);
+        W *row = panel + kk * kPanel;
+        std::memcpy(row, b + kk * ldb + n0, cols * sizeof(W));
+        std::fill(row + cols, row + kPanel, W());
       }
     }
   }
@@ -139,41 +193,74 @@ inline void pack(const float *b, int64_t ldb, bool transposed, int64_t k,
 /// C[Rows x cols] (+)= A[Rows x k] * panel[k x kPanel], cols <= kPanel.
 /// A's element (r, kk) is a[r * aRow + kk * aDepth]: (lda, 1) as stored,
 /// (1, Rows) packed (packRows).
-template <int Rows>
+template <int Rows, typename W>
 inline void tile(const float *a, int64_t aRow, int64_t aDepth,
-                 const float *panel, int64_t k, float *c, int64_t ldc,
+                 const W *panel, int64_t k, float *c, int64_t ldc,
                  int64_t cols, bool accumulate) {
   using V = Vector;
   constexpr int64_t w = V::kWidth;
-  typename V::Type acc[Rows][2];
+  // A tile of few rows has too few accumulators to cover the FMA's latency
+  // (each k adds into the same two): it keeps Splits sets, for
+  // consecutive k, summed at the end. With one row a bf16 weight otherwise
+  // ran at the latency, 2x under the memory's bandwidth.
+  constexpr int Splits = Rows == 1 ? 4 : Rows <= 3 ? 2 : 1;
+  typename V::Type acc[Splits][Rows][2];
+  TP_PACKED_UNROLL
+  for (int s = 0; s < Splits; ++s)
+    TP_PACKED_UNROLL
+    for (int r = 0; r < Rows; ++r)
+      acc[s][r][0] = acc[s][r][1] = V::zero();
   TP_PACKED_UNROLL
   for (int r = 0; r < Rows; ++r) {
-    acc[r][0] = acc[r][1] = V::zero();
     // C's rows are far apart: start fetching them while the loop runs.
     _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc + w),
                  _MM_HINT_T0);
   }
-  for (int64_t kk = 0; kk < k; ++kk) {
-    typename V::Type b0 = V::load(panel + kk * kPanel);
-    typename V::Type b1 = V::load(panel + kk * kPanel + w);
+  auto step = [&](int s, int64_t kk) __attribute__((always_inline)) {
+    // A narrow weight's panels are fetched kPrefetchBytes ahead, a line
+    // per line (a step reads half of one): 17.6 -> 15.7 ms per decode
+    // step of a GPT-2-small-shaped model in bf16. The same made f32's
+    // slower (22.9 -> 26.9 ms), whose twice as many bytes per step keep
+    // the hardware prefetcher ahead by themselves.
+    if (sizeof(W) < sizeof(float) &&
+        (s * kPanel * int64_t(sizeof(W))) % 64 == 0)
+      _mm_prefetch(reinterpret_cast<const char *>(panel + kk * kPanel) +
+                       kPrefetchBytes,
+                   _MM_HINT_T0);
+    typename V::Type b0 = V::widen(panel + kk * kPanel);
+    typename V::Type b1 = V::widen(panel + kk * kPanel + w);
     TP_PACKED_UNROLL
-  for (int r = 0; r < Rows; ++r) {
+    for (int r = 0; r < Rows; ++r) {
       typename V::Type ar = V::broadcast(a + r * aRow + kk * aDepth);
-      acc[r][0] = V::fma(ar, b0, acc[r][0]);
-      acc[r][1] = V::fma(ar, b1, acc[r][1]);
+      acc[s][r][0] = V::fma(ar, b0, acc[s][r][0]);
+      acc[s][r][1] = V::fma(ar, b1, acc[s][r][1]);
     }
-  }
+  };
+  int64_t kk = 0;
+  for (; kk + Splits <= k; kk += Splits)
+    TP_PACKED_UNROLL
+    for (int s = 0; s < Splits; ++s)
+      step(s, kk + s);
+  for (; kk < k; ++kk)
+    step(0, kk);
+  TP_PACKED_UNROLL
+  for (int s = 1; s < Splits; ++s)
+    TP_PACKED_UNROLL
+    for (int r = 0; r < Rows; ++r) {
+      acc[0][r][0] = V::add(acc[0][r][0], acc[s][r][0]);
+      acc[0][r][1] = V::add(acc[0][r][1], acc[s][r][1]);
+    }
   if (cols == kPanel) {
     TP_PACKED_UNROLL
   for (int r = 0; r < Rows; ++r) {
       float *row = c + r * ldc;
       if (accumulate) {
-        acc[r][0] = V::add(acc[r][0], V::load(row));
-        acc[r][1] = V::add(acc[r][1], V::load(row + w));
+        acc[0][r][0] = V::add(acc[0][r][0], V::load(row));
+        acc[0][r][1] = V::add(acc[0][r][1], V::load(row + w));
       }
-      V::store(row, acc[r][0]);
-      V::store(row + w, acc[r][1]);
+      V::store(row, acc[0][r][0]);
+      V::store(row + w, acc[0][r][1]);
     }
     return;
   }
@@ -183,18 +270,18 @@ inline void tile(const float *a, int64_t aRow, int64_t aDepth,
   for (int r = 0; r < Rows; ++r) {
     float *row = c + r * ldc;
     if (accumulate) {
-      acc[r][0] = V::add(acc[r][0], V::load(low, row));
-      acc[r][1] = V::add(acc[r][1], V::load(high, row + w));
+      acc[0][r][0] = V::add(acc[0][r][0], V::load(low, row));
+      acc[0][r][1] = V::add(acc[0][r][1], V::load(high, row + w));
     }
-    V::store(row, low, acc[r][0]);
-    V::store(row + w, high, acc[r][1]);
+    V::store(row, low, acc[0][r][0]);
+    V::store(row + w, high, acc[0][r][1]);
   }
 }
 
 /// tile<rows> for the 1 to Rows rows left below the last full tile.
-template <int Rows>
+template <int Rows, typename W>
 inline void tailTile(int64_t rows, const float *a, int64_t aRow,
-                     int64_t aDepth, const float *panel, int64_t k, float *c,
+                     int64_t aDepth, const W *panel, int64_t k, float *c,
                      int64_t ldc, int64_t cols, bool accumulate) {
   if (rows == Rows)
     return tile<Rows>(a, aRow, aDepth, panel, k, c, ldc, cols, accumulate);
@@ -227,12 +314,14 @@ inline void packRows(const float *a, int64_t lda, int64_t m, int64_t k,
 /// panel's 256-deep slice stays in L1 across the row tiles, and the rows'
 /// A block and the 256 columns of C they update stay in L2 across the
 /// depth blocks.
-__attribute__((noinline)) inline void
-gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-     const float *packedB, float *c, int64_t ldc, bool accumulate) {
+template <typename W>
+__attribute__((noinline)) void gemm(int64_t m, int64_t n, int64_t k,
+                                    const float *a, int64_t lda,
+                                    const W *packedB, float *c, int64_t ldc,
+                                    bool accumulate) {
   if (m <= 2 * kTileRows) {
     for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
-      const float *panel = packedB + n0 * k;
+      const W *panel = packedB + n0 * k;
       int64_t cols = std::min(kPanel, n - n0);
       int64_t r = 0;
       for (; r + kTileRows <= m; r += kTileRows)
@@ -257,7 +346,7 @@ gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
         bool add = accumulate || k0 > 0;
         const float *block = packedA.data() + rows * k0;
         for (int64_t n0 = c0; n0 < cEnd; n0 += kPanel) {
-          const float *panel = packedB + n0 * k + k0 * kPanel;
+          const W *panel = packedB + n0 * k + k0 * kPanel;
           int64_t cols = std::min(kPanel, n - n0);
           int64_t r = 0;
           for (; r + kTileRows <= rows; r += kTileRows)
@@ -276,30 +365,68 @@ gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
 
 } // namespace packed
 
+namespace packed {
+
+inline float widenScalar(float x) { return x; }
+inline float widenScalar(_Float16 x) { return static_cast<float>(x); }
+inline float widenScalar(BF16Bits x) {
+  std::uint32_t word = static_cast<std::uint32_t>(x.bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+/// The product by BLAS, B widened into f32 first where it is narrower.
+template <typename W>
+void blasGemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+              const W *b, int64_t ldb, bool transposed, float *c, int64_t ldc,
+              bool accumulate) {
+  std::vector<float> wide;
+  const float *bf;
+  if constexpr (std::is_same_v<W, float>) {
+    bf = b;
+  } else {
+    int64_t rows = transposed ? n : k;
+    wide.resize(rows * ldb);
+    for (int64_t i = 0; i < rows * ldb; ++i)
+      wide[i] = widenScalar(b[i]);
+    bf = wide.data();
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans,
+              transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
+              bf, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+}
+
+} // namespace packed
+
 /// C[m x n] = A[m x k] * op(B) (+ C when `accumulate`), B a weight that
-/// stays at `b` for the rank's lifetime.
-__attribute__((noinline)) inline void
+/// stays at `b` for the rank's lifetime, stored as W (float, BF16Bits or
+/// _Float16): its panels keep that type.
+template <typename W>
+__attribute__((noinline)) void
 weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
-           const float *a, int64_t lda, const float *b, int64_t ldb,
+           const float *a, int64_t lda, const W *b, int64_t ldb,
            bool transposed, float *c, int64_t ldc, bool accumulate) {
 #if defined(TP_PACKED_GEMM_KERNEL)
-  if (m <= packed::Vector::kMaxRows) {
-    void *&slot = context->packedWeight({b, k, n, ldb, transposed});
-    if (!slot) {
-      float *panels = static_cast<float *>(allocateLarge(
-          packed::packedFloats(k, n) * int64_t(sizeof(float))));
-      packed::pack(b, ldb, transposed, k, n, panels);
-      slot = panels;
+  if constexpr (packed::kWidensInRegisters<W>) {
+    // Narrow weights take the kernel at any number of rows: BLAS would
+    // need them widened first.
+    if (m <= packed::Vector::kMaxRows || !std::is_same_v<W, float>) {
+      void *&slot = context->packedWeight({b, k, n, ldb, transposed});
+      if (!slot) {
+        W *panels = static_cast<W *>(allocateLarge(
+            packed::packedElements(k, n) * int64_t(sizeof(W))));
+        packed::pack(b, ldb, transposed, k, n, panels);
+        slot = panels;
+      }
+      packed::gemm(m, n, k, a, lda, static_cast<const W *>(slot), c, ldc,
+                   accumulate);
+      return;
     }
-    packed::gemm(m, n, k, a, lda, static_cast<const float *>(slot), c, ldc,
-                 accumulate);
-    return;
   }
 #endif
   (void)context;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans,
-              transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
-              b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+  packed::blasGemm(m, n, k, a, lda, b, ldb, transposed, c, ldc, accumulate);
 }
 
 /// weightGemm for a weight that only such products read, all with the same
@@ -310,49 +437,52 @@ weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
 /// then reads the panels. The caller guarantees that `n` is a multiple of
 /// 32 (so the panels take the same memory) and that `ldb` is the weight's
 /// row length.
-__attribute__((noinline)) inline void
+template <typename W>
+__attribute__((noinline)) void
 residentWeightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
-                   const float *a, int64_t lda, const float *b, int64_t ldb,
+                   const float *a, int64_t lda, const W *b, int64_t ldb,
                    bool transposed, float *c, int64_t ldc, bool accumulate) {
 #if defined(TP_PACKED_GEMM_KERNEL)
-  void *&slot = context->packedWeight({b, k, n, ldb, transposed});
-  if (!slot) {
-    // The runtime owns the weight's (writable) memory; nothing else reads
-    // it as stored.
-    float *weight = const_cast<float *>(b);
-    if (transposed) {
-      // Stored [N x K]: panel p comes from rows [p * kPanel, +kPanel), the
-      // very memory it goes to, so one panel of scratch is enough.
-      int64_t bytes = packed::kPanel * k * int64_t(sizeof(float));
-      float *scratch = static_cast<float *>(allocate(bytes));
-      for (int64_t n0 = 0; n0 < n; n0 += packed::kPanel) {
-        std::memcpy(scratch, weight + n0 * k, bytes);
-        packed::pack(scratch, k, true, k, packed::kPanel, weight + n0 * k);
+  if constexpr (packed::kWidensInRegisters<W>) {
+    void *&slot = context->packedWeight({b, k, n, ldb, transposed});
+    if (!slot) {
+      // The runtime owns the weight's (writable) memory; nothing else
+      // reads it as stored.
+      W *weight = const_cast<W *>(b);
+      if (transposed) {
+        // Stored [N x K]: panel p comes from rows [p * kPanel, +kPanel),
+        // the very memory it goes to, so one panel of scratch is enough.
+        int64_t bytes = packed::kPanel * k * int64_t(sizeof(W));
+        W *scratch = static_cast<W *>(allocate(bytes));
+        for (int64_t n0 = 0; n0 < n; n0 += packed::kPanel) {
+          std::memcpy(scratch, weight + n0 * k, bytes);
+          packed::pack(scratch, k, true, k, packed::kPanel, weight + n0 * k);
+        }
+        release(scratch);
+      } else {
+        // Stored [K x N]: every panel takes a column strip of every row.
+        int64_t bytes = k * n * int64_t(sizeof(W));
+        W *scratch = static_cast<W *>(allocate(bytes));
+        packed::pack(b, ldb, false, k, n, scratch);
+        std::memcpy(weight, scratch, bytes);
+        release(scratch);
       }
-      release(scratch);
-    } else {
-      // Stored [K x N]: every panel takes a column strip of every row.
-      int64_t bytes = k * n * int64_t(sizeof(float));
-      float *scratch = static_cast<float *>(allocate(bytes));
-      packed::pack(b, ldb, false, k, n, scratch);
-      std::memcpy(weight, scratch, bytes);
-      release(scratch);
+      slot = weight;
     }
-    slot = weight;
-  }
-  packed::gemm(m, n, k, a, lda, b, c, ldc, accumulate);
-#else
-  (void)context;
-  if (m == 1) {
-    cblas_sgemv(CblasRowMajor, transposed ? CblasNoTrans : CblasTrans,
-                transposed ? n : k, transposed ? k : n, 1.0f, b, ldb, a, 1,
-                accumulate ? 1.0f : 0.0f, c, 1);
+    packed::gemm(m, n, k, a, lda, b, c, ldc, accumulate);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans,
-              transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
-              b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
 #endif
+  (void)context;
+  if constexpr (std::is_same_v<W, float>) {
+    if (m == 1) {
+      cblas_sgemv(CblasRowMajor, transposed ? CblasNoTrans : CblasTrans,
+                  transposed ? n : k, transposed ? k : n, 1.0f, b, ldb, a, 1,
+                  accumulate ? 1.0f : 0.0f, c, 1);
+      return;
+    }
+  }
+  packed::blasGemm(m, n, k, a, lda, b, ldb, transposed, c, ldc, accumulate);
 }
 
 } // namespace tp::rt

@@ -508,24 +508,20 @@ LogicalResult CppEmitter::emitFunction(Operation *op) {
 
 const char *const mlir::tp::emit::kScalarSemantics = R"(
 // Scalar semantics of the arith and math ops that C++ spells differently.
-// maximumf/minimumf propagate NaN; -0 < +0.
+// maximumf/minimumf propagate NaN; -0 < +0. Selects, not branches, so
+// that the loops around them vectorise (a bf16 result's saturation is two
+// of them per element).
 template <typename T> TP_HD T maximumF(T a, T b) {
-  if (a != a)
-    return a;
-  if (b != b)
-    return b;
-  if (a == b)
-    return std::signbit(static_cast<float>(a)) ? b : a;
-  return a > b ? a : b;
+  T r = a > b ? a : b;
+  r = a == b ? (std::signbit(static_cast<float>(a)) ? b : a) : r;
+  r = b != b ? b : r;
+  return a != a ? a : r;
 }
 template <typename T> TP_HD T minimumF(T a, T b) {
-  if (a != a)
-    return a;
-  if (b != b)
-    return b;
-  if (a == b)
-    return std::signbit(static_cast<float>(a)) ? a : b;
-  return a < b ? a : b;
+  T r = a < b ? a : b;
+  r = a == b ? (std::signbit(static_cast<float>(a)) ? a : b) : r;
+  r = b != b ? b : r;
+  return a != a ? a : r;
 }
 template <typename T> TP_HD T floorDiv(T a, T b) {
   T q = a / b;
@@ -583,10 +579,8 @@ struct BFloat16 {
   BFloat16(float value) {
     std::uint32_t word;
     std::memcpy(&word, &value, sizeof(word));
-    if (value != value)
-      bits = 0x7FC0;
-    else
-      bits = static_cast<std::uint16_t>((word + 0x7FFF + ((word >> 16) & 1)) >> 16);
+    std::uint32_t rounded = (word + 0x7FFF + ((word >> 16) & 1)) >> 16;
+    bits = static_cast<std::uint16_t>(value != value ? 0x7FC0u : rounded);
   }
   operator float() const {
     std::uint32_t word = static_cast<std::uint32_t>(bits) << 16;

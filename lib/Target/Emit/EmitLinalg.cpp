@@ -3,8 +3,9 @@
 // A generic becomes one of:
 //  - a (batched) GEMM: cblas_sgemm/dgemm, when it is a contraction whose
 //    operands are row-major matrices up to a transpose; cblas_?gemv for one
-//    row or column; tp::rt::weightGemm (tp_packed_gemm.h) for a few rows
-//    times a weight, which it packs once per rank;
+//    row or column; tp::rt::weightGemm / residentWeightGemm
+//    (tp_packed_gemm.h) for a few rows times a weight, which it packs once
+//    per rank, in the weight's own f32, bf16 or f16;
 //  - a lookup: a sum over a dim in which only the element where an index
 //    equals a loop-invariant key contributes (the one-hot form the importer
 //    gives embedding Gathers), emitted as one guarded iteration;
@@ -284,14 +285,33 @@ static StringAttr residentWeight(Value value) {
                                            tp::TPDialect::kWeightAttrName);
 }
 
+static bool isNarrowFloat(Type element) {
+  return element.isBF16() || element.isF16();
+}
+
 /// A product the packed kernel can take with `weight` as its right-hand
-/// side: f32, one matrix, A as stored, the weight dense.
+/// side: an f32 result, one matrix, A as stored (f32, or bf16/f16 widened
+/// first), the weight dense, stored in f32, bf16 or f16 (which the kernel
+/// widens as it loads them).
 static bool isPackableProduct(const Gemm &gemm, Value weight) {
+  auto readable = [](Type element) {
+    return element.isF32() || isNarrowFloat(element);
+  };
   return gemm.rhs == weight && gemm.lhs != weight && gemm.batch == 1 &&
-         !gemm.transLhs && gemm.lhsElement.isF32() &&
-         gemm.rhsElement.isF32() &&
+         !gemm.transLhs && readable(gemm.lhsElement) &&
+         readable(gemm.rhsElement) &&
          gemm.ldb == (gemm.transRhs ? gemm.k : gemm.n) &&
          CppEmitter::numElements(weight) == gemm.k * gemm.n;
+}
+
+/// `name`, a pointer to the weight, as the packed kernel's weight type: its
+/// own for f32 and f16 (_Float16), tp::rt::BF16Bits for model.cpp's
+/// BFloat16.
+static std::string packedWeightPointer(const std::string &name,
+                                       Type element) {
+  if (element.isBF16())
+    return "reinterpret_cast<const tp::rt::BF16Bits *>(" + name + ")";
+  return name;
 }
 
 void CppEmitter::findWeightsPackedInPlace() {
@@ -358,8 +378,18 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
       e.copy(out, init);
   }
   bool isDouble = getElementTypeOrSelf(out.getType()).isF64();
-  // f16/bf16 operands (tp-convert-dtype) are widened into f32 copies for
-  // sgemm: the CPU target runs --dtype for its numerics, not its speed.
+  // A product with a weight that stays put takes the packed kernel, which
+  // reads a bf16/f16 weight as stored (tp-convert-dtype) and widens it in
+  // registers; only A, a few rows, is widened into an f32 copy first.
+  StringAttr weight = residentWeight(gemm.rhs);
+  bool inPlace = weight && e.weightsPackedInPlace.contains(weight.getValue()) &&
+                 isPackableProduct(gemm, gemm.rhs);
+  bool narrowRhs = isNarrowFloat(gemm.rhsElement);
+  bool packedCopy = !inPlace && weight && !isDouble && gemm.batch == 1 &&
+                    !gemm.transLhs && gemm.lhs != gemm.rhs &&
+                    (gemm.m <= kPackedWeightMaxRows || narrowRhs) &&
+                    (gemm.m > 1 || narrowRhs);
+  // Other f16/bf16 operands are widened into f32 copies for sgemm.
   std::string lhsName = e.name(gemm.lhs), rhsName = e.name(gemm.rhs);
   bool narrow = gemm.lhsElement.getIntOrFloatBitWidth() < 32 ||
                 gemm.rhsElement.getIntOrFloatBitWidth() < 32;
@@ -378,7 +408,7 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
     widen(gemm.lhs, gemm.lhsElement, lhsName);
     if (gemm.rhs == gemm.lhs)
       rhsName = lhsName;
-    else
+    else if (!inPlace && !packedCopy)
       widen(gemm.rhs, gemm.rhsElement, rhsName);
   }
   auto close = [&] {
@@ -407,14 +437,16 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
     e.os << "for (std::int64_t b = 0; b < " << gemm.batch << "; ++b)\n  ";
   // A weight that only such products read is packed into its own memory,
   // and every product with it, of any number of rows, reads the panels.
-  if (StringAttr weight = residentWeight(gemm.rhs);
-      weight && e.weightsPackedInPlace.contains(weight.getValue()) &&
-      isPackableProduct(gemm, gemm.rhs)) {
-    e.os << "tp::rt::residentWeightGemm(context, " << gemm.m << ", "
-         << gemm.n << ", " << gemm.k << ", " << e.name(gemm.lhs) << ", "
-         << gemm.lda << ", " << e.name(gemm.rhs) << ", " << gemm.ldb << ", "
-         << (gemm.transRhs ? "true" : "false") << ", " << e.name(out) << ", "
-         << gemm.ldc << ", " << (overwrite ? "false" : "true") << ");\n";
+  // Otherwise a product of a few rows packs a copy of the weight once per
+  // rank (one row of an f32 weight is a matrix-vector product below).
+  if (inPlace || packedCopy) {
+    e.os << "tp::rt::" << (inPlace ? "residentWeightGemm" : "weightGemm")
+         << "(context, " << gemm.m << ", " << gemm.n << ", " << gemm.k
+         << ", " << lhsName << ", " << gemm.lda << ", "
+         << packedWeightPointer(rhsName, gemm.rhsElement) << ", " << gemm.ldb
+         << ", " << (gemm.transRhs ? "true" : "false") << ", " << e.name(out)
+         << ", " << gemm.ldc << ", " << (overwrite ? "false" : "true")
+         << ");\n";
     return close();
   }
   // One row or one column (a decode step's projections: one token): a
@@ -440,15 +472,6 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
          << cols << ", " << one << ", " << pointer(matrix, matrixStride) << ", "
          << ld << ", " << pointer(vector, vectorStride) << ", 1, " << beta
          << ", " << pointer(out, gemm.strideOut) << ", 1);\n";
-    return close();
-  }
-  if (!isDouble && !narrow && !batched && !gemm.transLhs &&
-      gemm.m <= kPackedWeightMaxRows && residentWeight(gemm.rhs)) {
-    e.os << "tp::rt::weightGemm(context, " << gemm.m << ", " << gemm.n << ", "
-         << gemm.k << ", " << e.name(gemm.lhs) << ", " << gemm.lda << ", "
-         << e.name(gemm.rhs) << ", " << gemm.ldb << ", "
-         << (gemm.transRhs ? "true" : "false") << ", " << e.name(out) << ", "
-         << gemm.ldc << ", " << (overwrite ? "false" : "true") << ");\n";
     return close();
   }
   e.os << "cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "
