@@ -20,8 +20,15 @@ and exported with its KV cache in optimum's text-generation-with-past layout
                         --target cpu --devices 1 / 2, tp-run --generate with
                         1 / 2 ranks as threads, one BLAS thread each
   tp-mlir x2 no spin    the same 2 ranks with TP_SPIN_WAIT_US=0: a rank
-                        that reaches a collective first sleeps at once
-                        instead of spinning for up to 50 us
+                        that reaches a collective first (or finished its
+                        step) sleeps at once instead of staying awake for
+                        up to 2 ms
+  tp-mlir x1/x2 bf16    tp-compile --dtype bf16: weights and activations
+                        stored in bf16, products accumulated in f32 (half
+                        the bytes a decode step reads); its tokens are
+                        compared with torch's f32 ones too, and may differ
+                        where two logits are closer than bf16's rounding
+                        (--no-bf16 skips them)
 
 It prints prefill time, decode ms per token and tokens/s for each, the
 2-rank speed-up of decode (the issue's target: >= 1.6x) and whether each
@@ -237,19 +244,20 @@ def analyse_trace(path):
                     for (r, name, site), total in top]}
 
 
-def run_tp(a, model, devices, ids_path, work, spin=None, trace=None):
-    """tp-compile (once per batch) and tp-run --generate; `spin` sets
-    TP_SPIN_WAIT_US (None: tp-run's default); `trace` asks tp-run for
+def run_tp(a, model, devices, ids_path, work, spin=None, trace=None,
+           dtype="f32"):
+    """tp-compile (once per batch and dtype) and tp-run --generate; `spin`
+    sets TP_SPIN_WAIT_US (None: tp-run's default); `trace` asks tp-run for
     --trace FILE."""
-    artifact = os.path.join(work, f"d{devices}_b{a.batch_now}.tpa")
+    artifact = os.path.join(work, f"d{devices}_b{a.batch_now}_{dtype}.tpa")
     if not os.path.exists(artifact):
         subprocess.run([os.path.join(a.build_bin, "tp-compile"), model,
                         "--target", "cpu", "--devices", str(devices),
                         "--max-seq", str(a.prompt + a.new), "--max-batch",
                         str(a.batch_now), "--prefill-len", str(a.prompt),
-                        "-o", artifact], check=True,
+                        "--dtype", dtype, "-o", artifact], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    out = os.path.join(work, f"out{devices}")
+    out = os.path.join(work, f"out{devices}_{dtype}")
     env = blas.env(1)
     if spin is not None:
         env["TP_SPIN_WAIT_US"] = str(spin)
@@ -281,6 +289,8 @@ def main():
     ap.add_argument("--site", default=SITE)
     ap.add_argument("--no-torch", action="store_true",
                     help="skip torch generate and tensor_parallel")
+    ap.add_argument("--no-bf16", action="store_true",
+                    help="skip tp-mlir with --dtype bf16")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--impl", help=argparse.SUPPRESS)
     ap.add_argument("--ids", help=argparse.SUPPRESS)
@@ -340,6 +350,11 @@ def main():
             results.append(("tp-mlir x2 no spin",
                             *run_tp(a, model, 2, ids_path, work, spin=0),
                             None))
+            if not a.no_bf16:
+                for devices in (1, 2):
+                    results.append((f"tp-mlir x{devices} bf16",
+                                    *run_tp(a, model, devices, ids_path, work,
+                                            dtype="bf16"), None))
             for label, figures, tokens, error in results:
                 if not figures:
                     print(f"{batch:>5} {label:<20} failed: {error}")
@@ -350,9 +365,10 @@ def main():
                       f"{figures['prefill'] * 1e3:>10.1f} "
                       f"{figures['per_token'] * 1e3:>9.2f} "
                       f"{batch / figures['per_token']:>9.1f}  {same}")
-            for label in ("tp-mlir x1", "tp-mlir x2", "tp-mlir x2 no spin"):
-                split = next(f for name, f, _, _ in results
-                             if name == label)["split"]
+            for label, figures, _, _ in results:
+                if not label.startswith("tp-mlir") or not figures:
+                    continue
+                split = figures["split"]
                 step = sum(split.values())
                 overhead = split["communication"] + split["runtime"]
                 print(f"{batch:>5} {label} step: compute "
@@ -384,6 +400,14 @@ def main():
                   f"1.6x); vs onnxruntime: "
                   f"{by['onnxruntime loop']['per_token'] / one['per_token']:.2f}x"
                   f" (1 rank)")
+            if by.get("tp-mlir x1 bf16") and by.get("tp-mlir x2 bf16"):
+                print(f"{batch:>5} bf16 decode 2 ranks vs 1: "
+                      f"{by['tp-mlir x1 bf16']['per_token'] / by['tp-mlir x2 bf16']['per_token']:.2f}x; "
+                      f"bf16 vs f32: "
+                      f"{one['per_token'] / by['tp-mlir x1 bf16']['per_token']:.2f}x"
+                      f" (1 rank), "
+                      f"{two['per_token'] / by['tp-mlir x2 bf16']['per_token']:.2f}x"
+                      f" (2 ranks)")
             print(f"{batch:>5} decode 2 ranks, spin vs no spin: "
                   f"{by['tp-mlir x2 no spin']['per_token'] / two['per_token']:.2f}x")
             if by.get("tensor_parallel x2"):
