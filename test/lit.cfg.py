@@ -81,9 +81,24 @@ if _ts_importer and os.access(_ts_importer, os.X_OK):
     config.available_features.add("torchscript")
     config.substitutions.append(("tp-import-torchscript", _ts_importer))
 
-# nvcc (the CUDA toolkit): tp-compile --target cuda can build libraries.
-if shutil.which("nvcc"):
+# nvcc (the CUDA toolkit): tp-compile --target cuda can build libraries,
+# finding nvcc on PATH or in the toolkit's prefix as it does (findNvcc).
+# TP_REQUIRE_NVCC=1 (set by .ci/run) makes a missing nvcc an error rather
+# than tests quietly unsupported. cuda-prefix: the standard prefix holds
+# one (tp-compile-errors.test can then not see "no nvcc at all").
+_cuda_prefix = "/usr/local/cuda/bin/nvcc"
+if os.access(_cuda_prefix, os.X_OK):
+    config.available_features.add("cuda-prefix")
+_nvcc = shutil.which("nvcc") or next(
+    (p for p in (os.path.join(os.environ.get(v, ""), "bin", "nvcc")
+                 for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v))
+     if os.access(p, os.X_OK)),
+    _cuda_prefix if os.access(_cuda_prefix, os.X_OK) else None)
+if _nvcc:
     config.available_features.add("nvcc")
+elif os.environ.get("TP_REQUIRE_NVCC") == "1":
+    lit_config.fatal("TP_REQUIRE_NVCC=1 but no nvcc on PATH, in $CUDA_HOME, "
+                     "$CUDA_PATH or /usr/local/cuda: the CUDA tests cannot run")
 
 # The model libraries tests build are kept in one build cache (tp-compile
 # --build-cache) shared by the plain and the sanitized suites: the

@@ -23,6 +23,10 @@ using namespace mlir;
 
 #include "CudaRuntimeHeader.inc"
 
+/// Where the CUDA toolkit's installer puts nvcc (a link to the newest
+/// toolkit).
+static constexpr const char *kStandardNvcc = "/usr/local/cuda/bin/nvcc";
+
 std::string mlir::tp::findNvcc(const CudaBuildOptions &options,
                                std::string &error) {
   std::string path = options.nvcc;
@@ -46,8 +50,27 @@ std::string mlir::tp::findNvcc(const CudaBuildOptions &options,
   }
   if (auto found = llvm::sys::findProgramByName("nvcc"))
     return *found;
-  error = "--target cuda needs nvcc, the CUDA toolkit's compiler: put it on "
-          "PATH or set NVCC";
+  // The toolkit's install prefix, where a shell that did not source the
+  // toolkit's profile (CI, cron, commands over ssh) has no nvcc on PATH: the
+  // one that CUDA_HOME or CUDA_PATH names, else the standard one.
+  for (const char *variable : {"CUDA_HOME", "CUDA_PATH"}) {
+    const char *prefix = std::getenv(variable);
+    if (!prefix || !*prefix)
+      continue;
+    std::string candidate = std::string(prefix) + "/bin/nvcc";
+    if (llvm::sys::fs::can_execute(candidate))
+      return candidate;
+    error = ("--target cuda: " + Twine(variable) + " names '" + prefix +
+             "', which has no bin/nvcc")
+                .str();
+    return "";
+  }
+  if (llvm::sys::fs::can_execute(kStandardNvcc))
+    return kStandardNvcc;
+  error = "--target cuda needs nvcc, the CUDA toolkit's compiler: none on "
+          "PATH or in " +
+          std::string(kStandardNvcc) +
+          "; put it on PATH, or set NVCC or CUDA_HOME";
   return "";
 }
 

@@ -26,7 +26,7 @@ namespace mlir::tp {
 LogicalResult emitCuda(ModuleOp module, llvm::raw_ostream &os);
 
 struct CudaBuildOptions {
-  /// The CUDA compiler; empty: $NVCC, else nvcc on PATH.
+  /// The CUDA compiler; empty: as findNvcc looks for it.
   std::string nvcc;
   /// The GPU architecture to compile for (nvcc -arch).
   std::string arch = "sm_90";
@@ -39,7 +39,9 @@ struct CudaBuildOptions {
   std::function<bool()> interrupted;
 };
 
-/// The nvcc to build with: `options.nvcc`, else $NVCC, else nvcc on PATH.
+/// The nvcc to build with: `options.nvcc`, else $NVCC, else nvcc on PATH,
+/// else the toolkit's: $CUDA_HOME/bin/nvcc, else $CUDA_PATH/bin/nvcc (an
+/// error if the one set has none), else /usr/local/cuda/bin/nvcc.
 /// Empty, with the reason in `error`, when there is none to run.
 std::string findNvcc(const CudaBuildOptions &options, std::string &error);
 
