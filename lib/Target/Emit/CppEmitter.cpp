@@ -320,8 +320,16 @@ LogicalResult CppEmitter::emitBlock(
   computeLastUses(block, releaseAfter);
   for (Operation &op : block) {
     bool isTerminator = op.hasTrait<OpTrait::IsTerminator>();
-    if (failed(isTerminator ? onTerminator(&op) : emitOp(&op)))
+    // A row group runs at its first op (its buffers are released after
+    // it, at the last use of each as before).
+    auto group = rowGroupAt.find(&op);
+    if (group != rowGroupAt.end()) {
+      if (failed(emitRowGroup(*group->second)))
+        return failure();
+    } else if (!inRowGroup.contains(&op) &&
+               failed(isTerminator ? onTerminator(&op) : emitOp(&op))) {
       return failure();
+    }
     auto it = releaseAfter.find(&op);
     if (it == releaseAfter.end())
       continue;
@@ -693,6 +701,7 @@ LogicalResult CppEmitter::emitModule() {
     CppEmitter inner(module, bodyOs);
     inner.findFusedAttention();
     inner.findWeightsPackedInPlace();
+    inner.findRowGroups();
     for (func::FuncOp func : funcs)
       if (failed(inner.emitFunction(func)))
         return failure();

@@ -27,6 +27,7 @@
 namespace mlir::tp::emit {
 
 struct FusedAttention;
+struct RowGroup;
 
 /// A collective's group in the runtime's terms (see RankContext.h).
 struct GroupSpec {
@@ -111,6 +112,13 @@ public:
   /// arith/math/index ops on scalars, and tensor.extract: `const T v = ...;`.
   LogicalResult emitScalarOp(Operation *op);
   LogicalResult emitGeneric(linalg::GenericOp op);
+  /// A generic's result buffers (allocated, aliased to an init it
+  /// accumulates into, or holding a copy of the init it reads).
+  LogicalResult prepareGenericResults(linalg::GenericOp op);
+  /// A generic's loads, loops and payload; the loops over its first
+  /// `rows.size()` dims are the caller's, with those index names.
+  LogicalResult emitGenericLoops(linalg::GenericOp op,
+                                 ArrayRef<std::string> rows);
   LogicalResult emitFill(linalg::FillOp op);
   LogicalResult emitTensorOp(Operation *op);
   /// Where the targets differ in emitTensorOp: copying a box of `sizes`
@@ -151,6 +159,13 @@ public:
   /// findFusedAttention, whose products are not GEMM calls.
   void findWeightsPackedInPlace();
   llvm::StringSet<> weightsPackedInPlace;
+  /// Runs of loop nests over the same rows that run as one pass per row
+  /// (EmitRowGroups.cpp; the CPU target only): found before emission; the
+  /// group is emitted at its first op, and its other ops are skipped.
+  void findRowGroups();
+  LogicalResult emitRowGroup(const RowGroup &group);
+  llvm::DenseMap<Operation *, std::shared_ptr<RowGroup>> rowGroupAt;
+  llvm::DenseSet<Operation *> inRowGroup;
   LogicalResult emitShardOp(Operation *op);
   LogicalResult emitCall(Operation *op);
   LogicalResult emitIf(Operation *op);

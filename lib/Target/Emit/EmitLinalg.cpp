@@ -590,11 +590,20 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
     return emitFusedAttention(op);
   if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
     return emitGemm(*this, op, *gemm);
-  std::optional<Lookup> lookup = matchLookup(op);
+  if (failed(prepareGenericResults(op)))
+    return failure();
+  os << "TP_LOOP_NEST {\n";
+  os.indent();
+  if (failed(emitGenericLoops(op, {})))
+    return failure();
+  os.unindent();
+  os << "}();\n";
+  return success();
+}
 
+LogicalResult CppEmitter::prepareGenericResults(linalg::GenericOp op) {
   // Results: the init's own buffer where it is free to take them, else
   // fresh buffers, holding the init where the payload reads it.
-  SmallVector<std::string> outNames;
   for (OpOperand &init : op.getDpsInitsMutable()) {
     Value result = op.getTiedOpResult(&init);
     if (writesInitInPlace(op, init)) {
@@ -606,18 +615,22 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
       if (op.payloadUsesValueFromOperand(&init))
         copy(result, init.get());
     }
-    outNames.push_back(name(result));
   }
+  return success();
+}
 
+LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op,
+                                           ArrayRef<std::string> rows) {
+  std::optional<Lookup> lookup = matchLookup(op);
+  assert((!lookup || rows.empty()) && "a lookup is never row-fused");
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  SmallVector<std::string> indices;
-  for (unsigned i = 0; i < ranges.size(); ++i)
+  // The row loops of a row group are the group's (EmitRowGroups.cpp).
+  SmallVector<std::string> indices(rows);
+  for (unsigned i = rows.size(); i < ranges.size(); ++i)
     indices.push_back("i" + std::to_string(nextId) + "_" + std::to_string(i));
   ++nextId;
 
   Block &body = op.getRegion().front();
-  os << "TP_LOOP_NEST {\n";
-  os.indent();
   // Restrict-qualified views tell the compiler outputs alias nothing.
   SmallVector<std::string> operandPtr;
   for (OpOperand &operand : op->getOpOperands()) {
@@ -682,7 +695,7 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   };
 
   for (auto [i, range] : llvm::enumerate(ranges)) {
-    if (lookup && i == lookup->dim)
+    if (i < rows.size() || (lookup && i == lookup->dim))
       continue;
     os << "for (std::int64_t " << indices[i] << " = 0; " << indices[i]
        << " < " << range << "; ++" << indices[i] << ")\n";
@@ -729,8 +742,6 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   }
   os.unindent();
   os << "}\n";
-  os.unindent();
-  os << "}();\n";
   return success();
 }
 

@@ -12,15 +12,18 @@
 // The max's -inf: filled once, and the max taken in that buffer.
 // CHECK: float *[[MAXINIT:v[0-9]+]] = static_cast<float *>(context->allocate(4 * sizeof(float)));
 // CHECK-NEXT: std::fill_n([[MAXINIT]], 4,
+// The three reductions run as one pass per row (a row group, whose
+// buffers are set up before its loop).
+// CHECK: 3 loop nests as one pass per row of [4] (a row group)
 // CHECK: // accumulates in place into [[MAXINIT]]
 // CHECK-NOT: memcpy
-// CHECK: float *__restrict p1 = [[MAXINIT]];
 // The sum's zeros feed two sums: each starts from a copy, made straight
 // in its result buffer.
 // CHECK: float *[[S1:v[0-9]+]] = static_cast<float *>(results[1]);
 // CHECK-NEXT: std::memcpy([[S1]],
 // CHECK: float *[[S2:v[0-9]+]] = static_cast<float *>(results[2]);
 // CHECK-NEXT: std::memcpy([[S2]],
+// CHECK: float *__restrict p1 = [[MAXINIT]];
 // The max is returned twice: it is copied into both slots.
 // CHECK: std::memcpy(results[0], [[MAXINIT]],
 // CHECK-NEXT: std::memcpy(results[3], [[MAXINIT]],

@@ -3,27 +3,33 @@
 
 // Elementwise chains become one loop nest each (FuseElementwise.cpp): the
 // bias add, tanh and scale below are one nest; a value with two users is
-// computed once, in its own nest.
+// computed once, in its own nest. The three nests share their rows, so
+// they run as one pass per row (a row group, EmitRowGroups.cpp), each
+// nest's inner loop of its own inside it.
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
 
 // CHECK-LABEL: static void fn_main(
-// The shared value `%t` first, on its own.
-// CHECK: TP_LOOP_NEST {
-// CHECK: = tanhF(
-// CHECK: }();
-// Then each user of it, with the add and the scale fused.
-// CHECK: TP_LOOP_NEST {
-// CHECK-NOT: }();
-// CHECK: = {{s[0-9]+}} + {{s[0-9]+}};
-// CHECK-NOT: }();
-// CHECK: = {{v[0-9]+}} * {{v[0-9]+}};
-// CHECK: }();
+// CHECK: 3 loop nests as one pass per row of [4] (a row group)
 // Both results are made in the caller's buffers: nothing copied at the end.
+// CHECK: static_cast<float *>(results[0]);
 // CHECK: static_cast<float *>(results[1]);
 // CHECK: TP_LOOP_NEST {
-// CHECK-NOT: }();
+// CHECK-NEXT: for (std::int64_t [[ROW:r[0-9]+_0]] = 0; [[ROW]] < 4; ++[[ROW]])
+// The shared value `%t` first, on its own.
+// CHECK: { // emit-cpp-fusion.mlir:
+// CHECK-NEXT: const float *p0 = a0;
+// CHECK-NEXT: float *__restrict p1 = [[T:v[0-9]+]];
+// CHECK-NEXT: for (std::int64_t {{i[0-9]+_1}} = 0; {{i[0-9]+_1}} < 16;
+// CHECK: = tanhF(
+// Then each user of it, with the add and the scale fused.
+// CHECK: { // emit-cpp-fusion.mlir:
+// CHECK-NEXT: const float *p0 = [[T]];
+// CHECK: = {{s[0-9]+}} + {{s[0-9]+}};
+// CHECK-NEXT: = {{v[0-9]+}} * {{v[0-9]+}};
+// CHECK: { // emit-cpp-fusion.mlir:
+// CHECK-NEXT: const float *p0 = [[T]];
 // CHECK: = -{{s[0-9]+}};
 // CHECK: }();
 // CHECK-NOT: TP_LOOP_NEST
