@@ -9,7 +9,8 @@ builds the real library as usual; --nvcc true skips that), then model.cu is
 rebuilt with the host C++ compiler against include/tp_cuda_emulation.h, a
 CPU stand-in for the CUDA runtime, cuBLAS and NCCL, and run by tp-run's CUDA
 path on thread ranks. Kernel launches are rewritten to tp_emu::launch, or
-tp_emu::launchWarps for kernels whose lanes shuffle values. Each
+tp_emu::launchWarps for kernels whose lanes shuffle values or wait for
+each other (__syncwarp). Each
 artifact runs three forward passes (tp-run --repeat 3): a stage's first call
 runs it as it is, its second captures it as a CUDA graph and replays it, the
 later ones replay it; every call but the first must have been a replay, and
@@ -38,11 +39,12 @@ KERNEL = re.compile(r"__global__\s+void\s+(\w+)\s*\(")
 
 
 def warp_kernels(text):
-    """Names of the kernels whose lanes shuffle values (launchWarps)."""
+    """Names of the kernels whose lanes shuffle values or wait for each
+    other (launchWarps)."""
     starts = [(m.start(), m.group(1)) for m in KERNEL.finditer(text)]
     ends = [start for start, _ in starts[1:]] + [len(text)]
     return {name for (start, name), end in zip(starts, ends)
-            if "__shfl" in text[start:end]}
+            if "__shfl" in text[start:end] or "__syncwarp" in text[start:end]}
 
 
 CXX_FLAGS = ["-std=c++17", "-O1", "-fPIC", "-shared", "-w"]

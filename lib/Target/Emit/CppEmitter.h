@@ -27,7 +27,17 @@
 namespace mlir::tp::emit {
 
 struct FusedAttention;
-struct RowGroup;
+
+/// Loop nests over the same rows that run as one pass per row
+/// (EmitRowGroups.cpp).
+struct RowGroup {
+  /// From the first nest to the last, in block order: the nests and the
+  /// binding ops between them.
+  SmallVector<Operation *> ops;
+  llvm::DenseSet<Operation *> nests;
+  /// The ranges of the row dims (each nest's leading dims).
+  SmallVector<int64_t> rows;
+};
 
 /// A collective's group in the runtime's terms (see RankContext.h).
 struct GroupSpec {
@@ -160,10 +170,11 @@ public:
   void findWeightsPackedInPlace();
   llvm::StringSet<> weightsPackedInPlace;
   /// Runs of loop nests over the same rows that run as one pass per row
-  /// (EmitRowGroups.cpp; the CPU target only): found before emission; the
-  /// group is emitted at its first op, and its other ops are skipped.
+  /// (EmitRowGroups.cpp): found before emission; the group is emitted at
+  /// its first op, and its other ops are skipped. The CUDA target makes
+  /// each group one kernel (EmitCudaRowGroups.cpp).
   void findRowGroups();
-  LogicalResult emitRowGroup(const RowGroup &group);
+  virtual LogicalResult emitRowGroup(const RowGroup &group);
   llvm::DenseMap<Operation *, std::shared_ptr<RowGroup>> rowGroupAt;
   llvm::DenseSet<Operation *> inRowGroup;
   LogicalResult emitShardOp(Operation *op);

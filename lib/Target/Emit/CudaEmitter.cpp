@@ -249,6 +249,7 @@ LogicalResult CudaEmitter::emitModule() {
     // make are printed above them.
     CudaEmitter inner(module, bodyOs);
     inner.findFusedAttention();
+    inner.findRowGroups();
     for (func::FuncOp func : funcs)
       if (failed(inner.emitFunction(func)))
         return failure();

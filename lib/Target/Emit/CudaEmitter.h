@@ -68,6 +68,8 @@ public:
   /// The fused attention chain ending at `out` as one kernel
   /// (EmitCudaAttention.cpp).
   LogicalResult emitFusedAttention(linalg::GenericOp out) override;
+  /// A row group as one kernel, a warp per row (EmitCudaRowGroups.cpp).
+  LogicalResult emitRowGroup(const RowGroup &group) override;
   /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).
   LogicalResult emitCudaShardOp(Operation *op);
 

@@ -19,8 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaEmitter.h"
-#include "LinalgMatchers.h"
+#include "CudaKernelWriter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -120,15 +119,6 @@ static LogicalResult emitCublasGemm(CudaEmitter &e, linalg::GenericOp op,
 
 namespace {
 
-/// A reduction that lanes of a warp can share: the payload folds one value
-/// into the only accumulator with `combiner`, which nothing else reads.
-struct WarpReduction {
-  Operation *combiner;
-  int64_t size; // elements reduced per point
-};
-
-constexpr int64_t kWarpSize = 32;
-
 /// `a` combined with `b` as `combiner` does it (EmitScalar.cpp's spelling).
 std::string combineExpr(Operation *combiner, StringRef a, StringRef b) {
   std::string pair = "(" + a.str() + ", " + b.str() + ")";
@@ -153,74 +143,6 @@ std::string identityExpr(Operation *combiner, StringRef type) {
           [&](Operation *) { return "-" + infinity; })
       .Default([&](Operation *) { return infinity; });
 }
-
-/// Writes one generic as a __global__ function and its launch.
-class KernelWriter {
-public:
-  KernelWriter(CudaEmitter &e, linalg::GenericOp op,
-               std::optional<Lookup> lookup)
-      : e(e), op(op), lookup(std::move(lookup)), body(op.getRegion().front()),
-        ranges(op.getStaticLoopRanges()) {}
-
-  LogicalResult write();
-
-private:
-  /// True when every output element belongs to exactly one point of the
-  /// parallel dims, so that threads never share an output.
-  bool pointsOwnOutputs();
-  LogicalResult collectParams();
-  void addParam(Value value, std::string type, std::string paramName) {
-    params.push_back(std::move(type) + " " + paramName);
-    args.push_back(e.name(value));
-  }
-  LogicalResult emitLoad(CppEmitter &k, BlockArgument arg);
-  LogicalResult emitBodyOp(CppEmitter &k, Operation &inner);
-  bool argUsesDim(BlockArgument arg, unsigned dim);
-  /// Whether the kernel reads index `dim`: offsetExpr leaves out the dims
-  /// of size 1, and linalg.index may ask for it.
-  bool dimIsRead(unsigned dim);
-  bool isInit(BlockArgument arg) {
-    return op.isDpsInit(op.getMatchingOpOperand(arg));
-  }
-  std::string offsetOf(OpOperand *operand) {
-    auto shape = cast<RankedTensorType>(operand->get().getType()).getShape();
-    return CppEmitter::offsetExpr(op.getMatchingIndexingMap(operand), shape,
-                                  indices);
-  }
-  LogicalResult writeKernel(raw_indented_ostream &os, StringRef name);
-  std::optional<WarpReduction> matchWarpReduction();
-  LogicalResult writeWarpKernel(raw_indented_ostream &os, StringRef name);
-  /// Declares the indices of `dims` from the flat index `flat` (< `count`),
-  /// the last dim fastest.
-  void emitIndices(raw_indented_ostream &os, ArrayRef<unsigned> dims,
-                   StringRef flat, int64_t count);
-  void beginKernel(raw_indented_ostream &os, CppEmitter &k, StringRef name,
-                   StringRef mode);
-
-  CudaEmitter &e;
-  linalg::GenericOp op;
-  std::optional<Lookup> lookup;
-  Block &body;
-  SmallVector<int64_t> ranges;
-
-  /// Owned mode: one thread per parallel point, accumulators in registers.
-  /// Serial mode: one thread, the C++ emitter's loops on the result memory.
-  bool owned = false;
-  /// Warp mode (owned): one warp per parallel point.
-  std::optional<WarpReduction> warp;
-  SmallVector<unsigned> pointDims, loopDims;
-  int64_t points = 1;
-  SmallVector<std::string> indices;
-  /// Kernel parameters and the host expressions passed for them.
-  SmallVector<std::string> params, args;
-  /// The parameter of each operand the payload reads (by operand number),
-  /// of each result, and of each value used from outside the op.
-  llvm::DenseMap<unsigned, std::string> operandParam;
-  SmallVector<std::string> resultParam;
-  llvm::MapVector<Value, std::string> captured;
-  /// Block arguments already bound to a load or an accumulator.
-  llvm::DenseSet<Value> loaded;
-};
 
 } // namespace
 
@@ -272,9 +194,10 @@ LogicalResult KernelWriter::collectParams() {
     FailureOr<std::string> type = e.scalarTypeFor(arg.getType(), op);
     if (failed(type))
       return failure();
-    std::string paramName = "p" + std::to_string(input->getOperandNumber());
+    std::string paramName =
+        prefix + "p" + std::to_string(input->getOperandNumber());
     if (isa<RankedTensorType>(input->get().getType()))
-      addParam(input->get(), "const " + *type + " *__restrict__", paramName);
+      addParam(input->get(), inputPointer(input->get(), *type), paramName);
     else
       addParam(input->get(), "const " + *type, paramName);
     operandParam[input->getOperandNumber()] = paramName;
@@ -287,12 +210,16 @@ LogicalResult KernelWriter::collectParams() {
     if (failed(type))
       return failure();
     if (owned && !arg.use_empty()) {
-      std::string paramName = "p" + std::to_string(init.getOperandNumber());
-      addParam(init.get(), "const " + *type + " *__restrict__", paramName);
+      std::string paramName =
+          prefix + "p" + std::to_string(init.getOperandNumber());
+      addParam(init.get(), inputPointer(init.get(), *type), paramName);
       operandParam[init.getOperandNumber()] = paramName;
     }
-    std::string paramName = "r" + std::to_string(resultParam.size());
-    addParam(op.getTiedOpResult(&init), *type + " *__restrict__", paramName);
+    std::string paramName = prefix + "r" + std::to_string(resultParam.size());
+    Value result = op.getTiedOpResult(&init);
+    addParam(result,
+             *type + (shared->contains(result) ? " *" : " *__restrict__"),
+             paramName);
     resultParam.push_back(paramName);
   }
   // Values from outside the op: host scalars, and tensors read through
@@ -302,20 +229,25 @@ LogicalResult KernelWriter::collectParams() {
       if (op.getRegion().isAncestor(operand.getParentRegion()) ||
           captured.count(operand))
         continue;
-      std::string paramName = "q" + std::to_string(captured.size());
+      std::string paramName = prefix + "q" + std::to_string(captured.size());
       auto tensor = dyn_cast<RankedTensorType>(operand.getType());
       FailureOr<std::string> type = e.scalarTypeFor(
           tensor ? tensor.getElementType() : operand.getType(), op);
       if (failed(type))
         return WalkResult::interrupt();
       addParam(operand,
-               tensor ? "const " + *type + " *__restrict__" : "const " + *type,
+               tensor ? inputPointer(operand, *type) : "const " + *type,
                paramName);
       captured.insert({operand, paramName});
     }
     return WalkResult::advance();
   });
   return failure(walk.wasInterrupted());
+}
+
+std::string KernelWriter::inputPointer(Value value, StringRef type) const {
+  return "const " + type.str() +
+         (shared->contains(value) ? " *" : " *__restrict__");
 }
 
 LogicalResult KernelWriter::emitLoad(CppEmitter &k, BlockArgument arg) {
@@ -365,12 +297,16 @@ void KernelWriter::emitIndices(raw_indented_ostream &os,
   }
 }
 
+void KernelWriter::bindCaptured(CppEmitter &k) {
+  for (auto &[value, paramName] : captured)
+    k.bindTo(value, paramName);
+}
+
 void KernelWriter::beginKernel(raw_indented_ostream &os, CppEmitter &k,
                                StringRef kernel, StringRef mode) {
   // Body ops are emitted by a C++ emitter of their own: the kernel is a
   // scope of its own, where only parameters and indices are bound.
-  for (auto &[value, paramName] : captured)
-    k.bindTo(value, paramName);
+  bindCaptured(k);
   std::string where = CppEmitter::describe(op);
   os << "// " << op->getName() << (where.empty() ? "" : " (" + where + ")")
      << mode << "\n";
@@ -394,7 +330,17 @@ LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
   // The point's indices, its innermost dim fastest so that neighbouring
   // threads touch neighbouring elements.
   emitIndices(os, pointDims, "t", points);
+  if (failed(emitPoint(os, k)))
+    return failure();
+  os.unindent();
+  os << "}\n";
+  os.unindent();
+  os << "}\n\n";
+  return success();
+}
 
+LogicalResult KernelWriter::emitPoint(raw_indented_ostream &os,
+                                      CppEmitter &k) {
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
   bool reduces = owned && (!loopDims.empty() || lookup);
   // Accumulators: a reduction's running value lives in a register.
@@ -491,10 +437,6 @@ LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
     for (auto [i, acc] : llvm::enumerate(accumulators))
       os << resultParam[i] << "[" << offsetOf(op.getDpsInitOperand(i))
          << "] = " << acc << ";\n";
-  os.unindent();
-  os << "}\n";
-  os.unindent();
-  os << "}\n\n";
   return success();
 }
 
@@ -523,11 +465,6 @@ LogicalResult KernelWriter::writeWarpKernel(raw_indented_ostream &os,
   beginKernel(os, k, kernel,
               ": one warp per point, its lanes share the " +
                   std::to_string(warp->size) + " reduced elements");
-  OpOperand *init = op.getDpsInitOperand(0);
-  BlockArgument acc = op.getMatchingBlockArgument(init);
-  FailureOr<std::string> type = e.scalarTypeFor(acc.getType(), op);
-  if (failed(type))
-    return failure();
   os << "const int lane = threadIdx.x % tp::cuda::kWarpSize;\n";
   os << "for (std::int64_t t = (std::int64_t(blockIdx.x) * blockDim.x + "
         "threadIdx.x) / tp::cuda::kWarpSize; t < "
@@ -536,6 +473,22 @@ LogicalResult KernelWriter::writeWarpKernel(raw_indented_ostream &os,
         "{\n";
   os.indent();
   emitIndices(os, pointDims, "t", points);
+  if (failed(emitWarpPoint(os, k)))
+    return failure();
+  os.unindent();
+  os << "}\n";
+  os.unindent();
+  os << "}\n\n";
+  return success();
+}
+
+LogicalResult KernelWriter::emitWarpPoint(raw_indented_ostream &os,
+                                          CppEmitter &k) {
+  OpOperand *init = op.getDpsInitOperand(0);
+  BlockArgument acc = op.getMatchingBlockArgument(init);
+  FailureOr<std::string> type = e.scalarTypeFor(acc.getType(), op);
+  if (failed(type))
+    return failure();
   os << *type << " part = " << identityExpr(warp->combiner, *type) << ";\n";
   k.bindTo(acc, "part");
   loaded.insert(acc);
@@ -575,14 +528,10 @@ LogicalResult KernelWriter::writeWarpKernel(raw_indented_ostream &os,
   os << resultParam[0] << "[" << offsetOf(init)
      << "] = " << combineExpr(warp->combiner, initValue, "part") << ";\n";
   os.unindent();
-  os.unindent();
-  os << "}\n";
-  os.unindent();
-  os << "}\n\n";
   return success();
 }
 
-LogicalResult KernelWriter::write() {
+bool KernelWriter::analyse() {
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   for (auto [d, iterator] : llvm::enumerate(iterators))
     if (iterator == utils::IteratorType::parallel)
@@ -590,16 +539,22 @@ LogicalResult KernelWriter::write() {
   owned = pointsOwnOutputs();
   if (!owned)
     pointDims.clear();
-  for (unsigned d = 0; d < ranges.size(); ++d)
+  // A row group's kernel binds the row dims (the leading parallel ones).
+  llvm::erase_if(pointDims, [&](unsigned d) { return d < rowDims; });
+  for (unsigned d = rowDims; d < ranges.size(); ++d)
     if (!llvm::is_contained(pointDims, d) && !(lookup && d == lookup->dim))
       loopDims.push_back(d);
   for (unsigned d : pointDims)
     points *= ranges[d];
   warp = matchWarpReduction();
-  std::string kernel = e.kernelName();
   for (unsigned d = 0; d < ranges.size(); ++d)
     indices.push_back("i" + std::to_string(d));
+  return owned;
+}
 
+LogicalResult
+KernelWriter::prepare(const llvm::DenseSet<Value> &sharedInKernel) {
+  shared = &sharedInKernel;
   // Results: fresh buffers; in serial mode, holding the init where the
   // payload reads it.
   for (OpOperand &init : op.getDpsInitsMutable()) {
@@ -609,7 +564,14 @@ LogicalResult KernelWriter::write() {
     if (!owned && op.payloadUsesValueFromOperand(&init))
       e.copy(result, init.get());
   }
-  if (failed(collectParams()))
+  return collectParams();
+}
+
+LogicalResult KernelWriter::write() {
+  analyse();
+  std::string kernel = e.kernelName();
+  llvm::DenseSet<Value> none;
+  if (failed(prepare(none)))
     return failure();
 
   std::string text;

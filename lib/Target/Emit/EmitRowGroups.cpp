@@ -42,15 +42,6 @@ using namespace mlir::tp::emit;
 /// Nests per group at most: one loop body the host compiler builds quickly.
 constexpr size_t kMaxRowGroupNests = 16;
 
-struct mlir::tp::emit::RowGroup {
-  /// From the first nest to the last, in block order: the nests and the
-  /// binding ops between them.
-  SmallVector<Operation *> ops;
-  llvm::DenseSet<Operation *> nests;
-  /// The ranges of the row dims (each nest's leading dims).
-  SmallVector<int64_t> rows;
-};
-
 /// Ops that only bind a buffer (or a scalar), which can run before the
 /// group's loop: they read no tensor's elements.
 static bool onlyBinds(Operation *op) {

@@ -20,6 +20,23 @@ __global__ void warpSum(const float *in, float *out) {
   out[threadIdx.x] = v;
 }
 
+/// Each lane writes its value, then reads its neighbour's: only correct
+/// with the __syncwarp() between (here lane 0 would run first and read
+/// memory nobody wrote yet).
+__global__ void rotate(const float *in, float *tmp, float *out) {
+  unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
+  tmp[threadIdx.x] = in[threadIdx.x];
+  __syncwarp();
+  out[threadIdx.x] = tmp[base + (lane + 1) % 32];
+}
+
+/// Lanes 0-15 wait for the warp, lanes 16-31 never do.
+__global__ void divergentSync(float *out) {
+  if (threadIdx.x % 32 < 16)
+    __syncwarp();
+  out[threadIdx.x] = 1;
+}
+
 /// Lanes 0-15 shuffle, lanes 16-31 do not: undefined on a GPU.
 __global__ void divergentSum(const float *in, float *out) {
   float v = in[threadIdx.x];
@@ -35,10 +52,11 @@ int main(int argc, char **argv) {
   const size_t bytes = sizeof(hostArray);
   for (int i = 0; i < 64; ++i)
     host[i] = float(i);
-  float *device = nullptr, *sums = nullptr;
+  float *device = nullptr, *sums = nullptr, *tmp = nullptr;
   cudaStream_t stream;
   if (cudaMalloc(reinterpret_cast<void **>(&device), bytes) ||
       cudaMalloc(reinterpret_cast<void **>(&sums), bytes) ||
+      cudaMalloc(reinterpret_cast<void **>(&tmp), bytes) ||
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking))
     return 2;
   int status = 0;
@@ -53,6 +71,12 @@ int main(int argc, char **argv) {
     status |= cudaMemcpyAsync(host, sums, bytes,
                               cudaMemcpyDeviceToHost, stream);
     std::printf("warp sums %g %g\n", host[0], host[63]);
+    tp_emu::launchWarps(rotate, dim3(1), dim3(64), 0, stream, device, tmp,
+                        sums);
+    status |= cudaGetLastError();
+    status |= cudaMemcpyAsync(host, sums, bytes,
+                              cudaMemcpyDeviceToHost, stream);
+    std::printf("rotated %g %g %g\n", host[0], host[31], host[63]);
     break;
   case 1: // the wrong direction: a host-to-device copy from device memory
     status = cudaMemcpyAsync(sums, device, 16, cudaMemcpyHostToDevice, stream);
@@ -74,6 +98,9 @@ int main(int argc, char **argv) {
   case 6: // lanes of a warp that do not all reach a shuffle
     tp_emu::launchWarps(divergentSum, dim3(1), dim3(32), 0, stream, device,
                         sums);
+    break;
+  case 7: // lanes of a warp that do not all reach a __syncwarp
+    tp_emu::launchWarps(divergentSync, dim3(1), dim3(32), 0, stream, sums);
     break;
   }
   std::printf("status %d\n", status);

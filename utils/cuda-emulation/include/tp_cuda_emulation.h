@@ -9,10 +9,11 @@
 // filled with 0xFF when allocated and freed so that reading a buffer before
 // it is written, or after it is released, shows as NaN.
 //
-// Kernels that shuffle values between the lanes of a warp (reductions) are
-// launched with tp_emu::launchWarps instead: each block's threads run as
-// fibers (ucontext), and a shuffle waits until every lane of its warp has
-// reached it. A warp whose lanes do not all reach the same shuffle — some
+// Kernels that shuffle values between the lanes of a warp (reductions) or
+// wait for them (__syncwarp: row groups) are launched with
+// tp_emu::launchWarps instead: each block's threads run as fibers
+// (ucontext), and a shuffle or __syncwarp waits until every lane of its
+// warp has reached it. A warp whose lanes do not all reach the same shuffle — some
 // finished, others waiting — is reported and aborts the run.
 //
 // __half and __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h) hold their bits and
@@ -357,7 +358,8 @@ void launchWarps(void (*kernel)(Params...), dim3 grid, dim3 block, size_t,
           if (done != 0) {
             std::fprintf(stderr,
                          "tp_cuda_emulation: block %u, warp %u: %u lanes wait "
-                         "at a shuffle that %u finished lanes never reach\n",
+                         "at a shuffle or __syncwarp that %u finished lanes "
+                         "never reach\n",
                          b, w / warpSize, waiting, done);
             std::abort();
           }
@@ -1125,6 +1127,20 @@ T __shfl_xor_sync(unsigned mask, T value, int laneMask, int = 32) {
   // No lane offers its next value before every lane has read this one.
   tp_emu::warpBarrier();
   return other;
+}
+
+/// __syncwarp(mask): waits until every lane of the warp reaches it (the
+/// lanes' memory accesses before it are then seen by all of them after it;
+/// here memory is simply shared).
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  tp_emu::Lanes *l = tp_emu::activeLanes;
+  if (!l || mask != 0xffffffffu) {
+    std::fprintf(stderr, "tp_cuda_emulation: __syncwarp %s\n",
+                 l ? "with a partial mask" : "in a kernel not launched with "
+                                             "tp_emu::launchWarps");
+    std::abort();
+  }
+  tp_emu::warpBarrier();
 }
 
 /// __shfl_sync(mask, value, srcLane): the value of lane srcLane of the same
