@@ -61,6 +61,21 @@ Program prefillProgram(const Manifest &manifest) {
 
 using Buffer = std::unique_ptr<char, void (*)(void *)>;
 
+/// A model output's whole-batch data on one rank, 64-byte aligned like the
+/// buffers generated code writes: the stage function writes each
+/// micro-batch's slice of it in place, so that no copy follows a forward
+/// pass (a GPT-2 batch's logits are 206 MB).
+struct WholeOutput {
+  Buffer buffer{nullptr, release};
+  size_t bytes = 0;
+  char *data() const { return buffer.get(); }
+  size_t size() const { return bytes; }
+  std::vector<char> copy() const {
+    return bytes ? std::vector<char>(data(), data() + bytes)
+                 : std::vector<char>();
+  }
+};
+
 /// One rank's bound stage: weights, argument pointers, result buffers.
 /// With micro-batches, input arguments advance by one micro-batch per call
 /// and the model's outputs collect every micro-batch's slice. A rank's
@@ -71,7 +86,7 @@ struct BoundRank {
   /// For each input argument: its index, whole-batch data, bytes per call.
   std::vector<std::tuple<size_t, const char *, int64_t>> inputSlices;
   /// Whole-batch outputs of the last stage, by result slot.
-  std::map<size_t, std::vector<char>> outputs;
+  std::map<size_t, WholeOutput> outputs;
   std::vector<std::unique_ptr<char, void (*)(void *)>> results;
   /// KV caches by name, zeroed once and kept between runs (each step
   /// writes them in place).
@@ -149,12 +164,24 @@ BoundRank bindRank(const Manifest &manifest, const Program &program,
     }
   }
   for (const TensorSpec &result : bound.stage->results) {
+    size_t slot = bound.resultPointers.size();
+    size_t whole = result.bytes() * manifest.microbatches;
+    if (result.kind == "output" && whole) {
+      // Written in place (runForward); filled once here, so that no run
+      // pays for its first touch of the pages.
+      WholeOutput &output = bound.outputs[slot];
+      output.buffer.reset(static_cast<char *>(allocate(whole)));
+      output.bytes = whole;
+      std::memset(output.data(), 0, whole);
+      bound.results.emplace_back(nullptr, release);
+      bound.resultPointers.push_back(output.data());
+      continue;
+    }
+    if (result.kind == "output")
+      bound.outputs[slot];
     bound.results.emplace_back(static_cast<char *>(allocate(result.bytes())),
                                release);
     bound.resultPointers.push_back(bound.results.back().get());
-    if (result.kind == "output")
-      bound.outputs[bound.resultPointers.size() - 1].resize(
-          result.bytes() * manifest.microbatches);
   }
   return bound;
 }
@@ -176,15 +203,13 @@ void runForward(BoundRank &bound, int64_t microbatches, Call call) {
     // Stage functions read their inputs and never write them.
     for (auto &[index, data, bytes] : bound.inputSlices)
       bound.args[index] = const_cast<char *>(data + m * bytes);
+    // The model's outputs are written where the whole batch's are kept (an
+    // empty one keeps its own buffer).
+    for (auto &[slot, whole] : bound.outputs)
+      if (whole.size())
+        bound.resultPointers[slot] =
+            whole.data() + m * (whole.size() / microbatches);
     call();
-    for (auto &[slot, whole] : bound.outputs) {
-      size_t bytes = whole.size() / microbatches;
-      // An empty output has no buffer: memcpy of null is undefined even for
-      // 0 bytes.
-      if (bytes)
-        std::memcpy(whole.data() + m * bytes, bound.resultPointers[slot],
-                    bytes);
-    }
   }
 }
 
@@ -651,7 +676,7 @@ Session::Impl::collectOutputs(const Program &program,
     const TensorSpec &spec = program.outputs[i];
     if (spec.splitDim < 0) {
       outputs.push_back(
-          {spec.name, spec.dtype, spec.shape, holder.outputs.at(slots[i])});
+          {spec.name, spec.dtype, spec.shape, holder.outputs.at(slots[i]).copy()});
       continue;
     }
     std::vector<const char *> blocks;
@@ -847,9 +872,9 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorSpec &spec = program.outputs[i];
     // Ranks before the last stage hold no outputs.
-    static const std::vector<char> none;
+    static const WholeOutput none;
     auto it = mine.outputs.find(slots[i]);
-    const std::vector<char> &own = it != mine.outputs.end() ? it->second : none;
+    const WholeOutput &own = it != mine.outputs.end() ? it->second : none;
     if (spec.splitDim >= 0) {
       if (mpiRank != 0 && inLast)
         context.send(0, own.data(), own.size(), "output gather");
@@ -875,7 +900,7 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
                          assembleBlocks(spec, blockShape, blocks)});
     } else if (holder == 0) {
       if (mpiRank == 0)
-        outputs.push_back({spec.name, spec.dtype, spec.shape, own});
+        outputs.push_back({spec.name, spec.dtype, spec.shape, own.copy()});
     } else if (mpiRank == holder) {
       context.send(0, own.data(), spec.bytes(), "output gather");
     } else if (mpiRank == 0) {
