@@ -386,9 +386,14 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.config = options.config;
   parallelize.dtype = options.dtype;
   // Generation picks the next token from each rank's block of the logits
-  // (Session::generate): the decode step does not gather them.
-  if (options.maxSeq > 0)
-    parallelize.splitOutputs = ArrayRef<std::string>{"logits"};
+  // (Session::generate): the decode step does not gather them. A forward
+  // pass returns every gathered output as blocks, which the runtime puts
+  // together where they are wanted (on thread ranks, each rank copying its
+  // own block; under MPI, on rank 0), as vLLM gathers its logits to one
+  // rank instead of all-gathering them.
+  parallelize.splitOutputs = options.maxSeq > 0
+                                 ? ArrayRef<std::string>{"logits"}
+                                 : ArrayRef<std::string>{"*"};
   PassManager pm(&context, ModuleOp::getOperationName());
   if (options.maxSeq > 0) {
     KVCacheOptions cache;

@@ -61,6 +61,10 @@ Program prefillProgram(const Manifest &manifest) {
 
 using Buffer = std::unique_ptr<char, void (*)(void *)>;
 
+struct WholeOutput;
+/// Split outputs put together, by name.
+using Assembly = std::map<std::string, WholeOutput>;
+
 /// A model output's whole-batch data on one rank, 64-byte aligned like the
 /// buffers generated code writes: the stage function writes each
 /// micro-batch's slice of it in place, so that no copy follows a forward
@@ -213,16 +217,21 @@ void runForward(BoundRank &bound, int64_t microbatches, Call call) {
   }
 }
 
-/// `warmup` untimed forward passes, then `repeat` timed ones; returns
-/// seconds per timed pass.
-template <typename Call>
+/// `warmup` untimed forward passes, then `repeat` timed ones, each
+/// followed by `finish` (the rank's part of putting split outputs
+/// together); returns seconds per timed pass.
+template <typename Call, typename Finish>
 double runTimed(BoundRank &bound, int64_t microbatches, int64_t warmup,
-                int64_t repeat, Call call) {
-  for (int64_t i = 0; i < warmup; ++i)
+                int64_t repeat, Call call, Finish finish) {
+  for (int64_t i = 0; i < warmup; ++i) {
     runForward(bound, microbatches, call);
+    finish();
+  }
   auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < repeat; ++i)
+  for (int64_t i = 0; i < repeat; ++i) {
     runForward(bound, microbatches, call);
+    finish();
+  }
   std::chrono::duration<double> elapsed =
       std::chrono::steady_clock::now() - start;
   return elapsed.count() / static_cast<double>(repeat);
@@ -380,19 +389,32 @@ private:
   /// Binds every rank in its own thread (weights are read in parallel).
   void bindAll();
   void openCuda();
-  /// The model's outputs from the ranks' results: each split output put
-  /// together from the last stage's blocks.
+  /// The model's outputs from the ranks' results: each split output as
+  /// the ranks put it together in `assembled`.
   std::vector<OutputTensor>
-  collectOutputs(const Program &program,
-                 const std::vector<BoundRank> &ranks) const;
+  collectOutputs(const Program &program, const std::vector<BoundRank> &ranks,
+                 const Assembly &assembled) const;
+  /// Thread and CUDA ranks put each split output together themselves,
+  /// after each forward pass and inside its time, each copying its own
+  /// block in (in parallel, where an all-gather had every rank copy every
+  /// block): `assembly` (null when the run's outputs are not wanted).
   void runThreads(const Program &program, std::vector<BoundRank> &ranks,
-                  int64_t warmup, int64_t repeat);
+                  int64_t warmup, int64_t repeat, Assembly *assembly);
   void runCuda(const Program &program, std::vector<BoundRank> &ranks,
-               int64_t warmup, int64_t repeat);
+               int64_t warmup, int64_t repeat, Assembly *assembly);
+  /// `program`'s assembly, with a buffer for each split output.
+  Assembly &assemblyFor(const Program &program, bool prefill);
+  /// Copies rank `rank`'s blocks of the split outputs into `assembly`.
+  void placeRankBlocks(const Program &program, const BoundRank &mine,
+                       int32_t rank, Assembly &assembly) const;
   std::vector<OutputTensor> runMpi(const Program &program,
                                    std::vector<BoundRank> &ranks,
                                    int64_t warmup, int64_t repeat,
                                    bool collect);
+  /// MPI: the model's outputs on rank 0, from the ranks that hold them.
+  std::vector<OutputTensor> gatherOutputs(const Program &program,
+                                          const BoundRank &mine,
+                                          RankContext &context);
 
 public:
   std::vector<std::vector<char>>
@@ -408,6 +430,8 @@ private:
   std::vector<BoundRank> bound;
   /// The prefill program's bindings, beside `bound` (same weights, caches).
   std::vector<BoundRank> prefillBound;
+  /// The split outputs put together, of the main and the prefill program.
+  Assembly assembled, prefillAssembled;
   int32_t mpiRank = 0;
   std::shared_ptr<ThreadWorld> world;
   /// Thread ranks: the threads that run ranks 1 .. N-1, kept between runs.
@@ -627,28 +651,37 @@ void Session::Impl::openCuda() {
     throw collectErrors(errors);
 }
 
-/// The whole of split output `spec` from the blocks of its ranks, each of
-/// `blockShape` (`spec.shape` but for the split dim), past whose end the
-/// last blocks hold padding.
-static std::vector<char>
-assembleBlocks(const TensorSpec &spec, const std::vector<int64_t> &blockShape,
-               const std::vector<const char *> &blocks) {
+/// Block `t` of split output `spec` (of `blockShape`: `spec.shape` but for
+/// the split dim) copied to its place in `whole`; what lies past the end of
+/// the split dim is padding, left out.
+static void placeBlock(const TensorSpec &spec,
+                       const std::vector<int64_t> &blockShape, size_t t,
+                       const char *block, char *whole) {
   size_t dim = spec.splitDim;
   int64_t outer = 1, inner = dtypeNameBytes(spec.dtype);
   for (size_t d = 0; d < dim; ++d)
     outer *= spec.shape[d];
   for (size_t d = dim + 1; d < spec.shape.size(); ++d)
     inner *= spec.shape[d];
-  int64_t block = blockShape[dim], size = spec.shape[dim];
-  std::vector<char> whole(spec.bytes());
+  int64_t size = spec.shape[dim], stride = blockShape[dim];
+  int64_t begin = static_cast<int64_t>(t) * stride;
+  int64_t count = std::min(stride, size - begin);
+  if (count <= 0)
+    return;
   for (int64_t o = 0; o < outer; ++o)
-    for (size_t t = 0; t < blocks.size(); ++t) {
-      int64_t begin = static_cast<int64_t>(t) * block;
-      int64_t count = std::min(block, size - begin);
-      if (count > 0)
-        std::memcpy(whole.data() + (o * size + begin) * inner,
-                    blocks[t] + o * block * inner, count * inner);
-    }
+    std::memcpy(whole + (o * size + begin) * inner,
+                block + o * stride * inner, count * inner);
+}
+
+/// The whole of split output `spec` from the blocks of its ranks, each of
+/// `blockShape` (`spec.shape` but for the split dim), past whose end the
+/// last blocks hold padding.
+static std::vector<char>
+assembleBlocks(const TensorSpec &spec, const std::vector<int64_t> &blockShape,
+               const std::vector<const char *> &blocks) {
+  std::vector<char> whole(spec.bytes());
+  for (size_t t = 0; t < blocks.size(); ++t)
+    placeBlock(spec, blockShape, t, blocks[t], whole.data());
   return whole;
 }
 
@@ -666,28 +699,58 @@ static std::vector<int64_t> wholeBatch(std::vector<int64_t> shape,
   return shape;
 }
 
+Assembly &Session::Impl::assemblyFor(const Program &program, bool prefill) {
+  Assembly &assembly = prefill ? prefillAssembled : assembled;
+  for (const TensorSpec &spec : program.outputs) {
+    if (spec.splitDim < 0 || assembly.count(spec.name))
+      continue;
+    WholeOutput &whole = assembly[spec.name];
+    whole.bytes = spec.bytes();
+    if (!whole.bytes)
+      continue;
+    // Touched once here, so that no timed run pays for its first touch.
+    whole.buffer.reset(static_cast<char *>(allocate(whole.bytes)));
+    std::memset(whole.data(), 0, whole.bytes);
+  }
+  return assembly;
+}
+
+void Session::Impl::placeRankBlocks(const Program &program,
+                                    const BoundRank &mine, int32_t rank,
+                                    Assembly &assembly) const {
+  const std::vector<int32_t> &last = program.stages.back().ranks;
+  auto it = std::find(last.begin(), last.end(), rank);
+  if (it == last.end())
+    return;
+  std::vector<size_t> slots = outputSlots(program);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const TensorSpec &spec = program.outputs[i];
+    if (spec.splitDim < 0)
+      continue;
+    WholeOutput &whole = assembly.at(spec.name);
+    if (!whole.size())
+      continue;
+    placeBlock(spec,
+               wholeBatch(lastResult(program, slots[i]).shape,
+                          manifest.microbatches),
+               it - last.begin(), mine.outputs.at(slots[i]).data(),
+               whole.data());
+  }
+}
+
 std::vector<OutputTensor>
 Session::Impl::collectOutputs(const Program &program,
-                              const std::vector<BoundRank> &ranks) const {
+                              const std::vector<BoundRank> &ranks,
+                              const Assembly &assembly) const {
   std::vector<OutputTensor> outputs;
   std::vector<size_t> slots = outputSlots(program);
   const BoundRank &holder = ranks.at(outputRank(program));
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorSpec &spec = program.outputs[i];
-    if (spec.splitDim < 0) {
-      outputs.push_back(
-          {spec.name, spec.dtype, spec.shape, holder.outputs.at(slots[i]).copy()});
-      continue;
-    }
-    std::vector<const char *> blocks;
-    for (int32_t rank : program.stages.back().ranks)
-      blocks.push_back(ranks.at(rank).outputs.at(slots[i]).data());
-    outputs.push_back(
-        {spec.name, spec.dtype, spec.shape,
-         assembleBlocks(spec,
-                        wholeBatch(lastResult(program, slots[i]).shape,
-                                   manifest.microbatches),
-                        blocks)});
+    const WholeOutput &whole = spec.splitDim < 0
+                                   ? holder.outputs.at(slots[i])
+                                   : assembly.at(spec.name);
+    outputs.push_back({spec.name, spec.dtype, spec.shape, whole.copy()});
   }
   return outputs;
 }
@@ -753,22 +816,24 @@ Session::Impl::run(const std::map<std::string, InputView> &inputs,
   try {
     if (mpi)
       return runMpi(program, ranks, warmup, repeat, collect);
+    Assembly *assembly = collect ? &assemblyFor(program, prefill) : nullptr;
     if (cuda)
-      runCuda(program, ranks, warmup, repeat);
+      runCuda(program, ranks, warmup, repeat, assembly);
     else
-      runThreads(program, ranks, warmup, repeat);
+      runThreads(program, ranks, warmup, repeat, assembly);
   } catch (const std::exception &e) {
     broken = std::string(e.what()).substr(0, 200);
     throw;
   }
   if (!collect)
     return {};
-  return collectOutputs(program, ranks);
+  return collectOutputs(program, ranks,
+                        prefill ? prefillAssembled : assembled);
 }
 
 void Session::Impl::runThreads(const Program &program,
                                std::vector<BoundRank> &bound, int64_t warmup,
-                               int64_t repeat) {
+                               int64_t repeat, Assembly *assembly) {
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   std::vector<std::string> errors(ranks);
   std::vector<double> perRank(ranks, 0);
@@ -780,12 +845,18 @@ void Session::Impl::runThreads(const Program &program,
       BoundRank &mine = bound[rank];
       ModelLibrary::Rank &cpu = *modelRanks[rank];
       perRank[rank] =
-          runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-            traced(rank, [&] {
-              cpu.run(mine.stage->function, mine.args.data(),
-                      mine.resultPointers.data());
-            });
-          });
+          runTimed(
+              mine, manifest.microbatches, warmup, repeat,
+              [&] {
+                traced(rank, [&] {
+                  cpu.run(mine.stage->function, mine.args.data(),
+                          mine.resultPointers.data());
+                });
+              },
+              [&] {
+                if (assembly)
+                  placeRankBlocks(program, mine, rank, *assembly);
+              });
     } catch (const std::exception &e) {
       errors[rank] = e.what();
       abortThreadWorld(*world, "rank " + std::to_string(rank) + " failed");
@@ -793,15 +864,16 @@ void Session::Impl::runThreads(const Program &program,
   });
   if (anyError(errors))
     throw collectErrors(errors);
+  // A pass ends when every rank has placed its blocks.
   int32_t holder = outputRank(program);
-  seconds = perRank[holder];
+  seconds = *std::max_element(perRank.begin(), perRank.end());
   timing = {seconds,
             communication[holder] / static_cast<double>(warmup + repeat)};
 }
 
 void Session::Impl::runCuda(const Program &program,
                             std::vector<BoundRank> &bound, int64_t warmup,
-                            int64_t repeat) {
+                            int64_t repeat, Assembly *assembly) {
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   std::vector<std::string> errors(ranks);
   std::vector<double> perRank(ranks, 0);
@@ -813,10 +885,16 @@ void Session::Impl::runCuda(const Program &program,
         BoundRank &mine = bound[rank];
         ModelLibrary::Rank *gpu = modelRanks[rank].get();
         perRank[rank] =
-            runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-              gpu->run(mine.stage->function, mine.args.data(),
-                       mine.resultPointers.data());
-            });
+            runTimed(
+                mine, manifest.microbatches, warmup, repeat,
+                [&] {
+                  gpu->run(mine.stage->function, mine.args.data(),
+                           mine.resultPointers.data());
+                },
+                [&] {
+                  if (assembly)
+                    placeRankBlocks(program, mine, rank, *assembly);
+                });
       } catch (const std::exception &e) {
         errors[rank] = e.what();
         // A failing rank aborts the others' communicators.
@@ -839,7 +917,7 @@ void Session::Impl::runCuda(const Program &program,
         text += (text.empty() ? "" : "\n") + error;
     throw Error(text);
   }
-  seconds = perRank[outputRank(program)];
+  seconds = *std::max_element(perRank.begin(), perRank.end());
   timing = {seconds, 0};
 }
 
@@ -853,15 +931,33 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
   RankContext &context = *contexts.front();
   ModelLibrary::Rank &rank = *modelRanks.front();
   communication[0] = 0;
-  seconds = runTimed(mine, manifest.microbatches, warmup, repeat, [&] {
-    traced(0, [&] {
-      rank.run(mine.stage->function, mine.args.data(),
-               mine.resultPointers.data());
-    });
-  });
+  seconds = runTimed(
+      mine, manifest.microbatches, warmup, repeat,
+      [&] {
+        traced(0, [&] {
+          rank.run(mine.stage->function, mine.args.data(),
+                   mine.resultPointers.data());
+        });
+      },
+      [] {});
   timing = {seconds, communication[0] / static_cast<double>(warmup + repeat)};
   if (!collect)
     return {};
+  // Gathering the outputs to rank 0 is part of a pass (the blocks of a
+  // split output travel here instead of in an all-gather): its time is
+  // added to the pass's.
+  auto gatherStart = std::chrono::steady_clock::now();
+  std::vector<OutputTensor> outputs = gatherOutputs(program, mine, context);
+  std::chrono::duration<double> gathered =
+      std::chrono::steady_clock::now() - gatherStart;
+  seconds += gathered.count();
+  timing.stageSeconds = seconds;
+  return outputs;
+}
+
+std::vector<OutputTensor>
+Session::Impl::gatherOutputs(const Program &program, const BoundRank &mine,
+                             RankContext &context) {
   // Outputs travel to rank 0 when another rank holds them; a split
   // output's blocks, from every rank of the last stage.
   const std::vector<int32_t> &last = program.stages.back().ranks;

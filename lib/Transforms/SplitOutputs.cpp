@@ -64,6 +64,7 @@ struct SplitOutputs : tp::impl::SplitOutputsBase<SplitOutputs> {
     llvm::StringSet<> wanted;
     for (const std::string &name : names)
       wanted.insert(name);
+    bool all = wanted.contains("*");
     auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
     MLIRContext *ctx = &getContext();
     bool changed = false;
@@ -71,7 +72,7 @@ struct SplitOutputs : tp::impl::SplitOutputsBase<SplitOutputs> {
       unsigned index = operand.getOperandNumber();
       auto name = func.getResultAttrOfType<StringAttr>(
           index, TPDialect::kOutputAttrName);
-      if (!name || !wanted.contains(name.getValue()))
+      if (!name || !(all || wanted.contains(name.getValue())))
         continue;
       auto found = getGather(operand.get());
       if (!found)

@@ -279,11 +279,13 @@ def test_export_weights_is_bit_exact(gpt2, tmp_path):
 def test_explain_and_is_model_supported():
     plan = tp.explain(os.path.join(MODELS, "gpt2", "model.onnx"), 2,
                       input_shapes={"input_ids": [2, 16]})
-    # The vocabulary-parallel embedding's all-reduce, two per layer (2
-    # layers), and the all-gather of the vocabulary-split logits:
-    # Megatron-LM's count.
+    # The vocabulary-parallel embedding's all-reduce and two per layer (2
+    # layers): Megatron-LM's count. The vocabulary-split logits are not
+    # gathered: each rank returns its block (tp-split-outputs).
     kinds = [c["kind"] for c in plan["collectives"]]
-    assert kinds == ["all_reduce"] * 5 + ["all_gather"], kinds
+    assert kinds == ["all_reduce"] * 5, kinds
+    assert plan["split_outputs"] == [{"name": "logits", "dim": 2, "size": 256,
+                                      "local_type": "tensor<2x16x128xf32>"}]
     assert plan["collectives"][0]["node"] == "/wte/Gather"
     assert plan["collectives"][0]["bytes_sent_per_rank"] == 2 * 16 * 64 * 4
     assert plan["weight_bytes_per_device"] < plan["model_weight_bytes"]

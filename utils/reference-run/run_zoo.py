@@ -25,8 +25,8 @@ Opset variants other than `native` are made with onnx.version_converter
 run the --converted-config configs (by default the same as --config).
 One line per run:
 
-    gpt2 opset17 tp=2: logits max abs diff 1.9e-06 ok | all_reduce 5, \
-all_gather 1 | weights per device 51.2%
+    gpt2 opset17 tp=2: logits max abs diff 1.9e-06 ok | all_reduce 5; \
+split logits | weights per device 51.2%
 
 then a closing 'N passed, N failed' line; exit status 1 if any failed.
 """
@@ -76,7 +76,11 @@ def parse_explain(text):
             collectives[kind] = int(count)
     m = re.search(r"per device: weights (\d+) B \(whole model (\d+) B\)", text)
     fraction = int(m.group(1)) / int(m.group(2)) if m else 1.0
-    return collectives, fraction
+    # Outputs each rank returns its block of (tp-split-outputs), in place of
+    # their gather.
+    m = re.search(r"^split outputs .*?:\n((?:  .*\n)+)", text, re.M)
+    split = re.findall(r"^  ([^:]+):", m.group(1), re.M) if m else []
+    return collectives, fraction, split
 
 
 def references(args, name, entry, model_path):
@@ -111,7 +115,8 @@ def run_one(args, name, entry, model_path, label, text, work):
         print(f"{head} FAIL (tp-compile exit {compiled.returncode}: "
               f"{(errors or compiled.stderr.splitlines() or [''])[0][:300]})")
         return False
-    collectives, fraction = parse_explain(compiled.stdout + compiled.stderr)
+    collectives, fraction, split = parse_explain(compiled.stdout +
+                                                 compiled.stderr)
     out_dir = os.path.join(work, "out")
     os.makedirs(out_dir, exist_ok=True)
     folder = os.path.join(args.zoo, name)
@@ -138,6 +143,8 @@ def run_one(args, name, entry, model_path, label, text, work):
                      f"{'ok' if good else 'FAIL'}")
         ok &= good
     counts = ", ".join(f"{k} {v}" for k, v in sorted(collectives.items()))
+    if split:
+        counts = "; ".join(filter(None, [counts, "split " + ", ".join(split)]))
     print(f"{head} {'; '.join(parts)} | {counts or 'no collectives'} | "
           f"weights per device {100 * fraction:.1f}%")
     return ok

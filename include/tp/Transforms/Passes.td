@@ -262,12 +262,14 @@ def SplitOutputs : Pass<"tp-split-outputs", "::mlir::func::FuncOp"> {
     together for a caller that asks for the whole output; generation reads
     them in place, picking the next token from each rank's (max, index)
     or top-k, so that a decode step needs no gather of the logits.
-    Outputs not gathered by a `shard.all_gather` stay as they are. Run
+    `names=*` takes every output. Outputs not gathered by a
+    `shard.all_gather` stay as they are. Run
     after partition (and after tp-plan-pipeline: on every stage function).
   }];
   let options = [
     ListOption<"names", "names", "std::string",
-               "Model outputs (tp.output names) to return as blocks">
+               "Model outputs (tp.output names) to return as blocks; * for "
+               "all">
   ];
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }
