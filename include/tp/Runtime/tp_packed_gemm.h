@@ -53,8 +53,8 @@ struct Vector {
   using Type = __m512;
   using Mask = __mmask16;
   static constexpr int64_t kWidth = 16;
-  static constexpr int kTileRows = 8; // 16 accumulators of 32 registers
-  static constexpr int64_t kMaxRows = 64; // past it, OpenBLAS's is faster
+  static constexpr int kTileRows = 8;      // 16 accumulators of 32 registers
+  static constexpr int64_t kMaxRows = 128; // see weightGemm
   static Type zero() { return _mm512_setzero_ps(); }
   static Type load(const float *p) { return _mm512_loadu_ps(p); }
   static Type broadcast(const float *p) { return _mm512_set1_ps(*p); }
@@ -85,8 +85,8 @@ struct Vector {
   using Type = __m256;
   using Mask = __m256i;
   static constexpr int64_t kWidth = 8;
-  static constexpr int kTileRows = 6; // 12 accumulators of 16 registers
-  static constexpr int64_t kMaxRows = 128; // past it, OpenBLAS's is faster
+  static constexpr int kTileRows = 6;      // 12 accumulators of 16 registers
+  static constexpr int64_t kMaxRows = 128; // see weightGemm
   static Type zero() { return _mm256_setzero_ps(); }
   static Type load(const float *p) { return _mm256_loadu_ps(p); }
   static Type broadcast(const float *p) { return _mm256_broadcast_ss(p); }
@@ -121,9 +121,6 @@ constexpr int64_t kPanel = 32;
 constexpr int64_t kTileRows = 8;
 #endif
 constexpr int64_t kPrefetchBytes = 1024; // ahead in a narrow panel's stream
-constexpr int64_t kDepthBlock = 256; // k per pass: a panel slice fits L1
-constexpr int64_t kRowBlock = 256;   // rows per pass: their A block fits L2
-constexpr int64_t kColumnBlock = 256; // columns per pass: so does C's block
 
 /// Whether the micro-kernel widens weights stored as W itself (f16 needs
 /// F16C); weightGemm widens the others into f32 for BLAS.
@@ -191,12 +188,9 @@ inline void pack(const W *b, int64_t ldb, bool transposed, int64_t k,
 #endif
 
 /// C[Rows x cols] (+)= A[Rows x k] * panel[k x kPanel], cols <= kPanel.
-/// A's element (r, kk) is a[r * aRow + kk * aDepth]: (lda, 1) as stored,
-/// (1, Rows) packed (packRows).
 template <int Rows, typename W>
-inline void tile(const float *a, int64_t aRow, int64_t aDepth,
-                 const W *panel, int64_t k, float *c, int64_t ldc,
-                 int64_t cols, bool accumulate) {
+inline void tile(const float *a, int64_t lda, const W *panel, int64_t k,
+                 float *c, int64_t ldc, int64_t cols, bool accumulate) {
   using V = Vector;
   constexpr int64_t w = V::kWidth;
   // A tile of few rows has too few accumulators to cover the FMA's latency
@@ -232,7 +226,7 @@ inline void tile(const float *a, int64_t aRow, int64_t aDepth,
     typename V::Type b1 = V::widen(panel + kk * kPanel + w);
     TP_PACKED_UNROLL
     for (int r = 0; r < Rows; ++r) {
-      typename V::Type ar = V::broadcast(a + r * aRow + kk * aDepth);
+      typename V::Type ar = V::broadcast(a + r * lda + kk);
       acc[s][r][0] = V::fma(ar, b0, acc[s][r][0]);
       acc[s][r][1] = V::fma(ar, b1, acc[s][r][1]);
     }
@@ -280,85 +274,38 @@ inline void tile(const float *a, int64_t aRow, int64_t aDepth,
 
 /// tile<rows> for the 1 to Rows rows left below the last full tile.
 template <int Rows, typename W>
-inline void tailTile(int64_t rows, const float *a, int64_t aRow,
-                     int64_t aDepth, const W *panel, int64_t k, float *c,
-                     int64_t ldc, int64_t cols, bool accumulate) {
+inline void tailTile(int64_t rows, const float *a, int64_t lda, const W *panel,
+                     int64_t k, float *c, int64_t ldc, int64_t cols,
+                     bool accumulate) {
   if (rows == Rows)
-    return tile<Rows>(a, aRow, aDepth, panel, k, c, ldc, cols, accumulate);
+    return tile<Rows>(a, lda, panel, k, c, ldc, cols, accumulate);
   if constexpr (Rows > 1)
-    tailTile<Rows - 1>(rows, a, aRow, aDepth, panel, k, c, ldc, cols,
-                       accumulate);
+    tailTile<Rows - 1>(rows, a, lda, panel, k, c, ldc, cols, accumulate);
 }
 
-/// Rows [0, m) of A [m x k] (row stride lda) for the blocked product: for
-/// each depth block, its tiles of kTileRows rows (the last one shorter),
-/// each depth-major, so that a tile reads its rows' k-th values side by
-/// side instead of from kTileRows rows far apart.
-inline void packRows(const float *a, int64_t lda, int64_t m, int64_t k,
-                     float *out) {
-  for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
-    int64_t depth = std::min(kDepthBlock, k - k0);
-    for (int64_t r0 = 0; r0 < m; r0 += kTileRows) {
-      int64_t rows = std::min(kTileRows, m - r0);
-      for (int64_t kk = 0; kk < depth; ++kk)
-        for (int64_t r = 0; r < rows; ++r)
-          out[kk * rows + r] = a[(r0 + r) * lda + k0 + kk];
-      out += rows * depth;
-    }
-  }
-}
-
-/// C[m x n] (+)= A[m x k] * B, B packed. A few rows (a decode step's) take
-/// each panel whole, in one sequential pass over it, reading A as stored.
-/// More are blocked: a block of rows is packed (packRows) once, then a
-/// panel's 256-deep slice stays in L1 across the row tiles, and the rows'
-/// A block and the 256 columns of C they update stay in L2 across the
-/// depth blocks.
+/// C[m x n] (+)= A[m x k] * B, B packed: each panel whole, in one
+/// sequential pass over all of k per tile of rows, A read as stored. The
+/// panel (k x 32 floats, 48 KB at k = 384) stays in L2 across the row
+/// tiles and a tile's rows of A in L1 across its k. Measured against
+/// blocking the depth by 256 with A packed into depth-major tiles per call
+/// (what this did before), cycling through a model's weights on an AVX-512
+/// EPYC: 1.06-1.17x at 32 to 1,024 rows on MiniLM's and GPT-2's
+/// projections and GPT-2's LM head, 1.05-1.08x with one weight repeated;
+/// 1.0-1.09x with AVX2 (docs/design.md).
 template <typename W>
-__attribute__((noinline)) void gemm(int64_t m, int64_t n, int64_t k,
-                                    const float *a, int64_t lda,
-                                    const W *packedB, float *c, int64_t ldc,
-                                    bool accumulate) {
-  if (m <= 2 * kTileRows) {
-    for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
-      const W *panel = packedB + n0 * k;
-      int64_t cols = std::min(kPanel, n - n0);
-      int64_t r = 0;
-      for (; r + kTileRows <= m; r += kTileRows)
-        tile<kTileRows>(a + r * lda, lda, 1, panel, k, c + r * ldc + n0, ldc,
-                        cols, accumulate);
-      if (r < m)
-        tailTile<kTileRows - 1>(m - r, a + r * lda, lda, 1, panel, k,
-                                c + r * ldc + n0, ldc, cols, accumulate);
-    }
-    return;
-  }
-  // One block of packed rows per thread (a rank's), kept between calls.
-  static thread_local std::vector<float> packedA;
-  packedA.resize(std::min(m, kRowBlock) * k);
-  for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
-    int64_t rows = std::min(kRowBlock, m - m0);
-    packRows(a + m0 * lda, lda, rows, k, packedA.data());
-    for (int64_t c0 = 0; c0 < n; c0 += kColumnBlock) {
-      int64_t cEnd = std::min(n, c0 + kColumnBlock);
-      for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
-        int64_t depth = std::min(kDepthBlock, k - k0);
-        bool add = accumulate || k0 > 0;
-        const float *block = packedA.data() + rows * k0;
-        for (int64_t n0 = c0; n0 < cEnd; n0 += kPanel) {
-          const W *panel = packedB + n0 * k + k0 * kPanel;
-          int64_t cols = std::min(kPanel, n - n0);
-          int64_t r = 0;
-          for (; r + kTileRows <= rows; r += kTileRows)
-            tile<kTileRows>(block + r * depth, 1, kTileRows, panel, depth,
-                            c + (m0 + r) * ldc + n0, ldc, cols, add);
-          if (r < rows)
-            tailTile<kTileRows - 1>(rows - r, block + r * depth, 1, rows - r,
-                                    panel, depth, c + (m0 + r) * ldc + n0,
-                                    ldc, cols, add);
-        }
-      }
-    }
+__attribute__((noinline)) void
+gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+     const W *packedB, float *c, int64_t ldc, bool accumulate) {
+  for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
+    const W *panel = packedB + n0 * k;
+    int64_t cols = std::min(kPanel, n - n0);
+    int64_t r = 0;
+    for (; r + kTileRows <= m; r += kTileRows)
+      tile<kTileRows>(a + r * lda, lda, panel, k, c + r * ldc + n0, ldc, cols,
+                      accumulate);
+    if (r < m)
+      tailTile<kTileRows - 1>(m - r, a + r * lda, lda, panel, k,
+                              c + r * ldc + n0, ldc, cols, accumulate);
   }
 }
 #endif // TP_PACKED_GEMM_KERNEL
@@ -409,8 +356,11 @@ weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
            bool transposed, float *c, int64_t ldc, bool accumulate) {
 #if defined(TP_PACKED_GEMM_KERNEL)
   if constexpr (packed::kWidensInRegisters<W>) {
-    // Narrow weights take the kernel at any number of rows: BLAS would
-    // need them widened first.
+    // An f32 weight that is also read as stored gets a packed copy for
+    // products of up to kMaxRows rows (1.2-1.5x sgemm's rate at 64-128
+    // rows); past that sgemm's own packing is a small part of the product
+    // and the copy's memory is not worth it. Narrow weights take the
+    // kernel at any number of rows: BLAS would need them widened first.
     if (m <= packed::Vector::kMaxRows || !std::is_same_v<W, float>) {
       void *&slot = context->packedWeight({b, k, n, ldb, transposed});
       if (!slot) {

@@ -67,6 +67,15 @@ bool reducesInPlace(Operation *op);
 /// A C++ literal for an integer or float attribute ("" when neither).
 std::string scalarLiteral(Attribute attr);
 
+/// `a` combined with `b` as `combiner` (a reduction's addf, mulf,
+/// maximumf, minimumf, maxnumf or minnumf) does it, in C++ and CUDA as
+/// emitScalarOp spells the op; "" for any other op.
+std::string combineExpr(Operation *combiner, StringRef a, StringRef b);
+
+/// The identity of `combiner` as a `type` value: where a partial result
+/// of a reduction split into lanes starts.
+std::string identityExpr(Operation *combiner, StringRef type);
+
 /// `expr` as a C++ int64 expression: dim i is `dims[i]`, symbol j is
 /// `symbols[j]`.
 std::string affineExprToCpp(AffineExpr expr, ArrayRef<std::string> dims,

@@ -149,14 +149,25 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
     return *type + "(" + name(fill.getInputs()[0]) + ")";
   };
 
-  // X, and its row maximum.
+  // Each elementwise step is a loop of its own and each reduction another,
+  // in the same order as one loop would take them: a reduction (a
+  // NaN-propagating max, a float sum) keeps its loop scalar, while the
+  // divisions, masks and exponentials around it vectorise.
+  auto openKeyLoop = [&] {
+    os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++"
+       << key << ") {\n";
+    os.indent();
+  };
+  auto closeKeyLoop = [&] {
+    os.unindent();
+    os << "}\n";
+  };
+
+  // X, then its row maximum.
   FailureOr<std::string> maxInit = initOf(a.max);
   if (failed(maxInit))
     return failure();
-  os << "auto rowMax = " << *maxInit << ";\n";
-  os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++"
-     << key << ") {\n";
-  os.indent();
+  openKeyLoop();
   std::string previous = "x[" + key + "]";
   if (a.rounding) {
     FailureOr<std::string> rounded =
@@ -177,47 +188,45 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
     previous = *next;
   }
   os << "x[" << key << "] = static_cast<float>(" << previous << ");\n";
+  closeKeyLoop();
+  os << "auto rowMax = " << *maxInit << ";\n";
+  openKeyLoop();
   FailureOr<std::string> maxed = emitBody(
       a.max, {{arg(a.max, 0), "x[" + key + "]"}, {arg(a.max, 1), "rowMax"}});
   if (failed(maxed))
     return failure();
   os << "rowMax = " << *maxed << ";\n";
-  os.unindent();
-  os << "}\n";
+  closeKeyLoop();
 
-  // E = exp(X - M) in place, and its row sum.
+  // E = exp(X - M) in place, then its row sum.
   FailureOr<std::string> sumInit = initOf(a.sum);
   if (failed(sumInit))
     return failure();
-  os << "auto rowSum = " << *sumInit << ";\n";
-  os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++" << key
-     << ") {\n";
-  os.indent();
+  openKeyLoop();
   FailureOr<std::string> e = emitBody(
       a.exp, {{arg(a.exp, 0), "x[" + key + "]"}, {arg(a.exp, 1), "rowMax"}});
   if (failed(e))
     return failure();
   os << "x[" << key << "] = static_cast<float>(" << *e << ");\n";
+  closeKeyLoop();
+  os << "auto rowSum = " << *sumInit << ";\n";
+  openKeyLoop();
   FailureOr<std::string> summed = emitBody(
       a.sum, {{arg(a.sum, 0), "x[" + key + "]"}, {arg(a.sum, 1), "rowSum"}});
   if (failed(summed))
     return failure();
   os << "rowSum = " << *summed << ";\n";
-  os.unindent();
-  os << "}\n";
+  closeKeyLoop();
 
   // P = E / L in place.
-  os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++" << key
-     << ") {\n";
-  os.indent();
+  openKeyLoop();
   FailureOr<std::string> p =
       emitBody(a.probs, {{arg(a.probs, 0), "x[" + key + "]"},
                          {arg(a.probs, 1), "rowSum"}});
   if (failed(p))
     return failure();
   os << "x[" << key << "] = static_cast<float>(" << *p << ");\n";
-  os.unindent();
-  os << "}\n";
+  closeKeyLoop();
   os.unindent();
   os << "}\n";
 

@@ -117,35 +117,6 @@ static LogicalResult emitCublasGemm(CudaEmitter &e, linalg::GenericOp op,
 // Kernels
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// `a` combined with `b` as `combiner` does it (EmitScalar.cpp's spelling).
-std::string combineExpr(Operation *combiner, StringRef a, StringRef b) {
-  std::string pair = "(" + a.str() + ", " + b.str() + ")";
-  return llvm::TypeSwitch<Operation *, std::string>(combiner)
-      .Case([&](arith::AddFOp) { return a.str() + " + " + b.str(); })
-      .Case([&](arith::MulFOp) { return a.str() + " * " + b.str(); })
-      .Case([&](arith::MaximumFOp) { return "maximumF" + pair; })
-      .Case([&](arith::MinimumFOp) { return "minimumF" + pair; })
-      .Case([&](arith::MaxNumFOp) { return "std::fmax" + pair; })
-      .Case([&](arith::MinNumFOp) { return "std::fmin" + pair; })
-      .Default([](Operation *) { return std::string(); });
-}
-
-/// The value a lane's partial result starts from.
-std::string identityExpr(Operation *combiner, StringRef type) {
-  std::string infinity =
-      "std::numeric_limits<" + type.str() + ">::infinity()";
-  return llvm::TypeSwitch<Operation *, std::string>(combiner)
-      .Case([&](arith::AddFOp) { return type.str() + "(0)"; })
-      .Case([&](arith::MulFOp) { return type.str() + "(1)"; })
-      .Case<arith::MaximumFOp, arith::MaxNumFOp>(
-          [&](Operation *) { return "-" + infinity; })
-      .Default([&](Operation *) { return infinity; });
-}
-
-} // namespace
-
 bool KernelWriter::pointsOwnOutputs() {
   for (OpOperand &init : op.getDpsInitsMutable()) {
     AffineMap map = op.getMatchingIndexingMap(&init);

@@ -9,7 +9,10 @@
 //  - a lookup: a sum over a dim in which only the element where an index
 //    equals a loop-invariant key contributes (the one-hot form the importer
 //    gives embedding Gathers), emitted as one guarded iteration;
-//  - otherwise a loop nest over its iteration domain in the op's order.
+//  - otherwise a loop nest over its iteration domain in the op's order; a
+//    sum, max or min over the innermost dim into one f32 accumulator runs
+//    in kReductionLanes partial results (a lane reduction), which the host
+//    compiler vectorises.
 //
 //===----------------------------------------------------------------------===//
 
@@ -260,8 +263,9 @@ bool mlir::tp::emit::isZeroFill(Value init) {
 /// Up to this many rows, a product with a weight packs the weight once per
 /// rank (tp::rt::weightGemm) instead of letting BLAS pack it on every call.
 /// bench/cpu_throughput.py and bench/generation.py show the effect; past
-/// it, OpenBLAS's own packing is amortised over enough rows. The header
-/// lowers the bound where its kernel is slower (to 64 rows with AVX-512).
+/// it, OpenBLAS's own packing is amortised over enough rows, and a packed
+/// copy's memory is not worth it. The header has the same bound
+/// (packed::Vector::kMaxRows).
 static constexpr int64_t kPackedWeightMaxRows = 128;
 
 /// A weight packed into its own memory needs its columns to fill whole
@@ -575,6 +579,52 @@ std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op) {
   return std::nullopt;
 }
 
+/// Lanes of a lane reduction: one AVX-512 vector of f32, two AVX2 ones.
+static constexpr int64_t kReductionLanes = 16;
+
+namespace {
+/// A reduction over the innermost loop into one f32 accumulator per output
+/// element, by a combiner combineExpr knows (a norm's sums, a softmax's max
+/// and sum outside fused attention). A C++ compiler must keep such a loop
+/// scalar: it may not reorder float additions, and it does not see a
+/// NaN-propagating max as a reduction. So it is emitted as
+/// kReductionLanes partial results, each over every kReductionLanes-th
+/// element from the combiner's identity, combined pairwise at the end and
+/// then into the accumulator; the loop over the lanes vectorises. The
+/// order of the additions is fixed by the code, the same on every run and
+/// every rank; a max or min is exactly the sequential one.
+struct LaneReduction {
+  unsigned dim;
+  Operation *combine;
+  BlockArgument accumulator;
+};
+} // namespace
+
+static std::optional<LaneReduction> matchLaneReduction(linalg::GenericOp op) {
+  SmallVector<unsigned> reductions;
+  op.getReductionDims(reductions);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (reductions.size() != 1 || op.getNumDpsInits() != 1 ||
+      reductions.front() != ranges.size() - 1)
+    return std::nullopt;
+  unsigned dim = reductions.front();
+  int64_t range = ranges[dim];
+  if (ShapedType::isDynamic(range) || range < 2 * kReductionLanes ||
+      range % kReductionLanes != 0)
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  BlockArgument accumulator = body.getArguments().back();
+  if (!accumulator.getType().isF32() || !accumulator.hasOneUse())
+    return std::nullopt;
+  Operation *combine = body.getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || combine->getBlock() != &body ||
+      combineExpr(combine, "", "").empty() ||
+      (combine->getOperand(0) == accumulator) ==
+          (combine->getOperand(1) == accumulator))
+    return std::nullopt;
+  return LaneReduction{dim, combine, accumulator};
+}
+
 //===----------------------------------------------------------------------===//
 // Loop nests
 //===----------------------------------------------------------------------===//
@@ -694,15 +744,63 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op,
     }
   };
 
+  std::optional<LaneReduction> lanes;
+  if (!lookup)
+    lanes = matchLaneReduction(op);
   for (auto [i, range] : llvm::enumerate(ranges)) {
-    if (i < rows.size() || (lookup && i == lookup->dim))
+    if (i < rows.size() || (lookup && i == lookup->dim) ||
+        (lanes && i == lanes->dim))
       continue;
     os << "for (std::int64_t " << indices[i] << " = 0; " << indices[i]
        << " < " << range << "; ++" << indices[i] << ")\n";
   }
   os << "{\n";
   os.indent();
-  if (lookup) {
+  if (lanes) {
+    // The partial results, the element loop in blocks of kReductionLanes
+    // with the body once per lane, then the lanes pairwise.
+    std::string index = indices[lanes->dim];
+    std::string partial = index + "_lanes", block = index + "_block",
+                lane = index + "_lane";
+    os << "float " << partial << "[" << kReductionLanes << "];\n";
+    os << "std::fill_n(" << partial << ", " << kReductionLanes << ", "
+       << identityExpr(lanes->combine, "float") << ");\n";
+    os << "for (std::int64_t " << block << " = 0; " << block << " < "
+       << ranges[lanes->dim] << "; " << block << " += " << kReductionLanes
+       << ")\n";
+    os << "for (std::int64_t " << lane << " = 0; " << lane << " < "
+       << kReductionLanes << "; ++" << lane << ") {\n";
+    os.indent();
+    os << "const std::int64_t " << index << " = " << block << " + " << lane
+       << ";\n";
+    std::string slot = partial + "[" + lane + "]";
+    bindTo(lanes->accumulator, slot);
+    for (BlockArgument arg : body.getArguments())
+      if (!arg.use_empty() && arg != lanes->accumulator)
+        if (failed(emitLoad(arg)))
+          return failure();
+    for (Operation &inner : body.without_terminator())
+      if (failed(emitBodyOp(inner)))
+        return failure();
+    os << slot << " = " << name(lanes->combine->getResult(0)) << ";\n";
+    os.unindent();
+    os << "}\n";
+    os << "for (std::int64_t " << lane << " = " << kReductionLanes / 2 << "; "
+       << lane << " > 0; " << lane << " /= 2)\n";
+    os << "  for (std::int64_t l = 0; l < " << lane << "; ++l)\n";
+    os << "    " << partial << "[l] = "
+       << combineExpr(lanes->combine, partial + "[l]",
+                      partial + "[l + " + lane + "]")
+       << ";\n";
+    // Into the accumulator, which holds the init.
+    OpOperand *init = op.getDpsInitOperand(0);
+    auto shape = cast<RankedTensorType>(init->get().getType()).getShape();
+    std::string element =
+        operandPtr[init->getOperandNumber()] + "[" +
+        offsetExpr(op.getMatchingIndexingMap(init), shape, indices) + "]";
+    os << element << " = "
+       << combineExpr(lanes->combine, element, partial + "[0]") << ";\n";
+  } else if (lookup) {
     // Everything the key needs, then the one iteration that contributes.
     for (BlockArgument arg : body.getArguments())
       if (!arg.use_empty() && !argUsesDim(arg, lookup->dim) &&

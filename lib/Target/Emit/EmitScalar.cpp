@@ -66,6 +66,29 @@ static std::string intLiteral(const APInt &value, Type type) {
          std::to_string(value.getSExtValue()) + "LL)";
 }
 
+std::string mlir::tp::emit::combineExpr(Operation *combiner, StringRef a,
+                                        StringRef b) {
+  std::string pair = "(" + a.str() + ", " + b.str() + ")";
+  return llvm::TypeSwitch<Operation *, std::string>(combiner)
+      .Case([&](arith::AddFOp) { return a.str() + " + " + b.str(); })
+      .Case([&](arith::MulFOp) { return a.str() + " * " + b.str(); })
+      .Case([&](arith::MaximumFOp) { return "maximumF" + pair; })
+      .Case([&](arith::MinimumFOp) { return "minimumF" + pair; })
+      .Case([&](arith::MaxNumFOp) { return "std::fmax" + pair; })
+      .Case([&](arith::MinNumFOp) { return "std::fmin" + pair; })
+      .Default([](Operation *) { return std::string(); });
+}
+
+std::string mlir::tp::emit::identityExpr(Operation *combiner, StringRef type) {
+  std::string infinity = "std::numeric_limits<" + type.str() + ">::infinity()";
+  return llvm::TypeSwitch<Operation *, std::string>(combiner)
+      .Case([&](arith::AddFOp) { return type.str() + "(0)"; })
+      .Case([&](arith::MulFOp) { return type.str() + "(1)"; })
+      .Case<arith::MaximumFOp, arith::MaxNumFOp>(
+          [&](Operation *) { return "-" + infinity; })
+      .Default([&](Operation *) { return infinity; });
+}
+
 std::string mlir::tp::emit::scalarLiteral(Attribute attr) {
   if (auto floatAttr = dyn_cast<FloatAttr>(attr))
     return floatLiteral(floatAttr.getValue(), floatAttr.getType());

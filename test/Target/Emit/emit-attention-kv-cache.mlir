@@ -7,7 +7,9 @@
 // cache as stored: the transpose of the whole cache is not computed.
 
 // The C++ target: per batch element, sgemv for both products (one query
-// row) over `limit` keys; the mask read at the key; softmax in place.
+// row) over `limit` keys; the mask read at the key; softmax in place, its
+// elementwise steps (scale and mask, exponentials, division) each a loop
+// apart from the max and the sum, so that they vectorise.
 // CPP: // tp.cache_update
 // CPP-NEXT: tp::rt::writeCache(a5, a1, a4[0],
 // CPP: // linalg.generic (attention-kv-cache.mlir:28)
@@ -18,8 +20,22 @@
 // CPP: cblas_sgemv(CblasRowMajor, CblasNoTrans, limit, 8, 1.0f, a5 + b * 320LL, 8, a0 + b * 8LL, 1, 0.0f, s, 1);
 // CPP: for (std::int64_t [[KEY:j[0-9]+]] = 0; [[KEY]] < limit; ++[[KEY]]) {
 // CPP: + a3[[[KEY]]];
-// CPP: maximumF(rowMax, x[[[KEY]]]);
+// CPP: x[[[KEY]]] = static_cast<float>(
+// CPP-NEXT: }
+// CPP-NEXT: auto rowMax =
+// CPP-NEXT: for (std::int64_t [[KEY]] = 0; [[KEY]] < limit; ++[[KEY]]) {
+// CPP-NEXT: maximumF(rowMax, x[[[KEY]]]);
+// CPP-NEXT: rowMax =
+// CPP-NEXT: }
+// CPP-NEXT: for (std::int64_t [[KEY]] = 0; [[KEY]] < limit; ++[[KEY]]) {
 // CPP: expF(
+// CPP: x[[[KEY]]] = static_cast<float>(
+// CPP-NEXT: }
+// CPP-NEXT: auto rowSum =
+// CPP-NEXT: for (std::int64_t [[KEY]] = 0; [[KEY]] < limit; ++[[KEY]]) {
+// CPP-NEXT: rowSum + x[[[KEY]]];
+// CPP-NEXT: rowSum =
+// CPP-NEXT: }
 // CPP: = x[[[KEY]]] / rowSum;
 // CPP: cblas_sgemv(CblasRowMajor, CblasTrans, limit, 8, 1.0f, a6 + b * 320LL, 8, s, 1, 0.0f, {{v[0-9]+}} + b * 8LL, 1);
 // CPP-NOT: context->allocate
