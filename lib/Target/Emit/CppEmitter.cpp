@@ -580,10 +580,17 @@ namespace {
 using Float16 = _Float16;
 
 // bfloat16 storage: arithmetic happens in float, results round to nearest
-// even on the way back, as arith's bf16 ops do.
+// even on the way back, as arith's bf16 ops do. Assignment copies the bits
+// as a scalar: GCC sees a struct's implicit copy as a memory-to-memory copy,
+// and a loop that stores one does not vectorise (a bf16 GELU ran scalar).
 struct BFloat16 {
   std::uint16_t bits;
   BFloat16() = default;
+  BFloat16(const BFloat16 &) = default;
+  BFloat16 &operator=(const BFloat16 &other) {
+    bits = other.bits;
+    return *this;
+  }
   BFloat16(float value) {
     std::uint32_t word;
     std::memcpy(&word, &value, sizeof(word));

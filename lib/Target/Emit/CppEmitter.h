@@ -170,6 +170,11 @@ public:
   /// scores of the filled keys in one buffer, BLAS for both products
   /// (EmitAttention.cpp).
   virtual LogicalResult emitFusedAttention(linalg::GenericOp out);
+  /// Inside its batch loop: batch element b of K, which the copy folded
+  /// into the product computes (FusedAttention::keyPayload), into
+  /// k`id` (`keyRows` rows of qk.ldb floats).
+  LogicalResult emitKeyPayload(const FusedAttention &a, StringRef id,
+                               int64_t keyRows);
   llvm::DenseSet<Operation *> fusedIntoAttention;
   llvm::DenseMap<Operation *, std::shared_ptr<FusedAttention>> attentionAt;
   /// Weights (by name) that only products read, all in one layout the

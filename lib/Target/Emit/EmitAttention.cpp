@@ -49,6 +49,34 @@ void emitProduct(raw_indented_ostream &os, int64_t m, StringRef n,
 
 } // namespace
 
+LogicalResult CppEmitter::emitKeyPayload(const FusedAttention &a, StringRef id,
+                                         int64_t keyRows) {
+  // Batch element b of K through the payload of the copy folded into the
+  // product (the rounding of an f32 KV cache to bf16): its filled keys
+  // only, in one loop over contiguous elements that vectorises.
+  const Gemm &qk = a.qk;
+  linalg::GenericOp transpose = a.keyTranspose;
+  FailureOr<std::string> type = scalarTypeFor(qk.rhsElement, transpose);
+  if (failed(type))
+    return failure();
+  std::string count = qk.transRhs ? "limit * " + std::to_string(qk.ldb) + "LL"
+                                  : std::to_string(keyRows * qk.ldb) + "LL";
+  os << "const " << *type << " *keyIn = " << offset(name(qk.rhs), qk.strideRhs)
+     << ";\n";
+  os << "for (std::int64_t i = 0; i < " << count << "; ++i) {\n";
+  os.indent();
+  Block &body = transpose.getRegion().front();
+  bindTo(body.getArgument(0), "keyIn[i]");
+  for (Operation &inner : body.without_terminator())
+    if (failed(emitScalarOp(&inner)))
+      return failure();
+  os << "k" << id << "[i] = static_cast<float>("
+     << name(body.getTerminator()->getOperand(0)) << ");\n";
+  os.unindent();
+  os << "}\n";
+  return success();
+}
+
 LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
   FusedAttention a = *attentionAt.lookup(op);
   Value out = op.getResult(0);
@@ -88,16 +116,25 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
     return wide + ".data()";
   };
   std::string q = operand(qk.lhs, qk.lhsElement, "q"),
-              k = operand(qk.rhs, qk.rhsElement, "k"),
               v = operand(pv.rhs, pv.rhsElement, "v");
+  // K as stored is [rows, ldb] per batch element: keys are its rows when
+  // the product reads it transposed.
+  int64_t keyRows = qk.transRhs ? keys : depth;
+  std::string k =
+      a.keyPayload ? "k" + id + ".data()" : operand(qk.rhs, qk.rhsElement, "k");
+  if (a.keyPayload)
+    os << "std::vector<float> k" << id << "(" << keyRows * qk.ldb << ");\n";
   std::string scores = "scores" + id;
   os << "std::vector<float> " << scores << "(" << queries * keys << ");\n";
   os << "for (std::int64_t b = 0; b < " << qk.batch << "; ++b) {\n";
   os.indent();
   os << "float *s = " << scores << ".data();\n";
+  if (a.keyPayload && failed(emitKeyPayload(a, id, keyRows)))
+    return failure();
   emitProduct(os, queries, "limit", std::to_string(depth),
               offset(q, qk.strideLhs), qk.transLhs, std::to_string(qk.lda),
-              offset(k, qk.strideRhs), qk.transRhs, qk.ldb, "s", "limit");
+              a.keyPayload ? k : offset(k, qk.strideRhs), qk.transRhs, qk.ldb,
+              "s", "limit");
   os << "for (std::int64_t row = 0; row < " << queries << "; ++row) {\n";
   os.indent();
   // Each generic of X's chain indexes its own batch dims, from b.

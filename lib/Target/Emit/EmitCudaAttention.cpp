@@ -43,8 +43,9 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   int64_t rows = qk.batch * qk.m, keys = qk.n, depth = qk.k, width = pv.n;
   int64_t perLane = (width + kWarp - 1) / kWarp;
   FailureOr<std::string> qkType = scalarTypeFor(qk.lhsElement, op);
+  FailureOr<std::string> kType = scalarTypeFor(qk.rhsElement, op);
   FailureOr<std::string> vType = scalarTypeFor(pv.rhsElement, op);
-  if (failed(qkType) || failed(vType))
+  if (failed(qkType) || failed(kType) || failed(vType))
     return failure();
 
   std::string kernel = kernelName();
@@ -54,10 +55,10 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   CppEmitter payload(module, k);
 
   // Parameters: Q, K, V, the output, then what X's payload reads.
-  SmallVector<std::string> params = {
-      "const " + *qkType + " *__restrict__ q",
-      "const " + *qkType + " *__restrict__ kt",
-      "const " + *vType + " *__restrict__ v", "float *__restrict__ o"};
+  SmallVector<std::string> params = {"const " + *qkType + " *__restrict__ q",
+                                     "const " + *kType + " *__restrict__ kt",
+                                     "const " + *vType + " *__restrict__ v",
+                                     "float *__restrict__ o"};
   SmallVector<std::string> args = {name(qk.lhs), name(qk.rhs), name(pv.rhs),
                                    name(out)};
   // The KV cache's filled keys end at position[0] + count (device memory,
@@ -158,14 +159,28 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   k << "if (j < limit) {\n";
   k.indent();
   k << "float s = 0;\n";
-  k << "for (std::int64_t d = 0; d < " << depth << "; ++d)\n";
-  k << "  s += static_cast<float>(q["
+  std::string keyElement = "kt[" +
+                           operandOffset(std::to_string(qk.strideRhs),
+                                         qk.transRhs, qk.ldb, "d", "j") +
+                           "]";
+  k << "for (std::int64_t d = 0; d < " << depth << "; ++d) {\n";
+  k.indent();
+  if (a.keyPayload) {
+    // The payload of the copy folded into the product (the rounding of an
+    // f32 KV cache to bf16), on each element of K as it is read.
+    Block &body = a.keyTranspose.getRegion().front();
+    payload.bindTo(body.getArgument(0), keyElement);
+    for (Operation &inner : body.without_terminator())
+      if (failed(payload.emitScalarOp(&inner)))
+        return failure();
+    keyElement = payload.name(body.getTerminator()->getOperand(0));
+  }
+  k << "s += static_cast<float>(q["
     << operandOffset(std::to_string(qk.strideLhs), qk.transLhs, qk.lda, "row",
                      "d")
-    << "]) * static_cast<float>(kt["
-    << operandOffset(std::to_string(qk.strideRhs), qk.transRhs, qk.ldb, "d",
-                     "j")
-    << "]);\n";
+    << "]) * static_cast<float>(" << keyElement << ");\n";
+  k.unindent();
+  k << "}\n";
   // X's payload: each generic of the chain reads the one before.
   std::string previous = "s";
   for (auto [logits, chained, names] :

@@ -282,12 +282,27 @@ std::optional<FusedAttention> matchChain(linalg::GenericOp out) {
 
 namespace {
 
-/// A copy of one input with its last two dims swapped (nothing else).
-bool swapsLastTwoDims(linalg::GenericOp op) {
-  if (!isElementwise(op) || op.getNumDpsInputs() != 1 || op.getNumLoops() < 2)
-    return false;
+/// Whether `op`'s payload computes its yield from its input's element
+/// alone: no index, no value from outside its body but constants.
+bool readsOnlyItsElement(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
-  if (body.getTerminator()->getOperand(0) != body.getArgument(0))
+  for (Operation &inner : body.without_terminator()) {
+    if (inner.getNumRegions() || !isPure(&inner) || isa<linalg::IndexOp>(inner))
+      return false;
+    for (Value operand : inner.getOperands())
+      if (operand.getParentBlock() != &body &&
+          !matchPattern(operand, m_Constant()))
+        return false;
+  }
+  return true;
+}
+
+/// A copy of one input with its last two dims swapped, its elements as
+/// they are or through a payload of each element alone (tp-convert-dtype's
+/// rounding to bf16 of an f32 KV cache).
+bool swapsLastTwoDims(linalg::GenericOp op) {
+  if (!isElementwise(op) || op.getNumDpsInputs() != 1 || op.getNumLoops() < 2 ||
+      !readsOnlyItsElement(op))
     return false;
   unsigned rank = op.getNumLoops();
   SmallVector<unsigned> swapped = llvm::to_vector(llvm::seq(0u, rank));
@@ -299,12 +314,15 @@ bool swapsLastTwoDims(linalg::GenericOp op) {
 
 /// Reads K as the transpose's input when K is a transpose of the last two
 /// dims that nothing else reads: no copy of K (of a whole KV cache, in a
-/// decode step) on every call.
+/// decode step) on every call. A payload the copy applied to each element
+/// is applied where K is read.
 void foldKeyTranspose(FusedAttention &a) {
   auto transpose = a.qk.rhs.getDefiningOp<linalg::GenericOp>();
   if (!transpose || !a.qk.rhs.hasOneUse() || !swapsLastTwoDims(transpose))
     return;
   Value source = transpose.getDpsInputs()[0];
+  if (getElementTypeOrSelf(source.getType()).isF64())
+    return;
   // The stored operand is [..., A, B]: [k, n], or [n, k] when transposed.
   ArrayRef<int64_t> stored =
       cast<RankedTensorType>(a.qk.rhs.getType()).getShape();
@@ -314,8 +332,11 @@ void foldKeyTranspose(FusedAttention &a) {
     return;
   // Its source is [..., B, A]: element (row, col) of the stored operand is
   // at col * A + row there.
+  Block &body = transpose.getRegion().front();
   a.keyTranspose = transpose;
+  a.keyPayload = body.getTerminator()->getOperand(0) != body.getArgument(0);
   a.qk.rhs = source;
+  a.qk.rhsElement = getElementTypeOrSelf(source.getType());
   a.qk.transRhs = !a.qk.transRhs;
   a.qk.ldb = rowsStored;
 }
