@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Dialect/TP/TPOps.h"
 #include "tp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -222,11 +223,14 @@ void Converter::convertGeneric(linalg::GenericOp op) {
 void Converter::run(func::FuncOp func) {
   if (func.isExternal())
     return;
-  // Weights are stored narrowed; every other argument keeps its type.
+  // Weights and KV caches (the runtime's own buffers, which no binding of
+  // the user's sees) are stored narrowed; every other argument keeps its
+  // type.
   Block &entry = func.getBody().front();
   SmallVector<Type> argTypes(func.getArgumentTypes());
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-    if (!func.getArgAttr(i, TPDialect::kWeightAttrName) ||
+    if ((!func.getArgAttr(i, TPDialect::kWeightAttrName) &&
+         !func.getArgAttr(i, TPDialect::kCacheAttrName)) ||
         !isF32Tensor(entry.getArgument(i)))
       continue;
     setNarrow(entry.getArgument(i));
@@ -267,6 +271,18 @@ void Converter::run(func::FuncOp func) {
       auto ext = arith::ExtFOp::create(after, op->getLoc(),
                                        after.getF32Type(), extract.getResult());
       extract.getResult().replaceAllUsesExcept(ext, ext);
+      continue;
+    }
+    if (auto update = dyn_cast<tp::CacheUpdateOp>(op);
+        update && isNarrow(update.getCache())) {
+      // A narrowed cache takes the step's keys or values rounded, as any
+      // stored activation is.
+      if (!isNarrow(update.getUpdate())) {
+        OpBuilder b(op);
+        update.getUpdateMutable().assign(
+            convert(b, op->getLoc(), update.getUpdate(), narrow));
+      }
+      setNarrow(update.getResult());
       continue;
     }
     if (llvm::none_of(op->getOperands(),

@@ -112,3 +112,47 @@ func.func @lookup(%ids: tensor<4xi64>, %table: tensor<10x8xf32> {tp.weight = "ta
   %r = tensor.expand_shape %rows [[0, 1], [2]] output_shape [2, 2, 8] : tensor<4x8xf32> into tensor<2x2x8xf32>
   return %r : tensor<2x2x8xf32>
 }
+
+// -----
+
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// A KV cache is the runtime's buffer, which no binding of the user's sees:
+// it is narrowed like a weight. The step's keys, an f32 input, are rounded
+// into it; a key computed in the program is already narrow and goes in as
+// it is. Readers of the updated cache extend it in their bodies.
+// CHECK-LABEL: func.func @cache(
+// CHECK-SAME: %[[K:.*]]: tensor<2x1x4xf32> {tp.input = "k"}, %[[POS:.*]]: tensor<i64> {tp.input = "cache_position"}, %[[KC:.*]]: tensor<2x8x4xbf16> {tp.cache = "past.key"}, %[[VC:.*]]: tensor<2x8x4xbf16> {tp.cache = "past.value"})
+// CHECK: %[[KR:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<2x1x4xf32>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[KU:.*]] = tp.cache_update %[[KR]] into %[[KC]][%[[POS]]] dim = 1 : tensor<2x1x4xbf16> into tensor<2x8x4xbf16>, tensor<i64>
+// CHECK: %[[VN:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<2x1x4xf32>) outs(%{{.*}} : tensor<2x1x4xbf16>)
+// CHECK: arith.negf
+// CHECK-NOT: linalg.generic
+// CHECK: %[[VU:.*]] = tp.cache_update %[[VN]] into %[[VC]][%[[POS]]] dim = 1 : tensor<2x1x4xbf16> into tensor<2x8x4xbf16>, tensor<i64>
+// CHECK: linalg.generic {{.*}} ins(%[[KU]], %[[VU]] : tensor<2x8x4xbf16>, tensor<2x8x4xbf16>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: bf16, %[[B:.*]]: bf16, %{{.*}}: bf16):
+// CHECK-NEXT: arith.extf %[[A]] : bf16 to f32
+// CHECK: return %{{.*}} : tensor<2x8x4xf32>
+// F32-LABEL: func.func @cache(
+// F32-SAME: tensor<2x8x4xf32> {tp.cache = "past.key"}
+func.func @cache(%k: tensor<2x1x4xf32> {tp.input = "k"}, %pos: tensor<i64> {tp.input = "cache_position"},
+                 %kc: tensor<2x8x4xf32> {tp.cache = "past.key"}, %vc: tensor<2x8x4xf32> {tp.cache = "past.value"})
+    -> tensor<2x8x4xf32> {
+  %ku = tp.cache_update %k into %kc[%pos] dim = 1 : tensor<2x1x4xf32> into tensor<2x8x4xf32>, tensor<i64>
+  %ve = tensor.empty() : tensor<2x1x4xf32>
+  %vn = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%k : tensor<2x1x4xf32>) outs(%ve : tensor<2x1x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  } -> tensor<2x1x4xf32>
+  %vu = tp.cache_update %vn into %vc[%pos] dim = 1 : tensor<2x1x4xf32> into tensor<2x8x4xf32>, tensor<i64>
+  %se = tensor.empty() : tensor<2x8x4xf32>
+  %s = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ku, %vu : tensor<2x8x4xf32>, tensor<2x8x4xf32>) outs(%se : tensor<2x8x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<2x8x4xf32>
+  return %s : tensor<2x8x4xf32>
+}

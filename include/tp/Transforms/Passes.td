@@ -351,9 +351,13 @@ def ConvertDType : Pass<"tp-convert-dtype", "::mlir::ModuleOp"> {
       operand when it reads it (`arith.extf` in its body), so a product
       accumulates in f32 and so do the statistics of norms and softmax
       (reductions keep their f32 accumulator and result).
-    The function boundary does not change: model inputs, outputs, KV caches
+    - every f32 `tp.cache` argument (a KV cache: a buffer of the runtime's
+      that no binding of the user's sees) becomes `dtype` too, and each
+      `tp.cache_update` writes the step's keys or values rounded: half the
+      memory and half the bytes an attention reads per step.
+    Otherwise the function boundary does not change: model inputs, outputs
     and the tensors that pass between pipeline stages stay f32 (converted
-    where they meet the program), so inputs, references and the runtime's
+    where they meet the program), so inputs, references and the user's
     bindings are the same as without the pass. Any other op that reads a
     `dtype` value it cannot take gets it extended back to f32. `dtype=f32`
     leaves the module unchanged. Run after `tp-parallelize`.

@@ -27,6 +27,7 @@
 namespace mlir::tp::emit {
 
 struct FusedAttention;
+struct Gemm;
 
 /// Loop nests over the same rows that run as one pass per row
 /// (EmitRowGroups.cpp).
@@ -170,11 +171,14 @@ public:
   /// scores of the filled keys in one buffer, BLAS for both products
   /// (EmitAttention.cpp).
   virtual LogicalResult emitFusedAttention(linalg::GenericOp out);
-  /// Inside its batch loop: batch element b of K, which the copy folded
-  /// into the product computes (FusedAttention::keyPayload), into
-  /// k`id` (`keyRows` rows of qk.ldb floats).
-  LogicalResult emitKeyPayload(const FusedAttention &a, StringRef id,
-                               int64_t keyRows);
+  /// Inside the fused attention's batch loop: batch element b of
+  /// `product`'s right operand (K or V) in f32, its filled keys [0, limit)
+  /// (all `rows` rows of ldb when keys are not its rows), through
+  /// `payload` (a copy folded into the product, or null), into `buffer`:
+  /// one loop over contiguous elements, which vectorises.
+  LogicalResult emitFilledKeys(const Gemm &product, bool keysAreRows,
+                               int64_t rows, linalg::GenericOp payload,
+                               StringRef buffer, Operation *at);
   llvm::DenseSet<Operation *> fusedIntoAttention;
   llvm::DenseMap<Operation *, std::shared_ptr<FusedAttention>> attentionAt;
   /// Weights (by name) that only products read, all in one layout the

@@ -49,29 +49,31 @@ void emitProduct(raw_indented_ostream &os, int64_t m, StringRef n,
 
 } // namespace
 
-LogicalResult CppEmitter::emitKeyPayload(const FusedAttention &a, StringRef id,
-                                         int64_t keyRows) {
-  // Batch element b of K through the payload of the copy folded into the
-  // product (the rounding of an f32 KV cache to bf16): its filled keys
-  // only, in one loop over contiguous elements that vectorises.
-  const Gemm &qk = a.qk;
-  linalg::GenericOp transpose = a.keyTranspose;
-  FailureOr<std::string> type = scalarTypeFor(qk.rhsElement, transpose);
+LogicalResult CppEmitter::emitFilledKeys(const Gemm &product, bool keysAreRows,
+                                         int64_t rows,
+                                         linalg::GenericOp payload,
+                                         StringRef buffer, Operation *at) {
+  FailureOr<std::string> type = scalarTypeFor(product.rhsElement, at);
   if (failed(type))
     return failure();
-  std::string count = qk.transRhs ? "limit * " + std::to_string(qk.ldb) + "LL"
-                                  : std::to_string(keyRows * qk.ldb) + "LL";
-  os << "const " << *type << " *keyIn = " << offset(name(qk.rhs), qk.strideRhs)
-     << ";\n";
+  std::string ld = std::to_string(product.ldb) + "LL";
+  std::string count =
+      keysAreRows ? "limit * " + ld : std::to_string(rows * product.ldb) + "LL";
+  std::string in = "in" + buffer.str();
+  os << "const " << *type << " *" << in << " = "
+     << offset(name(product.rhs), product.strideRhs) << ";\n";
   os << "for (std::int64_t i = 0; i < " << count << "; ++i) {\n";
   os.indent();
-  Block &body = transpose.getRegion().front();
-  bindTo(body.getArgument(0), "keyIn[i]");
-  for (Operation &inner : body.without_terminator())
-    if (failed(emitScalarOp(&inner)))
-      return failure();
-  os << "k" << id << "[i] = static_cast<float>("
-     << name(body.getTerminator()->getOperand(0)) << ");\n";
+  std::string element = in + "[i]";
+  if (payload) {
+    Block &body = payload.getRegion().front();
+    bindTo(body.getArgument(0), element);
+    for (Operation &inner : body.without_terminator())
+      if (failed(emitScalarOp(&inner)))
+        return failure();
+    element = name(body.getTerminator()->getOperand(0));
+  }
+  os << buffer << "[i] = static_cast<float>(" << element << ");\n";
   os.unindent();
   os << "}\n";
   return success();
@@ -115,26 +117,42 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
        << "[i] = static_cast<float>(" << text << "[i]);\n";
     return wide + ".data()";
   };
-  std::string q = operand(qk.lhs, qk.lhsElement, "q"),
-              v = operand(pv.rhs, pv.rhsElement, "v");
-  // K as stored is [rows, ldb] per batch element: keys are its rows when
-  // the product reads it transposed.
+  // K and V (KV caches, in a decoder): a narrow one, or a K read through a
+  // payload, is read per batch element, its filled keys only, into a
+  // buffer of one head's keys. As stored each is [rows, ldb] per batch
+  // element; K's keys are its rows when the product reads it transposed,
+  // V's when it does not.
+  linalg::GenericOp keyPayload = a.keyPayload ? a.keyTranspose : nullptr;
+  bool kPerBatch = keyPayload || (qk.rhsElement.getIntOrFloatBitWidth() != 32 &&
+                                  qk.strideRhs != 0);
+  bool vPerBatch =
+      pv.rhsElement.getIntOrFloatBitWidth() != 32 && pv.strideRhs != 0;
   int64_t keyRows = qk.transRhs ? keys : depth;
+  int64_t valueRows = pv.transRhs ? width : keys;
+  std::string kBuffer = "k" + id, vBuffer = "v" + id;
+  std::string q = operand(qk.lhs, qk.lhsElement, "q");
   std::string k =
-      a.keyPayload ? "k" + id + ".data()" : operand(qk.rhs, qk.rhsElement, "k");
-  if (a.keyPayload)
-    os << "std::vector<float> k" << id << "(" << keyRows * qk.ldb << ");\n";
+      kPerBatch ? kBuffer + ".data()"
+                : offset(operand(qk.rhs, qk.rhsElement, "k"), qk.strideRhs);
+  std::string v =
+      vPerBatch ? vBuffer + ".data()"
+                : offset(operand(pv.rhs, pv.rhsElement, "v"), pv.strideRhs);
+  if (kPerBatch)
+    os << "std::vector<float> " << kBuffer << "(" << keyRows * qk.ldb << ");\n";
+  if (vPerBatch)
+    os << "std::vector<float> " << vBuffer << "(" << valueRows * pv.ldb
+       << ");\n";
   std::string scores = "scores" + id;
   os << "std::vector<float> " << scores << "(" << queries * keys << ");\n";
   os << "for (std::int64_t b = 0; b < " << qk.batch << "; ++b) {\n";
   os.indent();
   os << "float *s = " << scores << ".data();\n";
-  if (a.keyPayload && failed(emitKeyPayload(a, id, keyRows)))
+  if (kPerBatch &&
+      failed(emitFilledKeys(qk, qk.transRhs, keyRows, keyPayload, kBuffer, op)))
     return failure();
   emitProduct(os, queries, "limit", std::to_string(depth),
-              offset(q, qk.strideLhs), qk.transLhs, std::to_string(qk.lda),
-              a.keyPayload ? k : offset(k, qk.strideRhs), qk.transRhs, qk.ldb,
-              "s", "limit");
+              offset(q, qk.strideLhs), qk.transLhs, std::to_string(qk.lda), k,
+              qk.transRhs, qk.ldb, "s", "limit");
   os << "for (std::int64_t row = 0; row < " << queries << "; ++row) {\n";
   os.indent();
   // Each generic of X's chain indexes its own batch dims, from b.
@@ -268,9 +286,12 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
   os << "}\n";
 
   // O = P V over the same keys.
+  if (vPerBatch &&
+      failed(emitFilledKeys(pv, !pv.transRhs, valueRows, nullptr, vBuffer, op)))
+    return failure();
   emitProduct(os, queries, std::to_string(width), "limit", "s", false, "limit",
-              offset(v, pv.strideRhs), pv.transRhs, pv.ldb,
-              offset(name(out), pv.strideOut), std::to_string(pv.ldc));
+              v, pv.transRhs, pv.ldb, offset(name(out), pv.strideOut),
+              std::to_string(pv.ldc));
   os.unindent();
   os << "}\n";
   os.unindent();

@@ -166,8 +166,8 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   k << "for (std::int64_t d = 0; d < " << depth << "; ++d) {\n";
   k.indent();
   if (a.keyPayload) {
-    // The payload of the copy folded into the product (the rounding of an
-    // f32 KV cache to bf16), on each element of K as it is read.
+    // The payload of the copy folded into the product (the rounding of
+    // f32 keys to bf16), on each element of K as it is read.
     Block &body = a.keyTranspose.getRegion().front();
     payload.bindTo(body.getArgument(0), keyElement);
     for (Operation &inner : body.without_terminator())

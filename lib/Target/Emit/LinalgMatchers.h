@@ -87,9 +87,9 @@ struct FusedAttention {
   /// A copy that only swaps K's last two dims, folded into `qk` (which
   /// reads its input instead), or null.
   linalg::GenericOp keyTranspose;
-  /// Whether that copy's payload does more than copy (rounds an f32 KV
-  /// cache to the bf16 of Q, say): the emitters run it on each element of
-  /// K they read, and `qk.rhsElement` is the input's type.
+  /// Whether that copy's payload does more than copy (rounds f32 keys, a
+  /// model input, to the bf16 of Q, say): the emitters run it on each
+  /// element of K they read, and `qk.rhsElement` is the input's type.
   bool keyPayload = false;
   Gemm qk, pv;
   /// Where K and V are KV caches (tp.cache_update of every position), the

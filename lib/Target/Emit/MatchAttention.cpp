@@ -297,9 +297,21 @@ bool readsOnlyItsElement(linalg::GenericOp op) {
   return true;
 }
 
+/// Whether `op`'s payload rounds its element back to the narrow type it
+/// already has (tp-convert-dtype's rounding of the extension of a bf16 KV
+/// cache): a copy, up to which quiet NaN a NaN becomes.
+bool roundsToItsOwnType(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  Value yielded = body.getTerminator()->getOperand(0);
+  auto trunc = yielded.getDefiningOp<arith::TruncFOp>();
+  auto ext = beforeRounding(yielded).getDefiningOp<arith::ExtFOp>();
+  return trunc && ext && ext.getIn() == body.getArgument(0) &&
+         trunc.getType() == body.getArgument(0).getType();
+}
+
 /// A copy of one input with its last two dims swapped, its elements as
 /// they are or through a payload of each element alone (tp-convert-dtype's
-/// rounding to bf16 of an f32 KV cache).
+/// rounding of f32 keys to bf16).
 bool swapsLastTwoDims(linalg::GenericOp op) {
   if (!isElementwise(op) || op.getNumDpsInputs() != 1 || op.getNumLoops() < 2 ||
       !readsOnlyItsElement(op))
@@ -334,7 +346,8 @@ void foldKeyTranspose(FusedAttention &a) {
   // at col * A + row there.
   Block &body = transpose.getRegion().front();
   a.keyTranspose = transpose;
-  a.keyPayload = body.getTerminator()->getOperand(0) != body.getArgument(0);
+  a.keyPayload = body.getTerminator()->getOperand(0) != body.getArgument(0) &&
+                 !roundsToItsOwnType(transpose);
   a.qk.rhs = source;
   a.qk.rhsElement = getElementTypeOrSelf(source.getType());
   a.qk.transRhs = !a.qk.transRhs;

@@ -1,7 +1,6 @@
 // attention-kv-cache.mlir with Q scaled before the product (as Llama's
 // and T5's exports do) instead of the scores: under --dtype bf16
-// (tp-convert-dtype), Q is a bf16 activation while the KV caches stay f32,
-// and the transpose of K's cache rounds it to bf16.
+// (tp-convert-dtype), Q is a bf16 activation and so are the KV caches.
 #tmap = affine_map<(b, d, j) -> (b, j, d)>
 #tid = affine_map<(b, d, j) -> (b, d, j)>
 #qmap = affine_map<(b, i, j, d) -> (b, i, d)>
