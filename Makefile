@@ -21,7 +21,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools \
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata \
-  libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev \
+  libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libssl-dev \
   clang-22 libclang-rt-22-dev python3-pytest libtorch-dev
 PIP_PACKAGES := -r requirements.txt
 

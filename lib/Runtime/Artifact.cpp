@@ -1,10 +1,10 @@
 //===- Artifact.cpp - the files of an artifact, checked before use --------===//
 
 #include "tp/Runtime/Artifact.h"
+#include "tp/Runtime/Sha256.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/SHA256.h"
 
 #include <cerrno>
 #include <cstring>
@@ -66,13 +66,6 @@ public:
   int fd = -1;
 };
 
-std::string sha256(const char *data, uint64_t size) {
-  llvm::SHA256 hasher;
-  hasher.update(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t *>(data), size));
-  return llvm::toHex(hasher.final(), /*LowerCase=*/true);
-}
-
 /// SHA256SUMS: "<64 hex>  <name>" per line.
 std::map<std::string, std::string> parseChecksums(const std::string &text,
                                                   const std::string &path) {
@@ -123,7 +116,7 @@ Manifest tp::rt::loadManifest(const std::string &dir) {
   auto it = sums.find("manifest.json");
   if (it == sums.end())
     throw Error(sumsPath + " has no checksum for manifest.json");
-  if (std::string digest = sha256(text.data(), text.size());
+  if (std::string digest = sha256Hex(text.data(), text.size());
       digest != it->second)
     throw Error(dir + "/manifest.json: checksum mismatch (sha256 " + digest +
                 ", " TP_ARTIFACT_CHECKSUMS " says " + it->second +
@@ -141,7 +134,7 @@ std::string tp::rt::verifyLibrary(const Manifest &manifest) {
   ArtifactFile file(manifest.dir, manifest.library, "model library");
   std::vector<char> bytes(file.size);
   file.readAll(bytes.data());
-  std::string digest = sha256(bytes.data(), bytes.size());
+  std::string digest = sha256Hex(bytes.data(), bytes.size());
   const std::string &expected = recorded(manifest, manifest.library);
   if (digest != expected)
     throw Error(file.path + ": checksum mismatch (sha256 " + digest +
@@ -251,7 +244,7 @@ RankWeights tp::rt::loadRankWeights(const Manifest &manifest, int32_t rank) {
   weights.data.reset(
       static_cast<char *>(allocateLarge(static_cast<int64_t>(file.size))));
   file.readAll(weights.data.get());
-  std::string digest = sha256(weights.data.get(), file.size);
+  std::string digest = sha256Hex(weights.data.get(), file.size);
   if (digest != spec.sha256)
     throw Error("rank " + std::to_string(rank) + ": checksum mismatch in " +
                 file.path + " (sha256 " + digest + ", manifest says " +

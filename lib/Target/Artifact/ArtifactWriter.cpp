@@ -13,6 +13,7 @@
 #include "ArtifactPlan.h"
 #include "InitializerSource.h"
 #include "tp/Runtime/Artifact.h"
+#include "tp/Runtime/Sha256.h"
 #include "tp/Target/Artifact/SafeTensors.h"
 
 #include "../ONNX/ModelLoader.h"
@@ -23,7 +24,6 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
@@ -38,14 +38,13 @@ namespace {
 /// no second read.
 struct RankOutput {
   std::unique_ptr<llvm::raw_fd_ostream> os;
-  llvm::SHA256 sha;
+  std::unique_ptr<::tp::rt::Sha256> sha = std::make_unique<::tp::rt::Sha256>();
   uint64_t bytes = 0;
   std::string sha256;
 
   void write(const char *data, uint64_t size) {
     os->write(data, size);
-    sha.update(
-        llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(data), size));
+    sha->update(data, size);
     bytes += size;
   }
 };
@@ -258,7 +257,7 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
     if (out.os->has_error())
       return emitError(loc)
              << "cannot write a rank file: " << out.os->error().message();
-    out.sha256 = llvm::toHex(out.sha.final(), /*LowerCase=*/true);
+    out.sha256 = out.sha->finalHex();
   }
   return success();
 }
@@ -426,9 +425,8 @@ static LogicalResult writeChecksums(StringRef outDir, const ArtifactPlan &plan,
     if (!buffer)
       return emitError(loc) << "cannot read '" << it->path()
                             << "': " << buffer.getError().message();
-    digests[name] = llvm::toHex(
-        llvm::SHA256::hash(llvm::arrayRefFromStringRef((*buffer)->getBuffer())),
-        /*LowerCase=*/true);
+    digests[name] = ::tp::rt::sha256Hex((*buffer)->getBufferStart(),
+                                        (*buffer)->getBufferSize());
   }
   if (ec)
     return emitError(loc) << "cannot list '" << outDir << "': " << ec.message();

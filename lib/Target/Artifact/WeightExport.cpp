@@ -12,15 +12,15 @@
 
 #include "tp/Target/Artifact/WeightExport.h"
 
+#include "tp/Runtime/Artifact.h"
+#include "tp/Runtime/Sha256.h"
 #include "tp/Target/Artifact/ArtifactWriter.h"
 #include "tp/Target/Artifact/SafeTensors.h"
-#include "tp/Runtime/Artifact.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -149,16 +149,15 @@ bool verifyChecksum(const std::string &path, uint64_t bytes, StringRef sha256,
             std::to_string(bytes);
     return false;
   }
-  llvm::SHA256 sha;
+  ::tp::rt::Sha256 sha;
   std::vector<char> chunk(kChunkBytes);
   for (uint64_t offset = 0; offset < bytes; offset += kChunkBytes) {
     uint64_t n = std::min(kChunkBytes, bytes - offset);
     if (!reader.read(offset, n, chunk.data(), error))
       return false;
-    sha.update(llvm::ArrayRef<uint8_t>(
-        reinterpret_cast<const uint8_t *>(chunk.data()), n));
+    sha.update(chunk.data(), n);
   }
-  std::string actual = llvm::toHex(sha.final(), /*LowerCase=*/true);
+  std::string actual = sha.finalHex();
   if (actual != sha256) {
     error = "rank file '" + path + "' is corrupted: its SHA-256 is " + actual +
             ", the manifest says " + sha256.str();
