@@ -7,7 +7,9 @@
 // weights), by tp::rt::packed::gemm on the packed weights and by
 // cblas_sgemm on the same weights as stored, alternately, then a loop of
 // nothing but FMAs on 16 independent accumulators (this core's peak).
-// It prints one line of GFLOP/s: "packed SGEMM PEAK".
+// It prints one line of GFLOP/s: "packed SGEMM PEAK". With a fourth
+// argument "bf16" the packed weights are stored in bf16 (--dtype bf16's
+// products; sgemm still multiplies f32 ones).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -91,13 +94,51 @@ double fmaPeak() {
 #endif
 }
 
+/// f32 to bf16, rounding to nearest even (the weights are finite).
+tp::rt::BF16Bits toBF16(float x) {
+  std::uint32_t word;
+  std::memcpy(&word, &x, sizeof(word));
+  return {static_cast<std::uint16_t>((word + 0x7FFF + ((word >> 16) & 1)) >>
+                                     16)};
+}
+
+/// Runs the products of one round with weights packed as W.
+template <typename W> struct Packed {
+  std::vector<std::vector<W>> panels;
+  void add(const std::vector<float> &b, int64_t n, int64_t k) {
+    std::vector<W> stored(b.size());
+    for (size_t i = 0; i < b.size(); ++i) {
+      if constexpr (std::is_same_v<W, float>)
+        stored[i] = b[i];
+      else
+        stored[i] = toBF16(b[i]);
+    }
+    std::vector<W> p(tp::rt::packed::packedElements(k, n));
+    tp::rt::packed::pack(stored.data(), n, false, k, n, p.data());
+    panels.push_back(std::move(p));
+  }
+  void run(size_t i, int64_t m, int64_t n, int64_t k, const float *a,
+           float *c) const {
+    tp::rt::packed::gemm(m, n, k, a, k, panels[i].data(), c, n, false);
+  }
+};
+
 } // namespace
 
+template <typename W> int bench(int argc, char **argv);
+
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s minilm|gpt2|head ROWS PASSES\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s minilm|gpt2|head ROWS PASSES [bf16]\n",
+                 argv[0]);
     return 2;
   }
+  if (argc == 5 && std::string(argv[4]) == "bf16")
+    return bench<tp::rt::BF16Bits>(argc, argv);
+  return bench<float>(argc, argv);
+}
+
+template <typename W> int bench(int argc, char **argv) {
   std::vector<Shape> shapes = forwardShapes(argv[1]);
   int64_t m = std::atoll(argv[2]);
   int passes = std::atoi(argv[3]);
@@ -107,17 +148,16 @@ int main(int argc, char **argv) {
   }
   std::mt19937 generator(1);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<std::vector<float>> stored, panels;
+  std::vector<std::vector<float>> stored;
+  Packed<W> packedWeights;
   int64_t maxK = 0, maxN = 0;
   double flops = 0.0;
   for (auto [n, k] : shapes) {
     std::vector<float> b(k * n);
     for (float &x : b)
       x = uniform(generator);
-    std::vector<float> p(tp::rt::packed::packedElements(k, n));
-    tp::rt::packed::pack(b.data(), n, false, k, n, p.data());
+    packedWeights.add(b, n, k);
     stored.push_back(std::move(b));
-    panels.push_back(std::move(p));
     maxK = std::max(maxK, k), maxN = std::max(maxN, n);
     flops += 2.0 * m * n * k;
   }
@@ -130,8 +170,7 @@ int main(int argc, char **argv) {
     double tPacked = seconds([&] {
       for (size_t i = 0; i < shapes.size(); ++i) {
         auto [n, k] = shapes[i];
-        tp::rt::packed::gemm(m, n, k, a.data(), k, panels[i].data(), c.data(),
-                             n, false);
+        packedWeights.run(i, m, n, k, a.data(), c.data());
       }
     });
     double tSgemm = seconds([&] {

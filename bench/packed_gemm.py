@@ -22,6 +22,7 @@ gives the median round of each; it asserts nothing.
 Usage:
   python3 bench/packed_gemm.py                       # this checkout
   python3 bench/packed_gemm.py --baseline 67edbeb    # side by side with it
+  python3 bench/packed_gemm.py --dtype bf16 --baseline HEAD   # bf16 weights
 """
 
 import argparse
@@ -65,8 +66,8 @@ def build(folder, revision=None):
     return binary
 
 
-def run(binary, shape_set, rows, passes):
-    p = subprocess.run([binary, shape_set, str(rows), str(passes)], check=True,
+def run(binary, shape_set, rows, passes, dtype):
+    p = subprocess.run([binary, shape_set, str(rows), str(passes), dtype], check=True,
                        capture_output=True, text=True, env=blas.env(1))
     return [float(v) for v in p.stdout.split()]
 
@@ -77,6 +78,8 @@ def main():
     ap.add_argument("--rows", type=int, nargs="+", default=[8, 64, 128, 1024])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--baseline", help="a git revision whose header runs beside this one")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                    help="how the packed weights are stored (sgemm multiplies f32 ones)")
     a = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="tp-packed-gemm-")
@@ -86,7 +89,7 @@ def main():
             binaries["baseline"] = build(os.path.join(work, "baseline"), a.baseline)
         print(f"# packed_gemm.py, {platform.machine()}, {os.cpu_count()} cores, "
               f"OpenBLAS coretype {blas.coretype() or 'default'}, median of "
-              f"{a.rounds} alternating rounds; GFLOP/s")
+              f"{a.rounds} alternating rounds; weights packed in {a.dtype}; GFLOP/s")
         head = f"{'set':7} {'rows':>5} {'packed':>7}"
         if a.baseline:
             head += f" {'baseline':>9} {'this/base':>9}"
@@ -99,7 +102,7 @@ def main():
                 results = {name: [] for name in binaries}
                 for _ in range(a.rounds):
                     for name, binary in binaries.items():
-                        results[name].append(run(binary, shape_set, rows, passes))
+                        results[name].append(run(binary, shape_set, rows, passes, a.dtype))
                 med = lambda name, i: statistics.median(r[i] for r in results[name])
                 line = f"{shape_set:7} {rows:5d} {med('this', 0):7.1f}"
                 if a.baseline:

@@ -15,6 +15,14 @@ second pass reads the panels the first one packed.
 
 Tolerance (stated here, checked below): |got - ref| <= 2e-5 + 2e-5 * |ref|
 with ref in float64; outputs are O(1) (weights scaled by 1/sqrt(K)).
+--dtype bf16 compiles with --dtype bf16: the weights are stored in bf16,
+which the kernel widens (in registers, or each panel once into f32 at
+128 rows or more), and every stored result is rounded to bf16. The
+reference then multiplies the weights rounded to bf16 (and tanh(x)
+rounded to bf16) in float64, and the tolerance is two roundings' worth
+of the terms' magnitude: |got - ref| <= 2e-3 + 8e-3 * scale, scale being
+|ref|, or |x wt^T| + |bias| for the biased product, whose product is
+rounded before the bias is added (bf16's unit roundoff is 2^-9).
 --cxx-flags adds flags to the build (-mno-avx512f: the AVX2 kernel on a
 machine with AVX-512; -mno-avx2: the cblas_sgemm fallback the same calls
 take without either).
@@ -59,12 +67,23 @@ def model(batch, seq, k, n, rng):
          for name in ("y", "z", "u")], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
-    def reference(x):
+    def reference(x, dtype):
+        r = to_bf16 if dtype == "bf16" else (lambda v: v)
         xd = x.astype(np.float64)
-        return {"y": xd @ w.astype(np.float64),
-                "z": xd @ wt.astype(np.float64).T + bias.astype(np.float64),
-                "u": np.tanh(xd) @ w.astype(np.float64)}
+        wd, wtd, bd = (r(v).astype(np.float64) for v in (w, wt, bias))
+        tx = r(np.tanh(x.astype(np.float32))).astype(np.float64)
+        y, zp, u = xd @ wd, xd @ wtd.T, tx @ wd
+        # (reference, the magnitude its rounding errors scale with)
+        return {"y": (y, np.abs(y)), "z": (zp + bd, np.abs(zp) + np.abs(bd)),
+                "u": (u, np.abs(u))}
     return m, reference
+
+
+def to_bf16(v):
+    """float32 values rounded to the nearest bf16 (ties to even)."""
+    bits = np.asarray(v, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32)
 
 
 def main():
@@ -73,6 +92,7 @@ def main():
     ap.add_argument("--tp-run", default="tp-run")
     ap.add_argument("--cxx-flags", default="")
     ap.add_argument("--devices", type=int, default=1)
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     failures = 0
@@ -90,6 +110,7 @@ def main():
                    "cpu", "-o", artifact]
             if a.cxx_flags:
                 cmd.append("--cxx-flags=" + a.cxx_flags)
+            cmd += ["--dtype", a.dtype]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             with open(os.path.join(artifact, "model.cpp")) as f:
@@ -100,9 +121,10 @@ def main():
                             "x=" + os.path.join(work, "x.npy"), "--output-dir",
                             work, "--repeat", "2", "--quiet"], check=True)
             worst = 0.0
-            for name, ref in reference(x).items():
+            atol, rtol = (2e-3, 8e-3) if a.dtype == "bf16" else (2e-5, 2e-5)
+            for name, (ref, scale) in reference(x, a.dtype).items():
                 got = np.load(os.path.join(work, name + ".npy")).astype(np.float64)
-                excess = np.abs(got - ref) - (2e-5 + 2e-5 * np.abs(ref))
+                excess = np.abs(got - ref) - (atol + rtol * scale)
                 worst = max(worst, float(np.abs(got - ref).max()))
                 failures += bool((excess > 0).any())
         print(f"rows {rows} depth {k} columns {n}: {packed_calls} packed "
