@@ -157,6 +157,20 @@ void Converter::convertGeneric(linalg::GenericOp op) {
   bool reduction = hasReduction(op);
   // Decided on the body as the import wrote it, before it reads extensions.
   bool contraction = reduction && linalg::isaContractionOpInterface(op);
+  // A product of a narrowed value with an f32 one (a model input times a
+  // weight) takes the f32 operand rounded, as a bf16/f16 model takes its
+  // inputs: both operands narrow, it is a tensor-core GEMM on CUDA and the
+  // packed kernel's on the CPU, instead of a loop nest on both.
+  if (contraction) {
+    SmallVector<OpOperand *> inputs = op.getDpsInputOperands();
+    if (llvm::any_of(
+            inputs, [&](OpOperand *input) { return isNarrow(input->get()); })) {
+      OpBuilder before(op);
+      for (OpOperand *input : inputs)
+        if (isF32Tensor(input->get()) && !isNarrow(input->get()))
+          input->set(convert(before, op.getLoc(), input->get(), narrow));
+    }
+  }
   Block &body = op.getRegion().front();
   OpBuilder b(op.getContext());
   b.setInsertionPointToStart(&body);

@@ -12,18 +12,22 @@ shard.grid @grid(shape = 2)
 
 // A row-parallel projection, then a bias add and a row sum:
 // - the weight argument is narrowed, the input and the result are not;
-// - the contraction reads the weight through an extension and accumulates
-//   in f32, and its sum is rounded once, before the all-reduce, which moves
-//   bf16;
+// - the contraction takes the f32 input rounded to bf16 (as a bf16 model
+//   takes its inputs: both operands narrow, so both targets' GEMMs take
+//   it), reads both through extensions and accumulates in f32, and its sum
+//   is rounded once, before the all-reduce, which moves bf16;
 // - the elementwise add stores bf16 and computes in f32;
 // - the reduction keeps its f32 accumulator; the return gets f32.
 // CHECK-LABEL: func.func @projection(
 // CHECK-SAME: %[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x16xbf16> {tp.weight = "w"}, %[[B:.*]]: tensor<16xbf16> {tp.weight = "b"})
 // CHECK-SAME: -> (tensor<4x16xf32>, tensor<4xf32>)
-// CHECK: %[[MM:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[W]] : tensor<4x8xf32>, tensor<8x16xbf16>) outs(%{{.*}} : tensor<4x16xf32>)
-// CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %[[WIN:.*]]: bf16, %[[ACC:.*]]: f32):
+// CHECK: %[[XR:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4x8xf32>) outs(%{{.*}} : tensor<4x8xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[MM:.*]] = linalg.generic {{.*}} ins(%[[XR]], %[[W]] : tensor<4x8xbf16>, tensor<8x16xbf16>) outs(%{{.*}} : tensor<4x16xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: bf16, %[[WIN:.*]]: bf16, %[[ACC:.*]]: f32):
+// CHECK-NEXT: %[[INEXT:.*]] = arith.extf %[[IN]] : bf16 to f32
 // CHECK-NEXT: %[[WEXT:.*]] = arith.extf %[[WIN]] : bf16 to f32
-// CHECK-NEXT: arith.mulf %[[IN]], %[[WEXT]] : f32
+// CHECK-NEXT: arith.mulf %[[INEXT]], %[[WEXT]] : f32
 // CHECK: -> tensor<4x16xf32>
 // CHECK: %[[ROUNDED:.*]] = linalg.generic {{.*}} ins(%[[MM]] : tensor<4x16xf32>)
 // CHECK: arith.truncf %{{.*}} : f32 to bf16

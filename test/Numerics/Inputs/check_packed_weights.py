@@ -18,8 +18,9 @@ with ref in float64; outputs are O(1) (weights scaled by 1/sqrt(K)).
 --dtype bf16 compiles with --dtype bf16: the weights are stored in bf16,
 which the kernel widens (in registers, or each panel once into f32 at
 128 rows or more), and every stored result is rounded to bf16. The
-reference then multiplies the weights rounded to bf16 (and tanh(x)
-rounded to bf16) in float64, and the tolerance is two roundings' worth
+reference then multiplies the weights rounded to bf16 by x and tanh(x)
+rounded to bf16 (tp-convert-dtype rounds an f32 input that meets a bf16
+weight in a product, as a bf16 model takes its inputs) in float64, and the tolerance is two roundings' worth
 of the terms' magnitude: |got - ref| <= 2e-3 + 8e-3 * scale, scale being
 |ref|, or |x wt^T| + |bias| for the biased product, whose product is
 rounded before the bias is added (bf16's unit roundoff is 2^-9).
@@ -69,7 +70,7 @@ def model(batch, seq, k, n, rng):
 
     def reference(x, dtype):
         r = to_bf16 if dtype == "bf16" else (lambda v: v)
-        xd = x.astype(np.float64)
+        xd = r(x).astype(np.float64)
         wd, wtd, bd = (r(v).astype(np.float64) for v in (w, wt, bias))
         tx = r(np.tanh(x.astype(np.float32))).astype(np.float64)
         y, zp, u = xd @ wd, xd @ wtd.T, tx @ wd

@@ -49,7 +49,11 @@
 // Keys that are an f32 model input (Inputs/attention-input-keys.mlir): the
 // transpose rounds them to bf16, which changes them. It still folds in:
 // both targets run its payload on each element of K they read, so the
-// numerics are the unfused chain's.
+// numerics are the unfused chain's. The values, an f32 input that meets
+// the bf16 probabilities in a product, are rounded to bf16 before it (as a
+// bf16 model takes its inputs), by a loop nest of their own.
+// PAYLOAD-CPP: BFloat16 *[[VR:v[0-9]+]] = static_cast<BFloat16 *>(context->allocate(640 * sizeof(BFloat16)));
+// PAYLOAD-CPP: const float *p0 = a3;
 // PAYLOAD-CPP: // Attention ({{.*}}): 2 x (1 queries x 40 keys), depth 8, value width 8; the scores of one batch element at a time, over every key
 // PAYLOAD-CPP: const float *[[KIN:in[a-z0-9]+]] = a2 + b * 320LL;
 // PAYLOAD-CPP-NEXT: for (std::int64_t i = 0; i < limit * 8LL; ++i) {
@@ -58,10 +62,14 @@
 // PAYLOAD-CPP-NEXT: [[K:k[0-9]+]][i] = static_cast<float>(
 // PAYLOAD-CPP-NEXT: }
 // PAYLOAD-CPP-NEXT: cblas_sgemv(CblasRowMajor, CblasNoTrans, limit, 8, 1.0f, [[K]].data(), 8,
-// PAYLOAD-CPP: cblas_sgemv(CblasRowMajor, CblasTrans, limit, 8, 1.0f, a3 + b * 320LL, 8, s, 1, 0.0f,
-// PAYLOAD-CUDA: __global__ void [[KERNEL:kernel[0-9]+]](const BFloat16 *__restrict__ q, const float *__restrict__ kt, const float *__restrict__ v,
+// PAYLOAD-CPP: const BFloat16 *[[VIN:in[a-z0-9]+]] = [[VR]] + b * 320LL;
+// PAYLOAD-CPP-NEXT: for (std::int64_t i = 0; i < limit * 8LL; ++i) {
+// PAYLOAD-CPP-NEXT: [[V:v[0-9]+]][i] = static_cast<float>([[VIN]][i]);
+// PAYLOAD-CPP-NEXT: }
+// PAYLOAD-CPP-NEXT: cblas_sgemv(CblasRowMajor, CblasTrans, limit, 8, 1.0f, [[V]].data(), 8, s, 1, 0.0f,
+// PAYLOAD-CUDA: __global__ void [[KERNEL:kernel[0-9]+]](const BFloat16 *__restrict__ q, const float *__restrict__ kt, const BFloat16 *__restrict__ v,
 // PAYLOAD-CUDA: for (std::int64_t d = 0; d < 8; ++d) {
 // PAYLOAD-CUDA: maximumF(kt[b * 320LL + j * 8LL + d],
 // PAYLOAD-CUDA: const BFloat16 [[ROUNDED:v[0-9]+]] = static_cast<BFloat16>(
 // PAYLOAD-CUDA-NEXT: s += static_cast<float>(q[b * 8LL + row * 8LL + d]) * static_cast<float>([[ROUNDED]]);
-// PAYLOAD-CUDA: [[KERNEL]]<<<tp::cuda::blocksForWarps(2), tp::cuda::threadsForWarps(2), 0, context->stream>>>({{v[0-9]+}}, a2, a3,
+// PAYLOAD-CUDA: [[KERNEL]]<<<tp::cuda::blocksForWarps(2), tp::cuda::threadsForWarps(2), 0, context->stream>>>({{v[0-9]+}}, a2, {{v[0-9]+}},
