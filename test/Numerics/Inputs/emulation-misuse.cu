@@ -53,11 +53,14 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 64; ++i)
     host[i] = float(i);
   float *device = nullptr, *sums = nullptr, *tmp = nullptr;
-  cudaStream_t stream;
+  cudaStream_t stream, other;
+  cudaEvent_t copied;
   if (cudaMalloc(reinterpret_cast<void **>(&device), bytes) ||
       cudaMalloc(reinterpret_cast<void **>(&sums), bytes) ||
       cudaMalloc(reinterpret_cast<void **>(&tmp), bytes) ||
-      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking))
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) ||
+      cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking) ||
+      cudaEventCreate(&copied))
     return 2;
   int status = 0;
   switch (which) {
@@ -77,6 +80,22 @@ int main(int argc, char **argv) {
     status |= cudaMemcpyAsync(host, sums, bytes,
                               cudaMemcpyDeviceToHost, stream);
     std::printf("rotated %g %g %g\n", host[0], host[31], host[63]);
+    // Across streams: the copy on `stream`, the kernel on `other` after an
+    // event; the copy back on `stream` once the host waited for `other`.
+    status |= cudaMemcpyAsync(tmp, host, bytes, cudaMemcpyHostToDevice, stream);
+    status |= cudaEventRecord(copied, stream);
+    status |= cudaStreamWaitEvent(other, copied, 0);
+    tp_emu::launch(scale, dim3(1), dim3(32), 0, other, tmp, 64);
+    status |= cudaGetLastError();
+    status |= cudaStreamSynchronize(other);
+    status |= cudaMemcpyAsync(host, tmp, bytes, cudaMemcpyDeviceToHost, stream);
+    status |= cudaStreamSynchronize(stream);
+    // And after the device was synchronized.
+    tp_emu::launch(scale, dim3(1), dim3(32), 0, other, tmp, 64);
+    status |= cudaGetLastError();
+    status |= cudaDeviceSynchronize();
+    status |= cudaFreeAsync(tmp, stream);
+    std::printf("across streams %g %g\n", host[1], host[63]);
     break;
   case 1: // the wrong direction: a host-to-device copy from device memory
     status = cudaMemcpyAsync(sums, device, 16, cudaMemcpyHostToDevice, stream);
@@ -101,6 +120,24 @@ int main(int argc, char **argv) {
     break;
   case 7: // lanes of a warp that do not all reach a __syncwarp
     tp_emu::launchWarps(divergentSync, dim3(1), dim3(32), 0, stream, sums);
+    break;
+  case 8: // a kernel on another stream reads what a copy writes, no event
+    status |= cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
+                              stream);
+    tp_emu::launch(scale, dim3(1), dim3(32), 0, other, device, 64);
+    status |= cudaGetLastError();
+    break;
+  case 9: // an event recorded before the copy it should cover
+    status |= cudaEventRecord(copied, stream);
+    status |= cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
+                              stream);
+    status |= cudaStreamWaitEvent(other, copied, 0);
+    status |= cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
+                              other);
+    break;
+  case 10: // memory freed on one stream while another's kernel uses it
+    tp_emu::launch(scale, dim3(1), dim3(32), 0, other, device, 64);
+    status |= cudaFreeAsync(device, stream);
     break;
   }
   std::printf("status %d\n", status);

@@ -32,6 +32,16 @@
 // stderr and fails the call (a launch through cudaGetLastError), so the
 // runtime's check names the op.
 //
+// Device memory is also used in stream order. Each allocation remembers the
+// stream and the call that last used it (a kernel argument, a copy, a
+// memset, a GEMM operand, a collective's buffer, a free); a call on another
+// stream that uses it is reported and fails unless it is ordered after
+// that call: its stream waited for an event recorded after it
+// (cudaEventRecord, cudaStreamWaitEvent, transitively), or the host
+// synchronized that stream, the event or the device since. Work runs at
+// once here, so a missing event computes the right numbers; on a GPU the
+// two calls may overlap.
+//
 // It checks the generated code's logic — index arithmetic, GEMM operand
 // order and leading dims (this cuBLAS is column-major and checks them),
 // collective layouts, buffer lifetimes — not its concurrency. Stream
@@ -138,6 +148,8 @@ struct CUgraph_st {
   std::vector<EmulatedWork> work;
   /// Allocated while capturing: the graph owns them, at fixed addresses.
   std::vector<void *> owned;
+  /// Device memory the recorded work uses, ordered at each launch.
+  std::vector<const void *> touched;
 };
 typedef CUgraph_st *cudaGraph_t;
 struct CUgraphExec_st {
@@ -154,8 +166,23 @@ struct CUstream_st {
   /// Set between cudaStreamBeginCapture and cudaStreamEndCapture.
   cudaGraph_t capture = nullptr;
   bool invalidated = false;
+  /// Calls issued on this stream: the n-th is ordered after calls 1..n-1.
+  std::uint64_t issued = 0;
+  /// The host waited for calls 1..synchronized (cudaStreamSynchronize).
+  std::uint64_t synchronized = 0;
+  /// Per other stream, the last of its calls this stream's next calls are
+  /// ordered after (cudaStreamWaitEvent), transitively.
+  std::map<const CUstream_st *, std::uint64_t> after;
 };
 typedef CUstream_st *cudaStream_t;
+/// A point in a stream (cudaEventRecord): its calls so far, and what they
+/// were ordered after.
+struct CUevent_st {
+  const CUstream_st *stream = nullptr;
+  std::uint64_t call = 0;
+  std::map<const CUstream_st *, std::uint64_t> after;
+};
+typedef CUevent_st *cudaEvent_t;
 struct CUmemPoolHandle_st {};
 typedef CUmemPoolHandle_st *cudaMemPool_t;
 enum cudaMemcpyKind {
@@ -179,6 +206,130 @@ inline thread_local cudaError_t lastError = cudaSuccess;
 
 inline void misuse(const std::string &what) {
   std::fprintf(stderr, "tp_cuda_emulation: %s\n", what.c_str());
+}
+
+/// Stream order. Each device allocation remembers the stream and call that
+/// last used it; a call on another stream may use it only once it is
+/// ordered after that call: the stream waited for an event recorded after
+/// it, or the host synchronized that stream (or the device) since. Work
+/// runs at once here, so without this a missing event between two streams
+/// would compute the right numbers; on a GPU the two calls may overlap.
+struct LastUse {
+  const CUstream_st *stream;
+  std::uint64_t call;
+};
+inline std::mutex orderMutex;
+inline std::map<const void *, LastUse> lastUses; // by allocation base
+inline std::vector<CUstream_st *> streams;       // live, for device syncs
+/// The legacy default stream (a null cudaStream_t).
+inline CUstream_st defaultStream;
+
+inline CUstream_st *streamOf(cudaStream_t stream) {
+  return stream ? stream : &defaultStream;
+}
+
+/// The base of the device allocation holding `pointer`, or null. Not the
+/// __device__ symbols: each GPU has its own copy of those, where here the
+/// ranks' threads share one.
+inline const void *allocationOf(const void *pointer) {
+  std::lock_guard<std::mutex> lock(allocationsMutex);
+  auto it = allocations.upper_bound(const_cast<void *>(pointer));
+  if (it == allocations.begin())
+    return nullptr;
+  --it;
+  const char *base = static_cast<const char *>(it->first);
+  return static_cast<const char *>(pointer) <
+                 base + std::max<size_t>(it->second, 1)
+             ? it->first
+             : nullptr;
+}
+
+/// Whether `stream`'s next call is ordered after call `call` of `other`.
+inline bool orderedAfter(const CUstream_st *stream, const CUstream_st *other,
+                         std::uint64_t call) {
+  if (stream == other || other->synchronized >= call)
+    return true;
+  auto it = stream->after.find(other);
+  return it != stream->after.end() && it->second >= call;
+}
+
+/// Issues one call on `stream` that uses `pointers` (host memory and null
+/// are ignored); false, with a report, if some device memory among them was
+/// last used by another stream's call this one is not ordered after. While
+/// the stream captures, the graph's launch is checked instead.
+inline bool inStreamOrder(const char *call, cudaStream_t stream,
+                          const std::vector<const void *> &pointers) {
+  std::vector<const void *> bases;
+  for (const void *pointer : pointers)
+    if (const void *base = pointer ? allocationOf(pointer) : nullptr)
+      bases.push_back(base);
+  CUstream_st *s = streamOf(stream);
+  std::lock_guard<std::mutex> lock(orderMutex);
+  if (s->capture) {
+    s->capture->touched.insert(s->capture->touched.end(), bases.begin(),
+                               bases.end());
+    return true;
+  }
+  bool ok = true;
+  for (const void *base : bases) {
+    auto it = lastUses.find(base);
+    if (it == lastUses.end() || orderedAfter(s, it->second.stream, it->second.call))
+      continue;
+    misuse(std::string(call) + ": device memory that another stream's call " +
+           std::to_string(it->second.call) + " used, with no event or "
+           "synchronization between the two streams");
+    ok = false;
+  }
+  if (!ok)
+    return false;
+  ++s->issued;
+  for (const void *base : bases)
+    lastUses[base] = {s, s->issued};
+  return true;
+}
+
+/// inStreamOrder for a launch's or a library call's arguments.
+template <typename... Args>
+bool argumentsInStreamOrder(const char *call, cudaStream_t stream,
+                            const Args &...args) {
+  auto pointerOf = [](const auto &arg) -> const void * {
+    using Arg = std::decay_t<decltype(arg)>;
+    if constexpr (std::is_pointer_v<Arg>)
+      return arg;
+    else
+      return nullptr;
+  };
+  return inStreamOrder(call, stream,
+                       std::vector<const void *>{pointerOf(args)...});
+}
+
+/// The host waited for `stream`'s calls so far, and for what they were
+/// ordered after.
+inline void hostWaited(const CUstream_st *stream, std::uint64_t call,
+                       const std::map<const CUstream_st *, std::uint64_t> &after) {
+  std::lock_guard<std::mutex> lock(orderMutex);
+  for (CUstream_st *s : streams) {
+    if (s == stream)
+      s->synchronized = std::max(s->synchronized, call);
+    auto it = after.find(s);
+    if (it != after.end())
+      s->synchronized = std::max(s->synchronized, it->second);
+  }
+  if (stream == &defaultStream)
+    defaultStream.synchronized = std::max(defaultStream.synchronized, call);
+}
+
+/// cudaDeviceSynchronize, or a call that implies it (cudaFree).
+inline void deviceWaited() {
+  std::lock_guard<std::mutex> lock(orderMutex);
+  for (CUstream_st *s : streams)
+    s->synchronized = s->issued;
+  defaultStream.synchronized = defaultStream.issued;
+}
+
+inline void forget(const void *base) {
+  std::lock_guard<std::mutex> lock(orderMutex);
+  lastUses.erase(base);
 }
 
 enum class Where { Host, Device, PastTheEnd };
@@ -260,7 +411,8 @@ inline int enqueue(cudaStream_t stream, EmulatedWork work) {
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t,
             cudaStream_t stream, Args &&...args) {
-  if (!onDevice("a kernel launch", args...)) {
+  if (!onDevice("a kernel launch", args...) ||
+      !argumentsInStreamOrder("a kernel launch", stream, args...)) {
     lastError = cudaErrorInvalidValue;
     return;
   }
@@ -309,7 +461,8 @@ inline void warpBarrier() {
 template <typename... Params, typename... Args>
 void launchWarps(void (*kernel)(Params...), dim3 grid, dim3 block, size_t,
                  cudaStream_t stream, Args &&...args) {
-  if (!onDevice("a kernel launch", args...)) {
+  if (!onDevice("a kernel launch", args...) ||
+      !argumentsInStreamOrder("a kernel launch", stream, args...)) {
     lastError = cudaErrorInvalidValue;
     return;
   }
@@ -398,9 +551,23 @@ inline cudaError_t cudaGetDeviceCount(int *count) {
 }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
   *stream = new CUstream_st;
+  std::lock_guard<std::mutex> lock(tp_emu::orderMutex);
+  tp_emu::streams.push_back(*stream);
   return cudaSuccess;
 }
+/// The stream's uses of memory are forgotten with it (its work is done
+/// here; on a GPU it finishes before the stream is released).
 inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  {
+    std::lock_guard<std::mutex> lock(tp_emu::orderMutex);
+    auto &all = tp_emu::streams;
+    all.erase(std::remove(all.begin(), all.end(), stream), all.end());
+    for (auto it = tp_emu::lastUses.begin(); it != tp_emu::lastUses.end();)
+      it = it->second.stream == stream ? tp_emu::lastUses.erase(it)
+                                       : std::next(it);
+    for (CUstream_st *other : all)
+      other->after.erase(stream);
+  }
   delete stream;
   return cudaSuccess;
 }
@@ -410,6 +577,59 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     stream->invalidated = true;
     return cudaErrorStreamCaptureUnsupported;
   }
+  CUstream_st *s = tp_emu::streamOf(stream);
+  tp_emu::hostWaited(s, s->issued, s->after);
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+  tp_emu::deviceWaited();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
+  return cudaEventCreate(event);
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+/// Marks `stream`'s calls so far. Not while capturing (no event nodes).
+inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  CUstream_st *s = tp_emu::streamOf(stream);
+  if (!event || s->capture)
+    return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(tp_emu::orderMutex);
+  event->stream = s;
+  event->call = s->issued;
+  event->after = s->after;
+  return cudaSuccess;
+}
+/// `stream`'s later calls are ordered after the event's calls.
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                       unsigned = 0) {
+  CUstream_st *s = tp_emu::streamOf(stream);
+  if (!event)
+    return cudaErrorInvalidValue;
+  if (!event->stream)
+    return cudaSuccess; // never recorded: CUDA waits for nothing
+  std::lock_guard<std::mutex> lock(tp_emu::orderMutex);
+  auto wait = [&](const CUstream_st *other, std::uint64_t call) {
+    std::uint64_t &known = s->after[other];
+    known = std::max(known, call);
+  };
+  wait(event->stream, event->call);
+  for (const auto &[other, call] : event->after)
+    wait(other, call);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event)
+    return cudaErrorInvalidValue;
+  if (event->stream)
+    tp_emu::hostWaited(event->stream, event->call, event->after);
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
@@ -444,8 +664,10 @@ inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec,
 }
 /// Replays the recorded work in order; stream-ordered like the rest, so
 /// synchronous here.
-inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (!exec)
+    return cudaErrorInvalidValue;
+  if (!tp_emu::inStreamOrder("cudaGraphLaunch", stream, exec->graph->touched))
     return cudaErrorInvalidValue;
   if (const char *log = std::getenv("TP_EMU_GRAPH_LOG")) {
     static std::mutex logMutex;
@@ -482,6 +704,9 @@ inline cudaError_t cudaMallocAsync(void **pointer, size_t bytes,
     std::lock_guard<std::mutex> lock(tp_emu::allocationsMutex);
     tp_emu::allocations[*pointer] = bytes;
   }
+  // Stream-ordered: usable on `stream`, and elsewhere once ordered after it.
+  if (stream && !stream->capture)
+    tp_emu::inStreamOrder("cudaMallocAsync", stream, {*pointer});
   if (stream && stream->capture) {
     void *allocated = *pointer;
     stream->capture->owned.push_back(allocated);
@@ -492,19 +717,27 @@ inline cudaError_t cudaMallocAsync(void **pointer, size_t bytes,
   }
   return cudaSuccess;
 }
-inline cudaError_t cudaFree(void *pointer) {
+namespace tp_emu {
+inline cudaError_t release(void *pointer) {
   if (!pointer)
     return cudaSuccess;
   {
-    std::lock_guard<std::mutex> lock(tp_emu::allocationsMutex);
-    auto it = tp_emu::allocations.find(pointer);
-    if (it == tp_emu::allocations.end())
+    std::lock_guard<std::mutex> lock(allocationsMutex);
+    auto it = allocations.find(pointer);
+    if (it == allocations.end())
       return cudaErrorInvalidValue;
     std::memset(pointer, 0xFF, it->second);
-    tp_emu::allocations.erase(it);
+    allocations.erase(it);
   }
+  forget(pointer);
   std::free(pointer);
   return cudaSuccess;
+}
+} // namespace tp_emu
+/// Waits for the device first, as CUDA's does.
+inline cudaError_t cudaFree(void *pointer) {
+  tp_emu::deviceWaited();
+  return tp_emu::release(pointer);
 }
 inline cudaError_t cudaMalloc(void **pointer, size_t bytes) {
   return cudaMallocAsync(pointer, bytes, nullptr);
@@ -519,11 +752,14 @@ inline cudaError_t cudaFreeAsync(void *pointer, cudaStream_t stream) {
     });
     return cudaSuccess;
   }
-  return cudaFree(pointer);
+  if (!tp_emu::inStreamOrder("cudaFreeAsync", stream, {pointer}))
+    return cudaErrorInvalidValue;
+  return tp_emu::release(pointer);
 }
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
                                    cudaMemcpyKind kind, cudaStream_t stream) {
-  if (!tp_emu::checkCopy(dst, src, bytes, kind))
+  if (!tp_emu::checkCopy(dst, src, bytes, kind) ||
+      !tp_emu::inStreamOrder("cudaMemcpyAsync", stream, {dst, src}))
     return cudaErrorInvalidValue;
   tp_emu::enqueue(stream, [=] {
     std::memmove(dst, src, bytes);
@@ -538,6 +774,8 @@ inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes,
                    " bytes: the destination is not inside device memory");
     return cudaErrorInvalidValue;
   }
+  if (!tp_emu::inStreamOrder("cudaMemsetAsync", stream, {dst}))
+    return cudaErrorInvalidValue;
   tp_emu::enqueue(stream, [=] {
     std::memset(dst, value, bytes);
     return 0;
@@ -688,7 +926,9 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
     long long strideB, const void *beta, void *c, cudaDataType_t typeC,
     int ldc, long long strideC, int batch, cublasComputeType_t compute,
     cublasGemmAlgo_t) {
-  if (!tp_emu::onDevice("cublasGemmStridedBatchedEx (a, b, c)", a, b, c))
+  if (!tp_emu::onDevice("cublasGemmStridedBatchedEx (a, b, c)", a, b, c) ||
+      !tp_emu::argumentsInStreamOrder("cublasGemmStridedBatchedEx", handle->stream, a, b,
+                                      c))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (typeA != typeB || typeC != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F ||
       !tp_emu::gemmArgsValid(opA, opB, m, n, k, lda, ldb, ldc, batch))
@@ -722,7 +962,9 @@ inline cublasStatus_t cublasSgemmStridedBatched(
     int n, int k, const float *alpha, const float *a, int lda,
     long long strideA, const float *b, int ldb, long long strideB,
     const float *beta, float *c, int ldc, long long strideC, int batch) {
-  if (!tp_emu::onDevice("cublasSgemmStridedBatched (a, b, c)", a, b, c))
+  if (!tp_emu::onDevice("cublasSgemmStridedBatched (a, b, c)", a, b, c) ||
+      !tp_emu::argumentsInStreamOrder("cublasSgemmStridedBatched", handle->stream, a, b,
+                                      c))
     return CUBLAS_STATUS_INVALID_VALUE;
   return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
                            ldb, strideB, beta, c, ldc, strideC, batch);
@@ -732,7 +974,9 @@ inline cublasStatus_t cublasDgemmStridedBatched(
     int n, int k, const double *alpha, const double *a, int lda,
     long long strideA, const double *b, int ldb, long long strideB,
     const double *beta, double *c, int ldc, long long strideC, int batch) {
-  if (!tp_emu::onDevice("cublasDgemmStridedBatched (a, b, c)", a, b, c))
+  if (!tp_emu::onDevice("cublasDgemmStridedBatched (a, b, c)", a, b, c) ||
+      !tp_emu::argumentsInStreamOrder("cublasDgemmStridedBatched", handle->stream, a, b,
+                                      c))
     return CUBLAS_STATUS_INVALID_VALUE;
   return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
                            ldb, strideB, beta, c, ldc, strideC, batch);
@@ -1067,7 +1311,8 @@ inline ncclResult_t ncclRecvNow(void *recv, size_t count, ncclDataType_t type,
 inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, ncclRedOp_t op,
                                   ncclComm_t comm, cudaStream_t stream) {
-  if (!tp_emu::onDevice("ncclAllReduce (send, recv)", send, recv))
+  if (!tp_emu::onDevice("ncclAllReduce (send, recv)", send, recv) ||
+      !tp_emu::argumentsInStreamOrder("ncclAllReduce", stream, send, recv))
     return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclAllReduceNow(send, recv, count, type, op, comm, stream));
@@ -1075,7 +1320,8 @@ inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
 inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, ncclComm_t comm,
                                   cudaStream_t stream) {
-  if (!tp_emu::onDevice("ncclAllGather (send, recv)", send, recv))
+  if (!tp_emu::onDevice("ncclAllGather (send, recv)", send, recv) ||
+      !tp_emu::argumentsInStreamOrder("ncclAllGather", stream, send, recv))
     return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclAllGatherNow(send, recv, count, type, comm, stream));
@@ -1084,7 +1330,8 @@ inline ncclResult_t ncclReduceScatter(const void *send, void *recv,
                                       size_t count, ncclDataType_t type,
                                       ncclRedOp_t op, ncclComm_t comm,
                                       cudaStream_t stream) {
-  if (!tp_emu::onDevice("ncclReduceScatter (send, recv)", send, recv))
+  if (!tp_emu::onDevice("ncclReduceScatter (send, recv)", send, recv) ||
+      !tp_emu::argumentsInStreamOrder("ncclReduceScatter", stream, send, recv))
     return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclReduceScatterNow(send, recv, count, type, op, comm, stream));
@@ -1092,14 +1339,16 @@ inline ncclResult_t ncclReduceScatter(const void *send, void *recv,
 inline ncclResult_t ncclSend(const void *send, size_t count,
                              ncclDataType_t type, int peer, ncclComm_t comm,
                              cudaStream_t stream) {
-  if (!tp_emu::onDevice("ncclSend (send)", send))
+  if (!tp_emu::onDevice("ncclSend (send)", send) ||
+      !tp_emu::argumentsInStreamOrder("ncclSend", stream, send))
     return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclSendNow(send, count, type, peer, comm, stream));
 }
 inline ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type,
                              int peer, ncclComm_t comm, cudaStream_t stream) {
-  if (!tp_emu::onDevice("ncclRecv (recv)", recv))
+  if (!tp_emu::onDevice("ncclRecv (recv)", recv) ||
+      !tp_emu::argumentsInStreamOrder("ncclRecv", stream, recv))
     return ncclInvalidArgument;
   return TP_EMU_QUEUE_NCCL(
       tp_emu::ncclRecvNow(recv, count, type, peer, comm, stream));
