@@ -2,8 +2,11 @@
 
 #include "BlasKernels.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <sched.h>
+#include <string>
 
 const char *tp::rt::chooseBlasKernels() {
   if (std::getenv("OPENBLAS_CORETYPE"))
@@ -25,4 +28,33 @@ const char *tp::rt::chooseBlasKernels() {
   if (name)
     setenv("OPENBLAS_CORETYPE", name, /*overwrite=*/0);
   return name;
+}
+
+int tp::rt::availableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+int tp::rt::chooseBlasThreads(int ranksOnCores) {
+  for (const char *name :
+       {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"})
+    if (std::getenv(name))
+      return 0;
+  // Read once, when OpenBLAS is loaded (see chooseBlasKernels).
+  if (dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))
+    return 0;
+  int threads = std::max(1, availableCores() / std::max(1, ranksOnCores));
+  setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(),
+         /*overwrite=*/0);
+  return threads;
+}
+
+int tp::rt::blasThreadsOf(void *library) {
+  using Query = int (*)();
+  auto query = reinterpret_cast<Query>(
+      dlsym(library ? library : RTLD_DEFAULT, "openblas_get_num_threads"));
+  return query ? query() : 0;
 }

@@ -379,6 +379,8 @@ public:
   Manifest manifest;
   void *library = nullptr;
   double seconds = 0;
+  /// OpenBLAS's threads per rank, as the loaded library reports them.
+  int blasThreads = 0;
   RunTiming timing;
 
 private:
@@ -482,6 +484,22 @@ static int32_t localRank(int32_t rank) {
   return rank;
 }
 
+/// How many ranks share this node's cores: under MPI the launcher's count of
+/// processes on the node (Open MPI, MPICH, Slurm), else `ranks` (all of
+/// them, as with threads).
+static int ranksOnNode(bool mpi, int64_t ranks) {
+  if (mpi)
+    for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                             "SLURM_NTASKS_PER_NODE"})
+      if (const char *value = std::getenv(name)) {
+        char *end = nullptr;
+        long parsed = std::strtol(value, &end, 10);
+        if (end != value && *end == '\0' && parsed > 0 && parsed < kMaxRanks)
+          return static_cast<int>(parsed);
+      }
+  return static_cast<int>(std::clamp<int64_t>(ranks, 1, kMaxRanks));
+}
+
 Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     : options(std::move(options)), artifact(artifact) {
   manifest = loadManifest(artifact);
@@ -498,11 +516,15 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   // The library's static constructors run when it is loaded: check it
   // first, then check that it was compiled for this manifest.
   std::string libraryPath = verifyLibrary(manifest);
-  if (manifest.target == "cpu")
+  if (manifest.target == "cpu") {
     chooseBlasKernels();
+    chooseBlasThreads(ranksOnNode(mpi, manifest.ranks));
+  }
   library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
     throw Error(std::string("cannot load ") + libraryPath + ": " + dlerror());
+  if (manifest.target == "cpu")
+    blasThreads = blasThreadsOf(library);
   model = std::make_unique<ModelLibrary>(library, libraryPath);
   if (model->target() != manifest.target)
     throw Error(libraryPath + " is a --target " + model->target() +
@@ -1030,6 +1052,8 @@ Session::runPrefill(const std::map<std::string, InputView> &inputs) {
 }
 
 double Session::getSecondsPerRun() const { return impl->seconds; }
+
+int Session::getBlasThreads() const { return impl->blasThreads; }
 
 RunTiming Session::getLastRunTiming() const { return impl->timing; }
 

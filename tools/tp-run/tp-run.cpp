@@ -396,9 +396,14 @@ int runSession(const Options &options, Session &session) {
   if (outputs.empty() && !manifest.outputs.empty())
     return 0;
   writeOutputs(options, outputs);
-  if (options.repeat > 1 || options.warmup > 0)
+  if (options.repeat > 1 || options.warmup > 0) {
     std::cout << "time per run: " << session.getSecondsPerRun() * 1e3 << " ms ("
-              << manifest.ranks << " ranks, " << options.repeat << " runs)\n";
+              << manifest.ranks << " ranks, " << options.repeat << " runs";
+    if (int threads = session.getBlasThreads())
+      std::cout << ", " << threads << " OpenBLAS thread"
+                << (threads == 1 ? "" : "s") << " per rank";
+    std::cout << ")\n";
+  }
   return 0;
 }
 

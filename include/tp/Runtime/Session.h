@@ -143,6 +143,12 @@ public:
   /// outputs.
   double getSecondsPerRun() const;
 
+  /// OpenBLAS's threads per rank in this process (a --target cpu artifact):
+  /// OPENBLAS_NUM_THREADS (GOTO_NUM_THREADS, OMP_NUM_THREADS) if set, else
+  /// the process's cores divided by the ranks on this node, at least 1.
+  /// 0 for CUDA artifacts.
+  int getBlasThreads() const;
+
   /// How the last run's time per forward pass splits on the rank that
   /// holds the outputs.
   RunTiming getLastRunTiming() const;
