@@ -83,6 +83,9 @@ public:
   std::string site = "\"\"";
   /// __global__ functions, printed before the host functions.
   std::string kernels;
+  /// tp-convert-dtype's roundings of a GEMM's f32 sum to bf16 that cuBLAS
+  /// does instead, writing the sum in bf16 (EmitCudaKernels.cpp).
+  llvm::DenseSet<Operation *> roundedByCublas;
 
 private:
   /// Ops whose data lives on the device: all but scalars, calls, branches.

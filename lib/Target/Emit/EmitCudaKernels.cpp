@@ -41,15 +41,32 @@ static StringRef cudaDataType(Type type) {
 }
 
 /// f16/bf16 operands (tp-convert-dtype): cublasGemmStridedBatchedEx on the
-/// tensor cores, accumulating in f32 into the f32 output.
+/// tensor cores, accumulating in f32 into the f32 output. When only
+/// tp-convert-dtype's rounding to bf16 reads that output (a row-parallel
+/// product before its all-reduce), cuBLAS writes the sum in bf16 itself and
+/// the rounding's kernel goes: one launch and an f32 buffer fewer. The two
+/// round to nearest even alike; they differ only for a sum beyond bf16's
+/// largest finite value (within f32's top 0.4%), which the rounding kernel
+/// saturates and cuBLAS makes infinite. An f16 sum keeps its rounding
+/// kernel: one past 65504 is common enough for the difference to matter.
 static LogicalResult emitCublasGemmEx(CudaEmitter &e, linalg::GenericOp op,
                                       const Gemm &gemm, bool overwrite) {
   Value out = op.getResult(0);
   auto trans = [](bool t) { return t ? "CUBLAS_OP_T" : "CUBLAS_OP_N"; };
   std::string lhs = e.name(gemm.lhs), rhs = e.name(gemm.rhs);
   Type element = gemm.lhsElement;
-  if (failed(e.allocate(out, op)))
+  linalg::GenericOp rounding;
+  if (overwrite && !e.inRowGroup.contains(op))
+    rounding = roundingToBF16Of(op);
+  if (rounding && (e.inRowGroup.contains(rounding) ||
+                   e.fusedIntoAttention.contains(rounding) ||
+                   e.attentionAt.count(rounding)))
+    rounding = {};
+  Value written = rounding ? rounding.getResult(0) : out;
+  if (failed(e.allocate(written, rounding ? rounding : op)))
     return failure();
+  if (rounding)
+    e.roundedByCublas.insert(rounding);
   if (!overwrite)
     e.copy(out, op.getDpsInits()[0]);
   e.os << "// ";
@@ -57,17 +74,19 @@ static LogicalResult emitCublasGemmEx(CudaEmitter &e, linalg::GenericOp op,
     e.os << gemm.batch << " x ";
   e.os << "(" << gemm.m << " x " << gemm.k << ") * (" << gemm.k << " x "
        << gemm.n << "), " << element << " x " << gemm.rhsElement
-       << " accumulated in f32, row-major: cuBLAS computes the transpose\n";
+       << " accumulated in f32"
+       << (rounding ? ", written in bf16 (the rounding below)" : "")
+       << ", row-major: cuBLAS computes the transpose\n";
   e.os << "{\n";
   e.os.indent();
   e.os << "const float alpha = 1, beta = " << (overwrite ? 0 : 1) << ";\n";
   e.os << "TP_CUDA_CHECK(cublasGemmStridedBatchedEx(context->blas, "
-       << trans(gemm.transRhs) << ", " << trans(gemm.transLhs) << ", "
-       << gemm.n << ", " << gemm.m << ", " << gemm.k << ", &alpha, " << rhs
-       << ", " << cudaDataType(element) << ", " << gemm.ldb << ", "
-       << gemm.strideRhs << ", " << lhs << ", " << cudaDataType(element)
-       << ", " << gemm.lda << ", " << gemm.strideLhs << ", &beta, "
-       << e.name(out) << ", CUDA_R_32F, " << gemm.ldc << ", "
+       << trans(gemm.transRhs) << ", " << trans(gemm.transLhs) << ", " << gemm.n
+       << ", " << gemm.m << ", " << gemm.k << ", &alpha, " << rhs << ", "
+       << cudaDataType(element) << ", " << gemm.ldb << ", " << gemm.strideRhs
+       << ", " << lhs << ", " << cudaDataType(element) << ", " << gemm.lda
+       << ", " << gemm.strideLhs << ", &beta, " << e.name(written) << ", "
+       << (rounding ? "CUDA_R_16BF" : "CUDA_R_32F") << ", " << gemm.ldc << ", "
        << gemm.strideOut << ", " << gemm.batch
        << ", CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), " << e.site << ");\n";
   e.os.unindent();
@@ -573,6 +592,10 @@ LogicalResult CudaEmitter::emitCudaGeneric(linalg::GenericOp op) {
   }
   if (attentionAt.count(op))
     return emitFusedAttention(op);
+  if (roundedByCublas.contains(op)) {
+    os << "// written in bf16 by cuBLAS above\n";
+    return success();
+  }
   if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
     return emitCublasGemm(*this, op, *gemm);
   KernelWriter writer(*this, op, matchLookup(op));

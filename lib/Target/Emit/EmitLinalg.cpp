@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
@@ -841,6 +842,39 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op,
   os.unindent();
   os << "}\n";
   return success();
+}
+
+linalg::GenericOp mlir::tp::emit::roundingToBF16Of(linalg::GenericOp gemm) {
+  Value sum = gemm.getResult(0);
+  if (!sum.hasOneUse() || !getElementTypeOrSelf(sum.getType()).isF32())
+    return {};
+  auto round = dyn_cast<linalg::GenericOp>(*sum.getUsers().begin());
+  if (!round || round.getNumDpsInputs() != 1 || round.getNumDpsInits() != 1 ||
+      round.getDpsInputs()[0] != sum ||
+      round.getNumParallelLoops() != round.getNumLoops() ||
+      !llvm::all_of(round.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }) ||
+      !getElementTypeOrSelf(round.getResult(0).getType()).isBF16())
+    return {};
+  // yield truncf(select(|x| == inf, x, min(max(x, lo), hi))), x the input.
+  Block &body = round.getRegion().front();
+  Value x = body.getArgument(0);
+  auto trunc =
+      body.getTerminator()->getOperand(0).getDefiningOp<arith::TruncFOp>();
+  auto select =
+      trunc ? trunc.getIn().getDefiningOp<arith::SelectOp>() : nullptr;
+  auto min = select ? select.getFalseValue().getDefiningOp<arith::MinimumFOp>()
+                    : nullptr;
+  auto max = min ? min.getLhs().getDefiningOp<arith::MaximumFOp>() : nullptr;
+  auto isInf =
+      select ? select.getCondition().getDefiningOp<arith::CmpFOp>() : nullptr;
+  auto abs = isInf ? isInf.getLhs().getDefiningOp<math::AbsFOp>() : nullptr;
+  if (!max || !abs || select.getTrueValue() != x || max.getLhs() != x ||
+      abs.getOperand() != x ||
+      isInf.getPredicate() != arith::CmpFPredicate::OEQ ||
+      !matchPattern(isInf.getRhs(), m_PosInfFloat()))
+    return {};
+  return round;
 }
 
 bool mlir::tp::emit::onlyFeedsGemms(linalg::FillOp fill) {

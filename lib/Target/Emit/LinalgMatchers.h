@@ -55,6 +55,11 @@ bool isZeroFill(Value init);
 /// zero fill is BLAS's beta = 0): the fill need not run at all.
 bool onlyFeedsGemms(linalg::FillOp fill);
 
+/// The generic that is the only reader of `gemm`'s f32 result, when it is
+/// tp-convert-dtype's rounding of it to bf16 (element by element: a
+/// saturating clamp, then truncf), so the GEMM may write bf16 itself.
+linalg::GenericOp roundingToBF16Of(linalg::GenericOp gemm);
+
 /// A sum over reduction dim `dim` of select(key == index(dim) + offset, x, 0):
 /// only the iteration where index(dim) == key - offset contributes.
 struct Lookup {

@@ -3,9 +3,11 @@
 
 // tp-compile --dtype on the CUDA target: a GELU-like activation stored in
 // bf16, a row-parallel projection of it with a bf16 weight on the tensor
-// cores (cublasGemmStridedBatchedEx, accumulating in f32 into an f32
-// output), its sum rounded to bf16 once and all-reduced as ncclBfloat16, and
-// the output extended back to f32 for the caller.
+// cores (cublasGemmStridedBatchedEx, accumulating in f32), its sum rounded
+// to bf16 once and all-reduced as ncclBfloat16, and the output extended
+// back to f32 for the caller. In bf16 cuBLAS writes the sum rounded (C is
+// CUDA_R_16BF) and the rounding's kernel goes; in f16 the sum is f32 and a
+// kernel rounds it, saturating (a sum past 65504 stays finite).
 shard.grid @grid(shape = 2)
 
 #lhs = affine_map<(d0, d1, d2) -> (d0, d2)>
@@ -17,11 +19,17 @@ shard.grid @grid(shape = 2)
 // CHECK: using BFloat16 = __nv_bfloat16;
 // CHECK-LABEL: __global__ void kernel0(const float *__restrict__ p0, BFloat16 *__restrict__ r0,
 // CHECK: const BFloat16 {{v[0-9]+}} = static_cast<BFloat16>(
-// CHECK: TP_CUDA_CHECK(cublasGemmStridedBatchedEx(context->blas, CUBLAS_OP_N, CUBLAS_OP_N, 16, 4, 8, &alpha, a1, CUDA_R_16BF, 16, 0, [[ACT:v[0-9]+]], CUDA_R_16BF, 8, 0, &beta, [[MM:v[0-9]+]], CUDA_R_32F, 16, 64, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "linalg.generic at {{.*}}");
-// CHECK: ncclAllReduce({{.*}}, 64, ncclBfloat16, ncclSum,
+// CHECK: BFloat16 *[[MM:v[0-9]+]] = tp::cuda::allocate<BFloat16>(context, 64,
+// CHECK: // (4 x 8) * (8 x 16), bf16 x bf16 accumulated in f32, written in bf16 (the rounding below), row-major: cuBLAS computes the transpose
+// CHECK: TP_CUDA_CHECK(cublasGemmStridedBatchedEx(context->blas, CUBLAS_OP_N, CUBLAS_OP_N, 16, 4, 8, &alpha, a1, CUDA_R_16BF, 16, 0, [[ACT:v[0-9]+]], CUDA_R_16BF, 8, 0, &beta, [[MM]], CUDA_R_16BF, 16, 64, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "linalg.generic at {{.*}}");
+// CHECK: // linalg.generic
+// CHECK-NEXT: // written in bf16 by cuBLAS above
+// CHECK-NEXT: // shard.all_reduce
+// CHECK-NEXT: TP_CUDA_CHECK(ncclAllReduce([[MM]], [[MM]], 64, ncclBfloat16, ncclSum,
 // F16: using Float16 = __half;
-// F16: cublasGemmStridedBatchedEx({{.*}}, a1, CUDA_R_16F, 16, 0, {{.*}}, CUDA_R_16F, 8, 0, &beta, {{.*}}, CUDA_R_32F,
-// F16: ncclAllReduce({{.*}}, 64, ncclFloat16, ncclSum,
+// F16: cublasGemmStridedBatchedEx({{.*}}, a1, CUDA_R_16F, 16, 0, {{.*}}, CUDA_R_16F, 8, 0, &beta, [[MM16:v[0-9]+]], CUDA_R_32F,
+// F16: kernel1<<<tp::cuda::blocksFor(64), tp::cuda::kThreads, 0, context->stream>>>([[MM16]], [[ROUNDED:v[0-9]+]]);
+// F16: ncclAllReduce([[ROUNDED]], [[ROUNDED]], 64, ncclFloat16, ncclSum,
 func.func @main(%x: tensor<4x8xf32> {tp.input = "x"},
                 %w: tensor<8x16xf32> {tp.weight = "w"})
     -> (tensor<4x16xf32> {tp.output = "y"}) {

@@ -19,8 +19,9 @@
 // __half and __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h) hold their bits and
 // convert to and from float, rounding to nearest even (arithmetic on them
 // goes through float); cublasGemmStridedBatchedEx multiplies f16, bf16 or
-// f32 operands into an f32 output, summing in f32 as CUBLAS_COMPUTE_32F
-// does, though not in the tensor cores' order; NCCL reduces f16 and bf16
+// f32 operands into an f32 output (or one of the operands' type, rounded
+// once), summing in f32 as CUBLAS_COMPUTE_32F does, though not in the
+// tensor cores' order; NCCL reduces f16 and bf16
 // element by element in f32, rounding after each rank's contribution.
 //
 // Memory has a kind. Device memory is what cudaMalloc(Async) returned and
@@ -917,8 +918,26 @@ inline float loadAs(cudaDataType_t type, const void *base, long long i) {
 }
 } // namespace tp_emu
 
+namespace tp_emu {
+/// Stores `value` as element i of a cuBLAS operand of `type` (f16 and bf16
+/// round to nearest even, without saturating, as cuBLAS's output does).
+inline void storeAs(cudaDataType_t type, void *base, long long i, float value) {
+  switch (type) {
+  case CUDA_R_16F:
+    static_cast<__half *>(base)[i] = __half(value);
+    return;
+  case CUDA_R_16BF:
+    static_cast<__nv_bfloat16 *>(base)[i] = __nv_bfloat16(value);
+    return;
+  default:
+    static_cast<float *>(base)[i] = value;
+  }
+}
+} // namespace tp_emu
+
 /// The mixed-precision GEMM tp-compile --dtype emits: A and B of one type
-/// (f16, bf16 or f32), C and the scalars f32, compute CUBLAS_COMPUTE_32F.
+/// (f16, bf16 or f32), C f32 or A's type, the scalars f32, compute
+/// CUBLAS_COMPUTE_32F: sums in f32, C rounded once at the end.
 inline cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t handle, cublasOperation_t opA, cublasOperation_t opB, int m,
     int n, int k, const void *alpha, const void *a, cudaDataType_t typeA,
@@ -930,12 +949,12 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
       !tp_emu::argumentsInStreamOrder("cublasGemmStridedBatchedEx", handle->stream, a, b,
                                       c))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (typeA != typeB || typeC != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F ||
+  if (typeA != typeB || (typeC != CUDA_R_32F && typeC != typeA) ||
+      compute != CUBLAS_COMPUTE_32F ||
       !tp_emu::gemmArgsValid(opA, opB, m, n, k, lda, ldb, ldc, batch))
     return CUBLAS_STATUS_INVALID_VALUE;
   float alphaValue = *static_cast<const float *>(alpha);
   float betaValue = *static_cast<const float *>(beta);
-  float *out = static_cast<float *>(c);
   tp_emu::enqueue(handle->stream, [=] {
     for (int p = 0; p < batch; ++p)
       for (int j = 0; j < n; ++j)
@@ -949,8 +968,10 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
             sum += tp_emu::loadAs(typeA, a, p * strideA + x) *
                    tp_emu::loadAs(typeB, b, p * strideB + y);
           }
-          float &result = out[p * strideC + i + j * (long long)ldc];
-          result = alphaValue * sum + (betaValue == 0 ? 0 : betaValue * result);
+          long long at = p * strideC + i + j * (long long)ldc;
+          float prior = betaValue == 0 ? 0 : tp_emu::loadAs(typeC, c, at);
+          tp_emu::storeAs(typeC, c, at,
+                          alphaValue * sum + betaValue * prior);
         }
     return 0;
   });
