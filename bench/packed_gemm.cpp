@@ -119,7 +119,7 @@ template <typename W> struct Packed {
   }
   void run(size_t i, int64_t m, int64_t n, int64_t k, const float *a,
            float *c) const {
-    tp::rt::packed::gemm(m, n, k, a, k, panels[i].data(), c, n, false);
+    tp::rt::packed::gemm(m, n, k, a, k, panels[i].data(), c, n, false, {});
   }
 };
 

@@ -39,6 +39,27 @@
 
 namespace tp::rt {
 
+/// Work a product runs on each block of its output columns, [first, first +
+/// count) of every row, as soon as the block is final: the elementwise op
+/// that reads the product (a bias add, an activation) while the block is
+/// still in cache, instead of a pass of its own over the whole output
+/// afterwards. model.cpp passes its own lambda; `run` is null for none.
+struct Epilogue {
+  void (*run)(const void *state, int64_t first, int64_t count) = nullptr;
+  const void *state = nullptr;
+
+  template <typename F> static Epilogue of(const F &f) {
+    return {[](const void *state, int64_t first, int64_t count) {
+              (*static_cast<const F *>(state))(first, count);
+            },
+            &f};
+  }
+  void operator()(int64_t first, int64_t count) const {
+    if (run)
+      run(state, first, count);
+  }
+};
+
 /// A bfloat16 weight as stored: its bits (model.cpp's BFloat16 has this
 /// layout; the call sites cast).
 struct BF16Bits {
@@ -303,10 +324,14 @@ inline void tailTile(int64_t rows, const float *a, int64_t lda, const W *panel,
 /// 1,024 rows on GPT-2's products, 1.09-1.11x at 256 and 1,024 on
 /// MiniLM's; below 128 rows the f32 panel's twice as many bytes read from
 /// L2 by each tile cost more than the widening saves (0.91-0.93x at 64).
+///
+/// Each panel's columns of C are final once its tiles are done: `epilogue`
+/// runs on them then, while they are in L2 (m x 32 floats).
 template <typename W>
-__attribute__((noinline)) void
-gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-     const W *packedB, float *c, int64_t ldc, bool accumulate) {
+__attribute__((noinline)) void gemm(int64_t m, int64_t n, int64_t k,
+                                    const float *a, int64_t lda,
+                                    const W *packedB, float *c, int64_t ldc,
+                                    bool accumulate, Epilogue epilogue) {
   auto tiles = [&](auto *panel, int64_t n0) {
     int64_t cols = std::min(kPanel, n - n0);
     int64_t r = 0;
@@ -327,12 +352,15 @@ gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
         for (int64_t i = 0; i < k * kPanel; i += Vector::kWidth)
           Vector::store(wide.data() + i, Vector::widen(panel + i));
         tiles(static_cast<const float *>(wide.data()), n0);
+        epilogue(n0, std::min(kPanel, n - n0));
       }
       return;
     }
   }
-  for (int64_t n0 = 0; n0 < n; n0 += kPanel)
+  for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
     tiles(packedB + n0 * k, n0);
+    epilogue(n0, std::min(kPanel, n - n0));
+  }
 }
 #endif // TP_PACKED_GEMM_KERNEL
 
@@ -374,12 +402,14 @@ void blasGemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
 
 /// C[m x n] = A[m x k] * op(B) (+ C when `accumulate`), B a weight that
 /// stays at `b` for the rank's lifetime, stored as W (float, BF16Bits or
-/// _Float16): its panels keep that type.
+/// _Float16): its panels keep that type. `epilogue` runs on blocks of C's
+/// columns as they are final (all of them at once after BLAS).
 template <typename W>
 __attribute__((noinline)) void
 weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const W *b, int64_t ldb,
-           bool transposed, float *c, int64_t ldc, bool accumulate) {
+           bool transposed, float *c, int64_t ldc, bool accumulate,
+           Epilogue epilogue = {}) {
 #if defined(TP_PACKED_GEMM_KERNEL)
   if constexpr (packed::kWidensInRegisters<W>) {
     // An f32 weight that is also read as stored gets a packed copy for
@@ -396,13 +426,14 @@ weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
         slot = panels;
       }
       packed::gemm(m, n, k, a, lda, static_cast<const W *>(slot), c, ldc,
-                   accumulate);
+                   accumulate, epilogue);
       return;
     }
   }
 #endif
   (void)context;
   packed::blasGemm(m, n, k, a, lda, b, ldb, transposed, c, ldc, accumulate);
+  epilogue(0, n);
 }
 
 /// weightGemm for a weight that only such products read, all with the same
@@ -417,7 +448,8 @@ template <typename W>
 __attribute__((noinline)) void
 residentWeightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
                    const float *a, int64_t lda, const W *b, int64_t ldb,
-                   bool transposed, float *c, int64_t ldc, bool accumulate) {
+                   bool transposed, float *c, int64_t ldc, bool accumulate,
+                   Epilogue epilogue = {}) {
 #if defined(TP_PACKED_GEMM_KERNEL)
   if constexpr (packed::kWidensInRegisters<W>) {
     void *&slot = context->packedWeight({b, k, n, ldb, transposed});
@@ -445,7 +477,7 @@ residentWeightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
       }
       slot = weight;
     }
-    packed::gemm(m, n, k, a, lda, b, c, ldc, accumulate);
+    packed::gemm(m, n, k, a, lda, b, c, ldc, accumulate, epilogue);
     return;
   }
 #endif
@@ -455,10 +487,12 @@ residentWeightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
       cblas_sgemv(CblasRowMajor, transposed ? CblasNoTrans : CblasTrans,
                   transposed ? n : k, transposed ? k : n, 1.0f, b, ldb, a, 1,
                   accumulate ? 1.0f : 0.0f, c, 1);
+      epilogue(0, n);
       return;
     }
   }
   packed::blasGemm(m, n, k, a, lda, b, ldb, transposed, c, ldc, accumulate);
+  epilogue(0, n);
 }
 
 } // namespace tp::rt

@@ -136,9 +136,13 @@ public:
   /// accumulates into, or holding a copy of the init it reads).
   LogicalResult prepareGenericResults(linalg::GenericOp op);
   /// A generic's loads, loops and payload; the loops over its first
-  /// `rows.size()` dims are the caller's, with those index names.
-  LogicalResult emitGenericLoops(linalg::GenericOp op,
-                                 ArrayRef<std::string> rows);
+  /// `rows.size()` dims are the caller's, with those index names. With
+  /// `columns` (first, count), the last loop runs over [first, first +
+  /// count) only (a GEMM epilogue's block of columns).
+  LogicalResult
+  emitGenericLoops(linalg::GenericOp op, ArrayRef<std::string> rows,
+                   std::optional<std::pair<std::string, std::string>> columns =
+                       std::nullopt);
   LogicalResult emitFill(linalg::FillOp op);
   LogicalResult emitTensorOp(Operation *op);
   /// Where the targets differ in emitTensorOp: copying a box of `sizes`
@@ -195,6 +199,9 @@ public:
   virtual LogicalResult emitRowGroup(const RowGroup &group);
   llvm::DenseMap<Operation *, std::shared_ptr<RowGroup>> rowGroupAt;
   llvm::DenseSet<Operation *> inRowGroup;
+  /// Elementwise generics that run in the epilogue of the packed product
+  /// they read (EmitLinalg.cpp), on each block of its columns.
+  llvm::DenseSet<Operation *> inGemmEpilogue;
   LogicalResult emitShardOp(Operation *op);
   LogicalResult emitCall(Operation *op);
   LogicalResult emitIf(Operation *op);

@@ -27,6 +27,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 using namespace mlir;
 using namespace mlir::tp::emit;
@@ -369,6 +370,66 @@ void CppEmitter::findWeightsPackedInPlace() {
       weightsPackedInPlace.insert(name);
 }
 
+/// Whether `value` exists before `op` runs: defined by an op before it (or
+/// before the op of its block that holds it), or a block argument there.
+static bool availableBefore(Value value, Operation *op) {
+  Block *block = value.getParentBlock();
+  Operation *ancestor = block->findAncestorOpInBlock(*op);
+  if (!ancestor)
+    return false;
+  Operation *def = value.getDefiningOp();
+  return !def || def->isBeforeInBlock(ancestor);
+}
+
+/// The elementwise generic that is the only reader of `op`'s product
+/// (directly or through reshapes), when it can run as the packed kernel's
+/// epilogue on each block of the product's columns as it is final: its
+/// last loop runs over the product's columns and the others over its rows,
+/// it reads the product element for element, everything else it reads
+/// exists before the product, and its outputs are fresh. It then moves up
+/// to the product, which changes no value: it reads nothing written after.
+static linalg::GenericOp findEpilogue(CppEmitter &e, linalg::GenericOp op,
+                                      const Gemm &gemm) {
+  if (gemm.batch != 1 || gemm.ldc != gemm.n)
+    return {};
+  Value product = op.getResult(0);
+  while (product.hasOneUse() &&
+         isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+             *product.getUsers().begin()))
+    product = product.getUsers().begin()->getResult(0);
+  if (!product.hasOneUse())
+    return {};
+  auto user = dyn_cast<linalg::GenericOp>(*product.getUsers().begin());
+  if (!user || user->getBlock() != op->getBlock() ||
+      !user.hasPureTensorSemantics() || user.getNumLoops() == 0 ||
+      user.getNumParallelLoops() != user.getNumLoops() ||
+      e.inRowGroup.contains(user) || e.fusedIntoAttention.contains(user) ||
+      e.attentionAt.count(user))
+    return {};
+  SmallVector<int64_t> ranges = user.getStaticLoopRanges();
+  if (ranges.back() != gemm.n ||
+      cast<RankedTensorType>(product.getType()).getShape() !=
+          ArrayRef<int64_t>(ranges) ||
+      CppEmitter::numElements(product) != gemm.m * gemm.n)
+    return {};
+  for (OpOperand &operand : user->getOpOperands()) {
+    if (operand.get() == product) {
+      if (!user.getMatchingIndexingMap(&operand).isIdentity())
+        return {};
+    } else if (user.isDpsInit(&operand)) {
+      if (user.payloadUsesValueFromOperand(&operand))
+        return {};
+    } else if (!availableBefore(operand.get(), op)) {
+      return {};
+    }
+  }
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(user.getRegion(), captured);
+  if (!llvm::all_of(captured, [&](Value v) { return availableBefore(v, op); }))
+    return {};
+  return user;
+}
+
 static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
                               const Gemm &gemm) {
   Value out = op.getResult(0);
@@ -394,6 +455,14 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
                     !gemm.transLhs && gemm.lhs != gemm.rhs &&
                     (gemm.m <= kPackedWeightMaxRows || narrowRhs) &&
                     (gemm.m > 1 || narrowRhs);
+  // The elementwise op that reads the product (a bias add, an activation)
+  // runs on each block of its columns while it is in cache; its results
+  // are allocated here, outside the scope of the widened copies below.
+  linalg::GenericOp epilogue;
+  if (inPlace || packedCopy)
+    epilogue = findEpilogue(e, op, gemm);
+  if (epilogue && failed(e.prepareGenericResults(epilogue)))
+    return failure();
   // Other f16/bf16 operands are widened into f32 copies for sgemm.
   std::string lhsName = e.name(gemm.lhs), rhsName = e.name(gemm.rhs);
   bool narrow = gemm.lhsElement.getIntOrFloatBitWidth() < 32 ||
@@ -445,13 +514,39 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
   // Otherwise a product of a few rows packs a copy of the weight once per
   // rank (one row of an f32 weight is a matrix-vector product below).
   if (inPlace || packedCopy) {
+    std::string epilogueName;
+    if (epilogue) {
+      // The reshapes between the product and its reader view its buffer;
+      // they are emitted after this, the epilogue reads through them now.
+      for (Value view = out; view.hasOneUse() && *view.getUsers().begin() !=
+                                                     epilogue.getOperation();) {
+        Value reshaped = view.getUsers().begin()->getResult(0);
+        e.alias(reshaped, view);
+        view = reshaped;
+      }
+      epilogueName = "epilogue_" + e.name(epilogue.getResult(0));
+      e.os << "// " << CppEmitter::describe(epilogue)
+           << ", on each block of the product's columns as it is final\n";
+      e.os << "auto " << epilogueName
+           << " = [&](std::int64_t first, std::int64_t count) "
+              "__attribute__((noinline)) {\n";
+      e.os.indent();
+      if (failed(e.emitGenericLoops(epilogue, {},
+                                    std::make_pair("first", "count"))))
+        return failure();
+      e.os.unindent();
+      e.os << "};\n";
+      e.inGemmEpilogue.insert(epilogue);
+    }
     e.os << "tp::rt::" << (inPlace ? "residentWeightGemm" : "weightGemm")
-         << "(context, " << gemm.m << ", " << gemm.n << ", " << gemm.k
-         << ", " << lhsName << ", " << gemm.lda << ", "
+         << "(context, " << gemm.m << ", " << gemm.n << ", " << gemm.k << ", "
+         << lhsName << ", " << gemm.lda << ", "
          << packedWeightPointer(rhsName, gemm.rhsElement) << ", " << gemm.ldb
          << ", " << (gemm.transRhs ? "true" : "false") << ", " << e.name(out)
-         << ", " << gemm.ldc << ", " << (overwrite ? "false" : "true")
-         << ");\n";
+         << ", " << gemm.ldc << ", " << (overwrite ? "false" : "true");
+    if (!epilogueName.empty())
+      e.os << ", tp::rt::Epilogue::of(" << epilogueName << ")";
+    e.os << ");\n";
     return close();
   }
   // One row or one column (a decode step's projections: one token): a
@@ -639,6 +734,10 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
   }
   if (attentionAt.count(op))
     return emitFusedAttention(op);
+  if (inGemmEpilogue.contains(op)) {
+    os << "// computed in the epilogue of the product above\n";
+    return success();
+  }
   if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
     return emitGemm(*this, op, *gemm);
   if (failed(prepareGenericResults(op)))
@@ -670,8 +769,9 @@ LogicalResult CppEmitter::prepareGenericResults(linalg::GenericOp op) {
   return success();
 }
 
-LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op,
-                                           ArrayRef<std::string> rows) {
+LogicalResult CppEmitter::emitGenericLoops(
+    linalg::GenericOp op, ArrayRef<std::string> rows,
+    std::optional<std::pair<std::string, std::string>> columns) {
   std::optional<Lookup> lookup = matchLookup(op);
   assert((!lookup || rows.empty()) && "a lookup is never row-fused");
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -752,6 +852,12 @@ LogicalResult CppEmitter::emitGenericLoops(linalg::GenericOp op,
     if (i < rows.size() || (lookup && i == lookup->dim) ||
         (lanes && i == lanes->dim))
       continue;
+    if (columns && i + 1 == ranges.size()) {
+      os << "for (std::int64_t " << indices[i] << " = " << columns->first
+         << "; " << indices[i] << " < " << columns->first << " + "
+         << columns->second << "; ++" << indices[i] << ")\n";
+      continue;
+    }
     os << "for (std::int64_t " << indices[i] << " = 0; " << indices[i]
        << " < " << range << "; ++" << indices[i] << ")\n";
   }

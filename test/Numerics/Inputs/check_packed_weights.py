@@ -10,7 +10,9 @@ own memory and reads packed at any number of rows (1: no sgemv; 300: the
 blocked kernel, A packed), weights
 stored [K, N] (MatMul) and [N, K] (Gemm transB=1), a bias folded into the
 product's init, and the same weight used by two products (packed once,
-read by both). Each model runs twice in one tp-run (--repeat 2), so the
+read by both), and an activation of a product (tanh), which runs in the
+kernel's epilogue on each block of columns as it is final (on the BLAS
+fallback, after the call). Each model runs twice in one tp-run (--repeat 2), so the
 second pass reads the panels the first one packed.
 
 Tolerance (stated here, checked below): |got - ref| <= 2e-5 + 2e-5 * |ref|
@@ -56,6 +58,8 @@ def model(batch, seq, k, n, rng):
         # The same weight again, on a transformed input.
         helper.make_node("Tanh", ["x"], ["tx"]),
         helper.make_node("MatMul", ["tx", "w"], ["u"]),
+        # An activation of a product: the packed kernel's epilogue.
+        helper.make_node("Tanh", ["u"], ["tu"]),
     ]
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(wt, "wt"),
              numpy_helper.from_array(bias, "bias"),
@@ -65,7 +69,7 @@ def model(batch, seq, k, n, rng):
         nodes, "packed",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, k])],
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, seq, n])
-         for name in ("y", "z", "u")], inits)
+         for name in ("y", "z", "tu")], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
     def reference(x, dtype):
@@ -74,9 +78,10 @@ def model(batch, seq, k, n, rng):
         wd, wtd, bd = (r(v).astype(np.float64) for v in (w, wt, bias))
         tx = r(np.tanh(x.astype(np.float32))).astype(np.float64)
         y, zp, u = xd @ wd, xd @ wtd.T, tx @ wd
-        # (reference, the magnitude its rounding errors scale with)
+        # (reference, the magnitude its rounding errors scale with: tanh's
+        # are u's, as tanh is 1-Lipschitz and |tanh u| <= |u|)
         return {"y": (y, np.abs(y)), "z": (zp + bd, np.abs(zp) + np.abs(bd)),
-                "u": (u, np.abs(u))}
+                "tu": (np.tanh(u), np.abs(u))}
     return m, reference
 
 
@@ -118,6 +123,7 @@ def main():
                 source = f.read()
             in_place = source.count("tp::rt::residentWeightGemm(")
             packed_calls = source.count("tp::rt::weightGemm(") + in_place
+            epilogues = source.count("tp::rt::Epilogue::of(")
             subprocess.run([a.tp_run, artifact, "--input",
                             "x=" + os.path.join(work, "x.npy"), "--output-dir",
                             work, "--repeat", "2", "--quiet"], check=True)
@@ -129,8 +135,8 @@ def main():
                 worst = max(worst, float(np.abs(got - ref).max()))
                 failures += bool((excess > 0).any())
         print(f"rows {rows} depth {k} columns {n}: {packed_calls} packed "
-              f"products ({in_place} into the weights' own memory), max abs "
-              f"diff {worst:.2e}")
+              f"products ({in_place} into the weights' own memory), "
+              f"{epilogues} epilogues, max abs diff {worst:.2e}")
     print("FAIL" if failures else "PASS")
     return 1 if failures else 0
 
