@@ -121,10 +121,14 @@ int main(int argc, char **argv) {
 
   onnx::ModelProto proto;
   std::string error;
-  if (!convertTorchScript(model, options, proto, error)) {
+  std::vector<std::string> warnings;
+  if (!convertTorchScript(model, options, proto, error, &warnings)) {
     std::cerr << "error: " << error << "\n";
     return 1;
   }
+  // tp-compile and tp-translate pass these on as their own warnings.
+  for (const std::string &warning : warnings)
+    std::cerr << "warning: " << warning << "\n";
   std::ofstream os(output, std::ios::binary);
   if (!os || !proto.SerializeToOstream(&os)) {
     std::cerr << "error: cannot write '" << output << "'\n";

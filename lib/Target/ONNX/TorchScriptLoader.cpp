@@ -20,6 +20,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -90,16 +91,18 @@ LogicalResult mlir::tp::onnx_import::loadTorchScript(
   }
 
   static std::mutex mutex;
-  static llvm::StringMap<std::string> converted;
+  // What each conversion made, and the warnings it printed (given again
+  // on each use, so that every compile reports them).
+  static llvm::StringMap<std::pair<std::string, std::string>> converted;
   std::string key;
   for (const std::string &arg : llvm::ArrayRef(args).drop_front())
     key += arg + '\0';
-  std::string bytes;
+  std::string bytes, warnings;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = converted.find(key);
     if (it != converted.end())
-      bytes = it->second;
+      std::tie(bytes, warnings) = it->second;
   }
   if (bytes.empty()) {
     SmallString<128> outPath, errPath;
@@ -142,9 +145,21 @@ LogicalResult mlir::tp::onnx_import::loadTorchScript(
       return emitError(loc) << "cannot read what " << kConverter
                             << " made of '" << path << "'";
     bytes = (*out)->getBuffer().str();
+    if (auto err = llvm::MemoryBuffer::getFile(errPath))
+      warnings = (*err)->getBuffer().str();
     std::lock_guard<std::mutex> lock(mutex);
-    converted[key] = bytes;
+    converted[key] = {bytes, warnings};
   }
+  // "warning: model.pt: input 'x' is assumed ...": the converter's
+  // warnings (an input type it assumed) as ours; the location names the
+  // file.
+  SmallVector<StringRef> lines;
+  StringRef(warnings).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (StringRef line : lines)
+    if (line.consume_front("warning: ")) {
+      line.consume_front((path + ": ").str());
+      emitWarning(loc) << line;
+    }
   if (!model.ParseFromString(bytes))
     return emitError(loc) << kConverter << " wrote an invalid model for '"
                           << path << "'";

@@ -5,7 +5,8 @@
 // only in the pickled module state (data.pkl). We unpickle that state with
 // every storage pointing into a private mapping of the file, so that a
 // tensor's data pointer minus the mapping's base is its file offset, and
-// no tensor byte is read until something uses it.
+// no tensor byte is read until something uses it. The example inputs'
+// dtypes, where a trace stored them, are read the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 
 using namespace tp::torchscript;
 
@@ -93,28 +95,29 @@ void collect(const std::string &prefix, const c10::IValue &value,
   }
 }
 
-} // namespace
-
-ArchiveState tp::torchscript::readArchiveState(const std::string &path) {
-  caffe2::serialize::PyTorchStreamReader reader(path);
-  // A zip archive without it is not TorchScript (torch.save's format has
-  // data.pkl too); libtorch's message says so, which the caller explains.
-  reader.getRecordOffset("constants.pkl");
-  auto file = std::make_shared<Mapping>(path);
-
-  auto [pickle, pickleSize] = reader.getRecord("data.pkl");
+/// Unpickles archive record `name` ("data.pkl"), each tensor's storage
+/// from `readRecord`. Classes resolve to empty types that gain an
+/// attribute per state key: only the state is wanted, not the code.
+/// `parseTag`, if given, resolves the names that it knows first.
+c10::IValue
+unpickle(caffe2::serialize::PyTorchStreamReader &reader,
+         const std::string &name,
+         const std::function<at::DataPtr(const std::string &)> &readRecord,
+         c10::TypePtr (*parseTag)(const std::string &) = nullptr) {
+  auto [pickle, pickleSize] = reader.getRecord(name);
   size_t position = 0;
   auto read = [&, &pickle = pickle, pickleSize = pickleSize](char *buffer,
-                                                              size_t n) {
+                                                             size_t n) {
     n = std::min(n, pickleSize - position);
     std::memcpy(buffer, static_cast<char *>(pickle.get()) + position, n);
     position += n;
     return n;
   };
-  // Classes resolve to empty types that gain an attribute per state key:
-  // only the state is wanted, not the code.
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   auto resolveType = [&](const c10::QualifiedName &name) {
+    if (parseTag)
+      if (c10::TypePtr tag = parseTag(name.qualifiedName()))
+        return c10::StrongTypePtr(unit, tag);
     c10::ClassTypePtr type = unit->get_class(name);
     if (!type) {
       type = c10::ClassType::create(name, unit);
@@ -137,6 +140,66 @@ ArchiveState tp::torchscript::readArchiveState(const std::string &path) {
     }
     return object;
   };
+  torch::jit::Unpickler unpickler(read, resolveType, loadObject, readRecord,
+                                  at::Device(at::kCPU));
+  unpickler.set_version(reader.version());
+  return unpickler.parse_ivalue();
+}
+
+/// The type of a container's tag in traced_inputs.pkl, "Dict[str,
+/// List[Any]]" and "List[Any]", which the unpickler asks the class
+/// resolver for; only the kind of container matters here.
+c10::TypePtr parseContainerTag(const std::string &text) {
+  if (text.rfind("Dict[", 0) == 0)
+    return c10::DictType::create(c10::StringType::get(), c10::AnyType::get());
+  if (text.rfind("List[", 0) == 0)
+    return c10::ListType::create(c10::AnyType::get());
+  return nullptr;
+}
+
+/// The dtypes of the example inputs forward() was traced with. PyTorch 2.0
+/// and later store them (torch.jit.trace's _store_inputs, on by default)
+/// as traced_inputs.pkl, {method: [inputs]}, each tensor without its data
+/// (empty records); earlier traces and scripted modules have none. A
+/// record that is not that says nothing, as if absent.
+std::vector<c10::ScalarType>
+readTracedInputTypes(caffe2::serialize::PyTorchStreamReader &reader) {
+  if (!reader.hasRecord("traced_inputs.pkl"))
+    return {};
+  std::vector<c10::ScalarType> types;
+  try {
+    // The storages stay empty: only dtypes are read, never data.
+    c10::IValue traced = unpickle(
+        reader, "traced_inputs.pkl",
+        [](const std::string &) { return at::DataPtr(nullptr, at::kCPU); },
+        parseContainerTag);
+    if (!traced.isGenericDict())
+      return {};
+    for (const auto &entry : traced.toGenericDict()) {
+      if (!entry.key().isString() || entry.key().toStringRef() != "forward" ||
+          !entry.value().isList())
+        continue;
+      for (const c10::IValue &input : entry.value().toListRef()) {
+        if (!input.isTensor())
+          return {};
+        types.push_back(input.toTensor().scalar_type());
+      }
+    }
+  } catch (const c10::Error &) {
+    return {};
+  }
+  return types;
+}
+
+} // namespace
+
+ArchiveState tp::torchscript::readArchiveState(const std::string &path) {
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  // A zip archive without it is not TorchScript (torch.save's format has
+  // data.pkl too); libtorch's message says so, which the caller explains.
+  reader.getRecordOffset("constants.pkl");
+  auto file = std::make_shared<Mapping>(path);
+
   auto readRecord = [&](const std::string &key) -> at::DataPtr {
     std::string record = "data/" + key;
     // A pointer into the mapping that keeps it mapped.
@@ -147,10 +210,8 @@ ArchiveState tp::torchscript::readArchiveState(const std::string &path) {
                        },
                        at::kCPU);
   };
-  torch::jit::Unpickler unpickler(read, resolveType, loadObject, readRecord,
-                                  at::Device(at::kCPU));
-  unpickler.set_version(reader.version());
   ArchiveState state;
-  collect("", unpickler.parse_ivalue(), *file, state);
+  collect("", unpickle(reader, "data.pkl", readRecord), *file, state);
+  state.tracedInputTypes = readTracedInputTypes(reader);
   return state;
 }

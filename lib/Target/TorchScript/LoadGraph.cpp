@@ -9,11 +9,12 @@
 // would fold buffers into anonymous constants and merge equal tensors.
 //
 // Traces carry no types, so the graph is run once, node by node, on inputs
-// of the user's shapes; each value takes the type of what it produced, and
-// the shape arithmetic that tracing recorded (aten::size, NumToTensor,
-// Int) then folds to constants. The large floating-point weights it reads
-// were never loaded (ArchiveReader): their values are zeros or garbage,
-// which decide no type, and nothing computed from a weight is folded.
+// of the user's shapes and of the types InputTypes.cpp chooses; each value
+// takes the type of what it produced, and the shape arithmetic that
+// tracing recorded (aten::size, NumToTensor, Int) then folds to constants.
+// The large floating-point weights it reads were never loaded
+// (ArchiveReader): their values are zeros or garbage, which decide no
+// type, and nothing computed from a weight is folded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -206,46 +207,8 @@ void pruneWeights(LoadedGraph &loaded) {
   }
 }
 
-/// An input's type when the user gave none: int64 where it ends up as
-/// indices (of an embedding, index_select, gather or x[...]), float
-/// otherwise.
-int32_t inferInputType(const Value *input) {
-  std::vector<const Value *> work = {input};
-  std::unordered_set<const Value *> seen;
-  while (!work.empty()) {
-    const Value *v = work.back();
-    work.pop_back();
-    if (!seen.insert(v).second)
-      continue;
-    for (const torch::jit::Use &use : v->uses()) {
-      std::string kind = use.user->kind().toQualString();
-      if ((kind == "aten::embedding" && use.offset == 1) ||
-          (kind == "aten::index_select" && use.offset == 2) ||
-          (kind == "aten::gather" && use.offset == 2))
-        return onnx::TensorProto::INT64;
-      // x[..., v] (aten::index's list of indices).
-      if (kind == "prim::ListConstruct")
-        for (const torch::jit::Use &listUse : use.user->output()->uses())
-          if (listUse.user->kind().toQualString() ==
-                  std::string("aten::index") &&
-              listUse.offset == 1)
-            return onnx::TensorProto::INT64;
-      // Follow the ops that keep values as they are.
-      if (kind == "aten::view" || kind == "aten::reshape" ||
-          kind == "aten::unsqueeze" || kind == "aten::squeeze" ||
-          kind == "aten::slice" || kind == "aten::select" ||
-          kind == "aten::contiguous" || kind == "aten::flatten" ||
-          kind == "aten::expand")
-        if (use.offset == 0)
-          work.push_back(use.user->output());
-    }
-  }
-  return onnx::TensorProto::FLOAT;
-}
-
-at::Tensor exampleInput(const InputSpec &spec) {
-  std::vector<int64_t> shape = spec.shape;
-  switch (spec.elementType) {
+at::Tensor exampleInput(const std::vector<int64_t> &shape, int32_t type) {
+  switch (type) {
   case onnx::TensorProto::INT64:
     return at::zeros(shape, at::kLong);
   case onnx::TensorProto::INT32:
@@ -254,6 +217,11 @@ at::Tensor exampleInput(const InputSpec &spec) {
     return at::ones(shape, at::kBool);
   case onnx::TensorProto::DOUBLE:
     return at::randn(shape, at::kDouble);
+  // Drawn in f32 and rounded: libtorch's CPU randn may lack half types.
+  case onnx::TensorProto::FLOAT16:
+    return at::randn(shape, at::kFloat).to(at::kHalf);
+  case onnx::TensorProto::BFLOAT16:
+    return at::randn(shape, at::kFloat).to(at::kBFloat16);
   default:
     return at::randn(shape, at::kFloat);
   }
@@ -264,21 +232,15 @@ at::Tensor exampleInput(const InputSpec &spec) {
 /// weights (a mask built with torch.full(..., device=x.device), which
 /// constant propagation stops at) becomes the constant it computed.
 void typeByRunning(LoadedGraph &loaded, const std::string &path,
-                   const std::map<std::string, InputSpec> &inputs) {
+                   const std::map<std::string, InputSpec> &inputs,
+                   const std::vector<InputType> &types) {
   torch::jit::Graph &graph = *loaded.graph;
   std::unordered_map<const Value *, c10::IValue> env;
   at::manual_seed(0);
   for (size_t i = 0; i < loaded.inputNames.size(); ++i) {
-    auto spec = inputs.find(loaded.inputNames[i]);
-    if (spec == inputs.end())
-      throw ConvertError(path + ": give the shape of input '" +
-                         loaded.inputNames[i] + "' with --input-shape " +
-                         loaded.inputNames[i] + "=DIMS");
     Value *input = graph.inputs()[i + 1];
-    InputSpec chosen = spec->second;
-    if (!chosen.elementType)
-      chosen.elementType = inferInputType(input);
-    at::Tensor example = exampleInput(chosen);
+    at::Tensor example = exampleInput(inputs.at(loaded.inputNames[i]).shape,
+                                      types[i].elementType);
     input->setType(c10::TensorType::create(example));
     env[input] = example;
   }
@@ -383,6 +345,87 @@ void typeByRunning(LoadedGraph &loaded, const std::string &path,
   }
 }
 
+/// "2x16", as --input-shape takes dims.
+std::string formatDims(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "x" : "") + std::to_string(shape[i]);
+  return text;
+}
+
+/// Types the graph by running it on inputs of the chosen types. An
+/// assumed int64 input that the graph cannot run with is not int64: then
+/// every such input is taken as f32 (the type of data) and it runs again.
+/// Failing that, the error says which types were assumed and how to give
+/// them. Returns whether it fell back.
+bool typeWithChosenInputs(LoadedGraph &loaded, const std::string &path,
+                          const std::map<std::string, InputSpec> &inputs,
+                          std::vector<InputType> &types) {
+  auto explain = [&](const ConvertError &e) {
+    std::string assumed;
+    for (size_t i = 0; i < types.size(); ++i)
+      if (types[i].source == InputTypeSource::Assumed)
+        assumed += std::string(assumed.empty() ? "" : ", ") + "'" +
+                   loaded.inputNames[i] + "' " +
+                   elementTypeName(types[i].elementType);
+    if (assumed.empty())
+      return ConvertError(e.what());
+    return ConvertError(std::string(e.what()) +
+                        " (with input types assumed: " + assumed +
+                        "; give each input's type with its shape, "
+                        "--input-shape NAME=DIMS:TYPE)");
+  };
+  try {
+    typeByRunning(loaded, path, inputs, types);
+    return false;
+  } catch (const ConvertError &e) {
+    bool retry = false;
+    for (InputType &type : types)
+      if (type.source == InputTypeSource::Assumed &&
+          type.elementType == onnx::TensorProto::INT64) {
+        type.elementType = onnx::TensorProto::FLOAT;
+        retry = true;
+      }
+    if (!retry)
+      throw explain(e);
+  }
+  try {
+    typeByRunning(loaded, path, inputs, types);
+  } catch (const ConvertError &e) {
+    throw explain(e);
+  }
+  return true;
+}
+
+/// One line per assumed input type: which, why, and how to give another.
+void warnAssumedTypes(LoadedGraph &loaded,
+                      const std::map<std::string, InputSpec> &inputs,
+                      const std::vector<InputType> &types, bool fellBack) {
+  for (size_t i = 0; i < types.size(); ++i) {
+    const InputType &type = types[i];
+    if (type.source != InputTypeSource::Assumed)
+      continue;
+    const std::string &name = loaded.inputNames[i];
+    std::string assumed = elementTypeName(type.elementType);
+    std::string uses =
+        type.reason.empty()
+            ? std::string("nothing reads its values")
+            : "no use decides it (its first use: " + type.reason + ")";
+    std::string why = fellBack
+                          ? "the file does not record its type, " + uses +
+                                ", and the graph does not run with it as i64"
+                          : "the file does not record its type and " + uses;
+    std::string other =
+        type.elementType == onnx::TensorProto::INT64 ? "f32" : "TYPE";
+    std::string flag = "--input-shape " + name + "=" +
+                       formatDims(inputs.at(name).shape) + ":" + other;
+    loaded.warnings.push_back("input '" + name + "' is assumed to be " +
+                              assumed + ": " + why + "; if it is not " +
+                              assumed + ", give its type with its shape: " +
+                              flag);
+  }
+}
+
 } // namespace
 
 LoadedGraph tp::torchscript::loadGraph(
@@ -425,7 +468,14 @@ LoadedGraph tp::torchscript::loadGraph(
   // Control flow is checked before running, so that a data-dependent
   // branch is reported as such rather than by the interpreter below.
   checkStatic(loaded, path);
-  typeByRunning(loaded, path, inputs);
+  for (const std::string &name : loaded.inputNames)
+    if (!inputs.count(name))
+      throw ConvertError(path + ": give the shape of input '" + name +
+                         "' with --input-shape " + name + "=DIMS");
+  std::vector<InputType> types =
+      chooseInputTypes(loaded, archive, inputs, loaded.warnings);
+  bool fellBack = typeWithChosenInputs(loaded, path, inputs, types);
+  warnAssumedTypes(loaded, inputs, types, fellBack);
   simplify(loaded.graph);
   pruneWeights(loaded);
   checkStatic(loaded, path);

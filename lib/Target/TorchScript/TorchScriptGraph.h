@@ -47,6 +47,9 @@ struct ArchiveState {
   /// File offsets of the records that loading the module need not read
   /// (large floating-point tensors: weights).
   std::unordered_set<uint64_t> unreadRecords;
+  /// forward()'s example inputs' dtypes, in argument order, where the
+  /// trace recorded them (PyTorch 2.0 and later); empty otherwise.
+  std::vector<c10::ScalarType> tracedInputTypes;
 };
 
 ArchiveState readArchiveState(const std::string &path);
@@ -63,7 +66,37 @@ struct LoadedGraph {
   /// floating-point ones were never read (see ArchiveState); the run that
   /// types the graph reads them, and nothing else may.
   std::unordered_map<const torch::jit::Value *, at::Tensor> weightTensors;
+  /// What the user should know of the conversion (an input type that was
+  /// assumed, and how to give it), one line each, without the file name.
+  std::vector<std::string> warnings;
 };
+
+/// How a forward() input's element type was decided, most trusted first.
+enum class InputTypeSource {
+  Given,    ///< by the user, --input-shape NAME=DIMS:TYPE
+  Recorded, ///< the example input's, recorded by the trace (PyTorch 2)
+  Used,     ///< by a use that admits one type only (indices: int64)
+  Assumed,  ///< by nothing: a guess, which the user is told of
+};
+
+struct InputType {
+  int32_t elementType = 0; ///< ONNX's
+  InputTypeSource source = InputTypeSource::Assumed;
+  /// For Used, the use that decided it; for Assumed, the input's first
+  /// use (if any) that is not a view: "aten::to at model.py:12".
+  std::string reason;
+};
+
+/// Each forward() input's element type, in argument order, for the
+/// untyped (not yet run) graph; a type the user gave that differs from the
+/// recorded one adds a warning.
+std::vector<InputType>
+chooseInputTypes(const LoadedGraph &loaded, const ArchiveState &archive,
+                 const std::map<std::string, InputSpec> &inputs,
+                 std::vector<std::string> &warnings);
+
+/// "f32", "i64", ...: the names --input-shape takes; null for other types.
+const char *elementTypeName(int32_t type);
 
 /// Loads, checks and simplifies the module at `path`, leaving the records
 /// `archive` marks unread; with `typed`, also types every value by running

@@ -37,7 +37,8 @@ static std::string explainLoadError(const std::string &path,
 bool tp::torchscript::convertTorchScript(const std::string &path,
                                          const ConvertOptions &options,
                                          onnx::ModelProto &model,
-                                         std::string &error) {
+                                         std::string &error,
+                                         std::vector<std::string> *warnings) {
   try {
     at::set_num_threads(1);
     registerMissingAtenOps();
@@ -72,6 +73,9 @@ bool tp::torchscript::convertTorchScript(const std::string &path,
       return true;
     }
     translateGraph(path, loaded, archive, model);
+    if (warnings)
+      for (const std::string &warning : loaded.warnings)
+        warnings->push_back(path + ": " + warning);
     return true;
   } catch (const ConvertError &e) {
     error = e.what();

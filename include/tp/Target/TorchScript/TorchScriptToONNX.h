@@ -26,7 +26,8 @@
 namespace tp::torchscript {
 
 /// A `forward()` argument as the user pins it: its shape and ONNX element
-/// type (0: chosen from its uses, int64 for indices, float otherwise).
+/// type (0: the type the trace recorded, else one its uses make certain,
+/// else assumed, with a warning; see InputTypes.cpp).
 struct InputSpec {
   std::vector<int64_t> shape;
   int32_t elementType = 0;
@@ -41,9 +42,12 @@ struct ConvertOptions {
 
 /// Converts the TorchScript file at `path`. On failure returns false with
 /// `error` set to a message that names the file and, where there is one,
-/// the op and its source range.
+/// the op and its source range. On success, `warnings` (if given) gets one
+/// line for each thing the user should know, such as an input type that
+/// was assumed; each names the file.
 bool convertTorchScript(const std::string &path, const ConvertOptions &options,
-                        onnx::ModelProto &model, std::string &error);
+                        onnx::ModelProto &model, std::string &error,
+                        std::vector<std::string> *warnings = nullptr);
 
 /// The aten ops the frontend converts ("aten::linear", ...), sorted.
 std::vector<std::string> supportedAtenOps();
