@@ -126,12 +126,26 @@ static LogicalResult writeArtifactAtomically(ModuleOp module, StringRef path,
   return success();
 }
 
-int64_t mlir::tp::getPrefillLength(const CompileOptions &options) {
+std::vector<int64_t>
+mlir::tp::getPrefillChunks(const CompileOptions &options) {
   if (options.maxSeq == 0 || options.prefillLength == 0)
-    return 0;
-  if (options.prefillLength > 0)
-    return options.prefillLength;
-  return std::min<int64_t>(options.maxSeq, kDefaultPrefillLength);
+    return {};
+  std::vector<int64_t> chunks;
+  if (options.prefillLength > 0) {
+    chunks.push_back(options.prefillLength);
+  } else if (!options.prefillChunks.empty()) {
+    chunks = options.prefillChunks;
+  } else {
+    for (int64_t chunk : kDefaultPrefillChunks)
+      if (chunk < options.maxSeq)
+        chunks.push_back(chunk);
+    // A context shorter than every default still prefills in one chunk.
+    if (chunks.empty() && options.maxSeq > 2)
+      chunks.push_back(options.maxSeq - 1);
+  }
+  llvm::sort(chunks);
+  chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+  return chunks;
 }
 
 /// Checks the options that need no model.
@@ -169,11 +183,20 @@ static LogicalResult checkOptions(MLIRContext &context,
                              "leave it out with --max-seq";
   if (options.prefillLength < -1)
     return emitError(loc) << "--prefill-len must be 0 or more";
-  if (options.prefillLength > 0 && options.maxSeq == 0)
-    return emitError(loc) << "--prefill-len needs --max-seq";
-  if (options.prefillLength > options.maxSeq && options.maxSeq > 0)
-    return emitError(loc) << "--prefill-len " << options.prefillLength
-                          << " is longer than --max-seq " << options.maxSeq;
+  if (options.prefillLength > 0 && !options.prefillChunks.empty())
+    return emitError(loc) << "--prefill-len C is --prefill-chunks C; give "
+                             "one of them";
+  if ((options.prefillLength > 0 || !options.prefillChunks.empty()) &&
+      options.maxSeq == 0)
+    return emitError(loc) << (options.prefillLength > 0 ? "--prefill-len"
+                                                        : "--prefill-chunks")
+                          << " needs --max-seq";
+  for (int64_t chunk : getPrefillChunks(options))
+    if (chunk < 2 || chunk >= options.maxSeq)
+      return emitError(loc)
+             << "a prefill chunk of " << chunk << " tokens: each must be "
+             << "at least 2 (a decode step takes 1) and below --max-seq "
+             << options.maxSeq << " (it reads the cache written before it)";
   if (options.maxSeq > 0 && options.microbatches > 1)
     return emitError(loc) << "--microbatches with --max-seq: a decode step "
                              "runs all its sequences at once";
@@ -195,9 +218,10 @@ static LogicalResult checkOptions(MLIRContext &context,
 /// exported with its cache, optimum's text-generation-with-past layout, for
 /// `tokens` tokens of B sequences. The decode step (1 token): input_ids and
 /// position_ids [B, 1], attention_mask [B, S], and each past_key_values.*
-/// input S - 1 positions on its one symbolic dim after the batch. The
-/// prefill (--prefill-len C tokens): [B, C], [B, C] and no past positions.
-/// tp-kv-cache then makes the past inputs caches of S positions.
+/// input S - 1 positions on its one symbolic dim after the batch. A prefill
+/// chunk of C tokens is the same program for C tokens: [B, C] ids and
+/// positions, and S - C past positions. tp-kv-cache then makes the past
+/// inputs caches of S positions, written at cache_position.
 static LogicalResult setGenerationShapes(MLIRContext &context,
                                          const CompileOptions &options,
                                          int64_t tokens,
@@ -212,7 +236,7 @@ static LogicalResult setGenerationShapes(MLIRContext &context,
   if (failed(inputs))
     return failure();
   int64_t batch = options.maxBatch;
-  int64_t past = tokens == 1 ? options.maxSeq - 1 : 0;
+  int64_t past = options.maxSeq - tokens;
   bool haveIds = false, haveCache = false;
   for (const ONNXGraphInput &input : *inputs) {
     StringRef name = input.name;
@@ -260,11 +284,13 @@ static LogicalResult setGenerationShapes(MLIRContext &context,
   return success();
 }
 
-/// Moves the partitioned prefill program into the decode step's module: its
-/// functions are renamed (@main -> @prefill, @main_stage<k> ->
-/// @prefill_stage<k>, others get a `prefill_` prefix) and its stages tagged
-/// tp.prefill_stage; the grids must be the decode step's.
-static LogicalResult mergePrefill(ModuleOp decode, ModuleOp prefill) {
+/// Moves the partitioned prefill chunk of `chunk` tokens into the decode
+/// step's module: its functions are renamed (@main -> @prefill_<C>,
+/// @main_stage<k> -> @prefill_<C>_stage<k>, others get a `prefill_<C>_`
+/// prefix) and its stages tagged tp.prefill_stage and tp.prefill_chunk;
+/// the grids must be the decode step's.
+static LogicalResult mergePrefill(ModuleOp decode, ModuleOp prefill,
+                                  int64_t chunk) {
   MLIRContext *ctx = decode.getContext();
   for (auto grid : prefill.getOps<shard::GridOp>()) {
     auto other = decode.lookupSymbol<shard::GridOp>(grid.getSymName());
@@ -274,12 +300,14 @@ static LogicalResult mergePrefill(ModuleOp decode, ModuleOp prefill) {
              << " differs from the decode step's";
   }
   bool pipelined = prefill.lookupSymbol("pipeline") != nullptr;
+  std::string prefix = "prefill_" + std::to_string(chunk);
+  auto i64 = IntegerType::get(ctx, 64);
   SmallVector<func::FuncOp> funcs(prefill.getOps<func::FuncOp>());
   for (func::FuncOp func : funcs) {
     StringRef name = func.getSymName();
     std::string renamed = name.starts_with("main")
-                              ? ("prefill" + name.drop_front(4)).str()
-                              : ("prefill_" + name).str();
+                              ? (prefix + name.drop_front(4)).str()
+                              : (prefix + "_" + name).str();
     if (decode.lookupSymbol(renamed))
       return func.emitError("the prefill program's function @")
              << renamed << " clashes with the decode step's";
@@ -287,12 +315,15 @@ static LogicalResult mergePrefill(ModuleOp decode, ModuleOp prefill) {
             func, StringAttr::get(ctx, renamed), prefill)))
       return func.emitError("cannot rename @") << name;
     func.setSymName(renamed);
-    if (Attribute stage = func->getAttr(TPDialect::kStageAttrName)) {
+    Attribute stage = func->getAttr(TPDialect::kStageAttrName);
+    if (stage)
       func->removeAttr(TPDialect::kStageAttrName);
+    else if (!pipelined && name == "main")
+      stage = IntegerAttr::get(i64, 0);
+    if (stage) {
       func->setAttr(TPDialect::kPrefillStageAttrName, stage);
-    } else if (!pipelined && name == "main") {
-      func->setAttr(TPDialect::kPrefillStageAttrName,
-                    IntegerAttr::get(IntegerType::get(ctx, 64), 0));
+      func->setAttr(TPDialect::kPrefillChunkAttrName,
+                    IntegerAttr::get(i64, chunk));
     }
   }
   for (func::FuncOp func : funcs) {
@@ -417,14 +448,21 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   if (failed(checkInterrupted(context, options, "writing the artifact")))
     return failure();
 
-  // Generation: the prompt's program beside the decode step, on the same
-  // weights and caches.
-  int64_t prefillLength = getPrefillLength(options);
-  if (prefillLength > 0) {
-    ONNXImportOptions prefillImport;
-    if (failed(setGenerationShapes(context, options, prefillLength,
-                                   prefillImport)))
+  // Generation: the prompt's chunk programs beside the decode step, on the
+  // same weights and caches.
+  std::vector<int64_t> chunks = getPrefillChunks(options);
+  for (int64_t chunk : chunks) {
+    if (failed(checkInterrupted(context, options, "planning the prefill")))
       return failure();
+    ONNXImportOptions prefillImport;
+    if (failed(setGenerationShapes(context, options, chunk, prefillImport)))
+      return failure();
+    // The chunk's causal mask, [batch, 1, chunk, context], and the indices
+    // of the export's writes into it must fold, so that tp-kv-cache can
+    // read it where the chunk sits.
+    prefillImport.maxFoldedElements =
+        std::max(prefillImport.maxFoldedElements,
+                 4 * options.maxBatch * chunk * options.maxSeq);
     OwningOpRef<ModuleOp> prefill =
         importONNXFile(options.model, &context, prefillImport);
     if (!prefill)
@@ -435,7 +473,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     prefillPm.addPass(createKVCache(cache));
     buildParallelizePipeline(prefillPm, parallelize);
     if (failed(prefillPm.run(*prefill)) ||
-        failed(mergePrefill(*module, *prefill)))
+        failed(mergePrefill(*module, *prefill, chunk)))
       return failure();
   }
 
@@ -444,7 +482,6 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   artifactOptions.target = options.target;
   artifactOptions.maxSeq = options.maxSeq;
   artifactOptions.maxBatch = options.maxSeq > 0 ? options.maxBatch : 0;
-  artifactOptions.prefillLength = prefillLength;
   artifactOptions.onProgress = [&options](uint64_t done, uint64_t total) {
     if (options.progress && !options.progress(done, total))
       return false;

@@ -570,10 +570,10 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     put(message, sequence.data(), sequence.size() * sizeof(int64_t));
     return message.size();
   };
-  // Position `position` of the logits of the last run (of the prefill
-  // program with `prefill`) picks the token after position t.
-  auto step = [&](bool prefill, int64_t position, int64_t t) {
-    Candidates mine(getOutputBlocks("logits", prefill), vocab, rows, position,
+  // Position `position` of the logits of the last run of `program` (the
+  // decode step, or a prefill chunk) picks the token after position t.
+  auto step = [&](int program, int64_t position, int64_t t) {
+    Candidates mine(getOutputBlocks("logits", program), vocab, rows, position,
                     candidates, /*withLogSumExp=*/beams > 1);
     if (!mpi)
       return pick(mine, t);
@@ -613,50 +613,67 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   // The last position a token was written at.
   int64_t lastWritten = promptLength - 1;
 
-  // The prefill program takes the prompt's first tokens at once, right-
-  // padded to its length (masked: the padded positions' cache entries are
-  // overwritten by the steps after, before they are unmasked).
+  // The prompt runs in prefill chunks, each C tokens at cache_position p
+  // reading the cache written before it: at each p the smallest chunk that
+  // holds the rest of the prompt, else the largest that fits the context
+  // (p + C <= slots); the last one right-padded (masked: the padded
+  // positions' cache entries are overwritten by the steps after, before
+  // they are unmasked). Only what no chunk fits (the last positions of a
+  // prompt that nearly fills the context) goes through decode steps.
   int64_t first = 0;
-  const PrefillSpec &prefill = manifest.prefill;
-  if (prefill.length > 0 && promptLength > 1) {
-    int64_t chunk = prefill.length, count = std::min(promptLength, chunk);
+  std::vector<int64_t> chunkIds, chunkPositions;
+  while (first < promptLength && promptLength > 1) {
+    int64_t rest = promptLength - first, chosen = -1;
+    for (size_t c = 0; c < manifest.prefill.size(); ++c) {
+      int64_t length = manifest.prefill[c].length;
+      if (first + length > slots)
+        break;
+      chosen = static_cast<int64_t>(c);
+      if (length >= rest)
+        break;
+    }
+    if (chosen < 0)
+      break;
+    const PrefillSpec &prefill = manifest.prefill[chosen];
+    int64_t chunk = prefill.length, count = std::min(rest, chunk);
     findInput(prefill.inputs, manifest.dir, "input_ids", {rows, chunk}, true);
-    findInput(prefill.inputs, manifest.dir, "attention_mask", {rows, chunk},
+    findInput(prefill.inputs, manifest.dir, "attention_mask", {rows, slots},
               true);
-    bool prefillPositions = findInput(prefill.inputs, manifest.dir,
-                                      "position_ids", {rows, chunk}, false);
+    bool chunkHasPositions = findInput(prefill.inputs, manifest.dir,
+                                       "position_ids", {rows, chunk}, false);
     findInput(prefill.inputs, manifest.dir, "cache_position", {}, true);
-    std::vector<int64_t> chunkIds(rows * chunk, 0), chunkMask(rows * chunk, 0),
-        chunkPositions(rows * chunk, 1), zero{0};
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t t = 0; t < count; ++t) {
-        chunkIds[r * chunk + t] = sequence[r * length + t];
-        auto [m, p] = advance(r, t);
-        chunkMask[r * chunk + t] = m;
-        chunkPositions[r * chunk + t] = p;
-      }
-    std::map<std::string, InputView> inputs{
-        {"input_ids", view(chunkIds, {rows, chunk}, "input_ids")},
-        {"attention_mask", view(chunkMask, {rows, chunk}, "attention_mask")},
-        {"cache_position", view(zero, {}, "cache_position")}};
-    if (prefillPositions)
-      inputs["position_ids"] =
-          view(chunkPositions, {rows, chunk}, "position_ids");
-    const TensorSpec *prefillLogits = nullptr;
+    const TensorSpec *chunkLogits = nullptr;
     for (const TensorSpec &output : prefill.outputs)
       if (output.name == "logits")
-        prefillLogits = &output;
-    if (!prefillLogits || prefillLogits->dtype != "F32" ||
-        prefillLogits->shape != std::vector<int64_t>{rows, chunk, vocab} ||
-        (prefillLogits->splitDim >= 0 && prefillLogits->splitDim != 2))
-      throw Error(manifest.dir + ": the prefill program has no F32 [" +
+        chunkLogits = &output;
+    if (!chunkLogits || chunkLogits->dtype != "F32" ||
+        chunkLogits->shape != std::vector<int64_t>{rows, chunk, vocab} ||
+        (chunkLogits->splitDim >= 0 && chunkLogits->splitDim != 2))
+      throw Error(manifest.dir + ": the prefill chunk of " +
+                  std::to_string(chunk) + " tokens has no F32 [" +
                   std::to_string(rows) + ", " + std::to_string(chunk) + ", " +
                   std::to_string(vocab) + "] output 'logits'");
-    runInPlace(inputs, /*prefill=*/true);
-    first = count;
-    if (count == promptLength && lastStep >= promptLength) {
-      finished = step(/*prefill=*/true, count - 1, count - 1);
-      lastWritten = count;
+    chunkIds.assign(rows * chunk, 0);
+    chunkPositions.assign(rows * chunk, 1);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < count; ++t) {
+        chunkIds[r * chunk + t] = sequence[r * length + first + t];
+        chunkPositions[r * chunk + t] = advance(r, first + t).second;
+      }
+    std::vector<int64_t> cachePosition{first};
+    std::map<std::string, InputView> inputs{
+        {"input_ids", view(chunkIds, {rows, chunk}, "input_ids")},
+        {"attention_mask", view(mask, {rows, slots}, "attention_mask")},
+        {"cache_position", view(cachePosition, {}, "cache_position")}};
+    if (chunkHasPositions)
+      inputs["position_ids"] =
+          view(chunkPositions, {rows, chunk}, "position_ids");
+    runInPlace(inputs, static_cast<int>(chosen));
+    ++result.prefillChunks;
+    first += count;
+    if (first == promptLength && lastStep >= promptLength) {
+      finished = step(static_cast<int>(chosen), count - 1, first - 1);
+      lastWritten = first;
       result.prefillSeconds =
           std::chrono::duration<double>(Clock::now() - start).count();
       start = Clock::now();
@@ -692,7 +709,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     }
     if (t + 1 < promptLength)
       continue;
-    finished = step(/*prefill=*/false, 0, t);
+    finished = step(kMainProgram, 0, t);
     lastWritten = t + 1;
     if (t + 1 > promptLength)
       ++result.decodeSteps;

@@ -534,14 +534,22 @@ Manifest tp::rt::parseManifest(const std::string &json,
     const llvm::json::Object &in = reader.object(generation, "'generation'");
     manifest.maxSeq = reader.integer(in, "max_seq", 2, kMaxSequence);
     manifest.maxBatch = reader.integer(in, "max_batch", 1, kMaxSequence);
-    if (const llvm::json::Value *prefill = in.get("prefill")) {
-      const llvm::json::Object &program =
-          reader.object(prefill, "'generation.prefill'");
-      manifest.prefill.length =
-          reader.integer(program, "length", 1, manifest.maxSeq);
-      parseProgram(program, manifest.prefill.stages, manifest.prefill.inputs,
-                   manifest.prefill.outputs, "prefill ");
-    }
+    if (in.get("prefill"))
+      for (const llvm::json::Value &value : reader.array(in, "prefill")) {
+        std::string where =
+            "prefill[" + std::to_string(manifest.prefill.size()) + "] ";
+        const llvm::json::Object &program =
+            reader.object(&value, "'generation." + where + "'");
+        PrefillSpec chunk;
+        chunk.length = reader.integer(program, "length", 2, manifest.maxSeq - 1);
+        if (!manifest.prefill.empty() &&
+            chunk.length <= manifest.prefill.back().length)
+          reader.fail("generation.prefill's chunks must be listed by "
+                      "ascending length");
+        parseProgram(program, chunk.stages, chunk.inputs, chunk.outputs,
+                     where);
+        manifest.prefill.push_back(std::move(chunk));
+      }
   }
 
   const llvm::json::Array &ranks = reader.array(root, "ranks");
@@ -573,11 +581,11 @@ Manifest tp::rt::parseManifest(const std::string &json,
                   rank.function + "', but stage " +
                   std::to_string(rank.stage) + " runs '" + function + "'");
   }
-  if (manifest.prefill.length > 0) {
-    validateStages(reader, manifest, manifest.prefill.stages,
-                   manifest.prefill.inputs, manifest.prefill.outputs,
-                   "prefill ");
-    // The prefill writes the caches the decode step reads: the same ones.
+  for (const PrefillSpec &chunk : manifest.prefill) {
+    std::string where = "prefill chunk of " + std::to_string(chunk.length) + " ";
+    validateStages(reader, manifest, chunk.stages, chunk.inputs, chunk.outputs,
+                   where);
+    // A chunk writes the caches the decode step reads: the same ones.
     for (size_t s = 0; s < manifest.stages.size(); ++s) {
       auto caches = [](const StageSpec &stage) {
         std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>
@@ -588,8 +596,8 @@ Manifest tp::rt::parseManifest(const std::string &json,
         std::sort(list.begin(), list.end());
         return list;
       };
-      if (caches(manifest.stages[s]) != caches(manifest.prefill.stages[s]))
-        reader.fail("prefill stage " + std::to_string(s) +
+      if (caches(manifest.stages[s]) != caches(chunk.stages.at(s)))
+        reader.fail(where + "stage " + std::to_string(s) +
                     " does not write the KV caches that decode stage " +
                     std::to_string(s) + " reads");
     }
@@ -607,8 +615,8 @@ std::string tp::rt::getManifestSignature(const Manifest &manifest) {
       os << (i ? "," : "") << specs[i].dtype << shapeText(specs[i].shape);
   };
   std::vector<StageSpec> all(manifest.stages);
-  all.insert(all.end(), manifest.prefill.stages.begin(),
-             manifest.prefill.stages.end());
+  for (const PrefillSpec &chunk : manifest.prefill)
+    all.insert(all.end(), chunk.stages.begin(), chunk.stages.end());
   for (const StageSpec &stage : all) {
     os << stage.function << "(";
     list(stage.args);

@@ -134,12 +134,14 @@ std::string tp::rt::printManifest(const Manifest &manifest) {
       json.attributeObject("generation", [&] {
         json.attribute("max_seq", manifest.maxSeq);
         json.attribute("max_batch", manifest.maxBatch);
-        // The prompt's program: same ranks, weights and caches.
-        if (manifest.prefill.length > 0)
-          json.attributeObject("prefill", [&] {
-            json.attribute("length", manifest.prefill.length);
-            printProgram(json, manifest.prefill.stages,
-                         manifest.prefill.inputs, manifest.prefill.outputs);
+        // The prompt's chunk programs: same ranks, weights and caches.
+        if (!manifest.prefill.empty())
+          json.attributeArray("prefill", [&] {
+            for (const PrefillSpec &chunk : manifest.prefill)
+              json.object([&] {
+                json.attribute("length", chunk.length);
+                printProgram(json, chunk.stages, chunk.inputs, chunk.outputs);
+              });
           });
       });
     json.attributeArray("ranks", [&] {

@@ -44,7 +44,7 @@ std::string tp::rt::formatShape(const std::vector<int64_t> &shape) {
 namespace {
 
 /// One program of an artifact: the forward pass (a generation artifact's
-/// decode step), or a generation artifact's prefill.
+/// decode step), or one of a generation artifact's prefill chunks.
 struct Program {
   const std::vector<StageSpec> &stages;
   const std::vector<TensorSpec> &inputs, &outputs;
@@ -54,9 +54,16 @@ Program mainProgram(const Manifest &manifest) {
   return {manifest.stages, manifest.inputs, manifest.outputs};
 }
 
-Program prefillProgram(const Manifest &manifest) {
-  return {manifest.prefill.stages, manifest.prefill.inputs,
-          manifest.prefill.outputs};
+Program prefillProgram(const Manifest &manifest, size_t chunk) {
+  const PrefillSpec &prefill = manifest.prefill.at(chunk);
+  return {prefill.stages, prefill.inputs, prefill.outputs};
+}
+
+/// Program `program` of `manifest`: kMainProgram, or a prefill chunk's
+/// index.
+Program programOf(const Manifest &manifest, int program) {
+  return program == Session::kMainProgram ? mainProgram(manifest)
+                                          : prefillProgram(manifest, program);
 }
 
 using Buffer = std::unique_ptr<char, void (*)(void *)>;
@@ -367,12 +374,12 @@ public:
   Impl(const std::string &artifact, SessionOptions options);
   ~Impl();
   void reorderCaches(const std::vector<int64_t> &source);
-  /// Runs the forward pass (decode step), or with `prefill` the prefill;
+  /// Runs `program`: the forward pass (decode step), or a prefill chunk;
   /// with `collect`, returns its outputs.
   std::vector<OutputTensor> run(const std::map<std::string, InputView> &inputs,
-                                int64_t warmup, int64_t repeat, bool prefill,
+                                int64_t warmup, int64_t repeat, int program,
                                 bool collect = true);
-  OutputBlocks getOutputBlocks(const std::string &name, bool prefill) const;
+  OutputBlocks getOutputBlocks(const std::string &name, int program) const;
 
   SessionOptions options;
   std::string artifact;
@@ -384,6 +391,14 @@ public:
   RunTiming timing;
 
 private:
+  /// Throws unless `index` names a program of the artifact.
+  void checkProgram(int index) const {
+    if (index != Session::kMainProgram &&
+        (index < 0 || static_cast<size_t>(index) >= manifest.prefill.size()))
+      throw Error(artifact + " has no prefill chunk " +
+                  std::to_string(index) + " (it has " +
+                  std::to_string(manifest.prefill.size()) + ")");
+  }
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(
         static_cast<int64_t>(options.timeoutSeconds * 1000));
@@ -405,7 +420,14 @@ private:
   void runCuda(const Program &program, std::vector<BoundRank> &ranks,
                int64_t warmup, int64_t repeat, Assembly *assembly);
   /// `program`'s assembly, with a buffer for each split output.
-  Assembly &assemblyFor(const Program &program, bool prefill);
+  Assembly &assemblyFor(const Program &program, int index);
+  /// The bindings of program `index` on this process's ranks.
+  std::vector<BoundRank> &boundOf(int index) {
+    return index == Session::kMainProgram ? bound : prefillBound.at(index);
+  }
+  const std::vector<BoundRank> &boundOf(int index) const {
+    return index == Session::kMainProgram ? bound : prefillBound.at(index);
+  }
   /// Copies rank `rank`'s blocks of the split outputs into `assembly`.
   void placeRankBlocks(const Program &program, const BoundRank &mine,
                        int32_t rank, Assembly &assembly) const;
@@ -430,10 +452,11 @@ private:
   bool mpi = false;
   /// Threads: every rank; MPI: this process's rank alone, at mpiRank.
   std::vector<BoundRank> bound;
-  /// The prefill program's bindings, beside `bound` (same weights, caches).
-  std::vector<BoundRank> prefillBound;
-  /// The split outputs put together, of the main and the prefill program.
-  Assembly assembled, prefillAssembled;
+  /// Each prefill chunk's bindings, beside `bound` (same weights, caches).
+  std::vector<std::vector<BoundRank>> prefillBound;
+  /// The split outputs put together, of the main program and each chunk.
+  Assembly assembled;
+  std::vector<Assembly> prefillAssembled;
   int32_t mpiRank = 0;
   std::shared_ptr<ThreadWorld> world;
   /// Thread ranks: the threads that run ranks 1 .. N-1, kept between runs.
@@ -554,9 +577,10 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     contexts.push_back(createTimedRankContext(
         std::move(context), &communication[0], traceOf(0)));
     bound.push_back(bindRank(manifest, mainProgram(manifest), mpiRank));
-    if (manifest.prefill.length > 0)
-      prefillBound.push_back(bindRank(manifest, prefillProgram(manifest),
-                                      mpiRank, &bound.back()));
+    prefillBound.resize(manifest.prefill.size());
+    for (size_t c = 0; c < manifest.prefill.size(); ++c)
+      prefillBound[c].push_back(bindRank(manifest, prefillProgram(manifest, c),
+                                         mpiRank, &bound.back()));
     if (!cuda) {
       modelRanks.push_back(
           model->createRank(mpiRank, size, contexts.front().get()));
@@ -616,17 +640,18 @@ Session::Impl::~Impl() {
 void Session::Impl::bindAll() {
   int32_t ranks = static_cast<int32_t>(manifest.ranks);
   bound.resize(ranks);
-  if (manifest.prefill.length > 0)
-    prefillBound.resize(ranks);
+  prefillBound.resize(manifest.prefill.size());
+  for (std::vector<BoundRank> &chunk : prefillBound)
+    chunk.resize(ranks);
   std::vector<std::string> errors(ranks);
   std::vector<std::thread> threads;
   for (int32_t rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       try {
         bound[rank] = bindRank(manifest, mainProgram(manifest), rank);
-        if (manifest.prefill.length > 0)
-          prefillBound[rank] = bindRank(manifest, prefillProgram(manifest),
-                                        rank, &bound[rank]);
+        for (size_t c = 0; c < manifest.prefill.size(); ++c)
+          prefillBound[c][rank] = bindRank(
+              manifest, prefillProgram(manifest, c), rank, &bound[rank]);
       } catch (const std::exception &e) {
         errors[rank] = e.what();
       }
@@ -721,8 +746,11 @@ static std::vector<int64_t> wholeBatch(std::vector<int64_t> shape,
   return shape;
 }
 
-Assembly &Session::Impl::assemblyFor(const Program &program, bool prefill) {
-  Assembly &assembly = prefill ? prefillAssembled : assembled;
+Assembly &Session::Impl::assemblyFor(const Program &program, int index) {
+  if (prefillAssembled.size() < manifest.prefill.size())
+    prefillAssembled.resize(manifest.prefill.size());
+  Assembly &assembly =
+      index == Session::kMainProgram ? assembled : prefillAssembled.at(index);
   for (const TensorSpec &spec : program.outputs) {
     if (spec.splitDim < 0 || assembly.count(spec.name))
       continue;
@@ -778,9 +806,10 @@ Session::Impl::collectOutputs(const Program &program,
 }
 
 OutputBlocks Session::Impl::getOutputBlocks(const std::string &name,
-                                            bool prefill) const {
-  Program program = prefill ? prefillProgram(manifest) : mainProgram(manifest);
-  const std::vector<BoundRank> &ranks = prefill ? prefillBound : bound;
+                                            int index) const {
+  checkProgram(index);
+  Program program = programOf(manifest, index);
+  const std::vector<BoundRank> &ranks = boundOf(index);
   std::vector<size_t> slots = outputSlots(program);
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorSpec &spec = program.outputs[i];
@@ -822,14 +851,13 @@ OutputBlocks Session::Impl::getOutputBlocks(const std::string &name,
 
 std::vector<OutputTensor>
 Session::Impl::run(const std::map<std::string, InputView> &inputs,
-                   int64_t warmup, int64_t repeat, bool prefill, bool collect) {
+                   int64_t warmup, int64_t repeat, int index, bool collect) {
   if (!broken.empty())
     throw Error("this session cannot run again: an earlier run failed (" +
                 broken + ")");
-  if (prefill && manifest.prefill.length == 0)
-    throw Error(artifact + " has no prefill program");
-  Program program = prefill ? prefillProgram(manifest) : mainProgram(manifest);
-  std::vector<BoundRank> &ranks = prefill ? prefillBound : bound;
+  checkProgram(index);
+  Program program = programOf(manifest, index);
+  std::vector<BoundRank> &ranks = boundOf(index);
   checkInputs(program, inputs);
   warmup = std::max<int64_t>(0, warmup);
   repeat = std::max<int64_t>(1, repeat);
@@ -838,7 +866,7 @@ Session::Impl::run(const std::map<std::string, InputView> &inputs,
   try {
     if (mpi)
       return runMpi(program, ranks, warmup, repeat, collect);
-    Assembly *assembly = collect ? &assemblyFor(program, prefill) : nullptr;
+    Assembly *assembly = collect ? &assemblyFor(program, index) : nullptr;
     if (cuda)
       runCuda(program, ranks, warmup, repeat, assembly);
     else
@@ -849,8 +877,7 @@ Session::Impl::run(const std::map<std::string, InputView> &inputs,
   }
   if (!collect)
     return {};
-  return collectOutputs(program, ranks,
-                        prefill ? prefillAssembled : assembled);
+  return collectOutputs(program, ranks, assemblyFor(program, index));
 }
 
 void Session::Impl::runThreads(const Program &program,
@@ -1043,12 +1070,13 @@ const SessionOptions &Session::getOptions() const { return impl->options; }
 std::vector<OutputTensor>
 Session::run(const std::map<std::string, InputView> &inputs, int64_t warmup,
              int64_t repeat) {
-  return impl->run(inputs, warmup, repeat, /*prefill=*/false);
+  return impl->run(inputs, warmup, repeat, kMainProgram);
 }
 
 std::vector<OutputTensor>
-Session::runPrefill(const std::map<std::string, InputView> &inputs) {
-  return impl->run(inputs, 0, 1, /*prefill=*/true);
+Session::runPrefill(const std::map<std::string, InputView> &inputs,
+                    int chunk) {
+  return impl->run(inputs, 0, 1, chunk);
 }
 
 double Session::getSecondsPerRun() const { return impl->seconds; }
@@ -1058,8 +1086,8 @@ int Session::getBlasThreads() const { return impl->blasThreads; }
 RunTiming Session::getLastRunTiming() const { return impl->timing; }
 
 void Session::runInPlace(const std::map<std::string, InputView> &inputs,
-                         bool prefill) {
-  impl->run(inputs, 0, 1, prefill, /*collect=*/false);
+                         int program) {
+  impl->run(inputs, 0, 1, program, /*collect=*/false);
 }
 
 int32_t Session::getMpiRank() const { return impl->getMpiRank(); }
@@ -1133,8 +1161,8 @@ void Session::Impl::broadcastFromRoot(std::vector<char> &data) {
 }
 
 OutputBlocks Session::getOutputBlocks(const std::string &name,
-                                      bool prefill) const {
-  return impl->getOutputBlocks(name, prefill);
+                                      int program) const {
+  return impl->getOutputBlocks(name, program);
 }
 
 void Session::reorderCaches(const std::vector<int64_t> &source) {

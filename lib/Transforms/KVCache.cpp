@@ -17,6 +17,8 @@
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <cstring>
+
 namespace mlir::tp {
 #define GEN_PASS_DEF_KVCACHE
 #include "tp/Transforms/Passes.h.inc"
@@ -189,6 +191,200 @@ void relocateStepSlices(func::FuncOp func, Value position, int64_t slots,
   }
 }
 
+/// Element `flat` of `attr` as raw bits, for comparing elements of any
+/// integer or float type.
+struct ElementReader {
+  DenseElementsAttr attr;
+  SmallVector<bool> bools;
+  ArrayRef<char> raw;
+  int64_t bytes = 0;
+
+  explicit ElementReader(DenseElementsAttr attr) : attr(attr) {
+    Type element = attr.getElementType();
+    if (element.isInteger(1)) {
+      bools.assign(attr.getValues<bool>().begin(), attr.getValues<bool>().end());
+      return;
+    }
+    bytes = element.getIntOrFloatBitWidth() / 8;
+    raw = attr.getRawData();
+  }
+  bool equal(int64_t a, int64_t b) const {
+    if (!bools.empty())
+      return bools[a] == bools[b];
+    return std::memcmp(raw.data() + a * bytes, raw.data() + b * bytes,
+                       bytes) == 0;
+  }
+};
+
+/// Whether `attr` is a table of key slot minus query position along dims
+/// `q` and `k`: the same along every diagonal, and not the same along `k`
+/// (so that where the queries sit matters).
+bool isPositionRelative(DenseElementsAttr attr, RankedTensorType type,
+                        int64_t q, int64_t k) {
+  ArrayRef<int64_t> shape = type.getShape();
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  ElementReader read(attr);
+  bool variesAlongKeys = false;
+  for (int64_t flat = 0, e = type.getNumElements(); flat < e; ++flat) {
+    int64_t i = flat / strides[q] % shape[q], j = flat / strides[k] % shape[k];
+    if (j + 1 < shape[k]) {
+      variesAlongKeys |= !read.equal(flat, flat + strides[k]);
+      if (i + 1 < shape[q] &&
+          !read.equal(flat, flat + strides[q] + strides[k]))
+        return false;
+    }
+  }
+  return variesAlongKeys;
+}
+
+/// The diagonals of position-relative table `attr` (dims `q`, `k`), with
+/// every other dim it is the same along cut to 1: entry u of the diagonal
+/// dim (at `k`; `q` cut to 1) is key j minus query i plus (queries - 1).
+/// A [batch, 1, C, S] mask becomes [1, 1, 1, C + S - 1].
+DenseElementsAttr diagonalsOf(DenseElementsAttr attr, RankedTensorType type,
+                              int64_t q, int64_t k) {
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  ElementReader read(attr);
+  auto uniformAlong = [&](int64_t d) {
+    for (int64_t flat = 0, e = type.getNumElements(); flat < e; ++flat)
+      if (flat / strides[d] % shape[d] + 1 < shape[d] &&
+          !read.equal(flat, flat + strides[d]))
+        return false;
+    return true;
+  };
+  SmallVector<int64_t> outShape(shape);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != q && d != k && shape[d] > 1 && uniformAlong(d))
+      outShape[d] = 1;
+  int64_t queries = shape[q];
+  outShape[q] = 1;
+  outShape[k] = queries + shape[k] - 1;
+  auto outType = RankedTensorType::get(outShape, type.getElementType());
+  int64_t count = outType.getNumElements();
+  SmallVector<int64_t> outStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * outShape[d + 1];
+  // The source element of each entry: the diagonal's first (i, j) inside.
+  SmallVector<int64_t> sources(count);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    int64_t source = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t index = flat / outStrides[d] % outShape[d];
+      if (d == k) {
+        int64_t i = std::max<int64_t>(0, queries - 1 - index);
+        int64_t j = index - (queries - 1) + i;
+        source += i * strides[q] + j * strides[k];
+      } else if (d != q) {
+        source += index * strides[d];
+      }
+    }
+    sources[flat] = source;
+  }
+  if (!read.bools.empty()) {
+    SmallVector<bool> values(count);
+    for (int64_t flat = 0; flat < count; ++flat)
+      values[flat] = read.bools[sources[flat]];
+    return DenseElementsAttr::get(outType, values);
+  }
+  std::vector<char> raw(count * read.bytes);
+  for (int64_t flat = 0; flat < count; ++flat)
+    std::memcpy(raw.data() + flat * read.bytes,
+                read.raw.data() + sources[flat] * read.bytes, read.bytes);
+  return DenseElementsAttr::getFromRawBuffer(outType, raw);
+}
+
+/// Replaces the uses of position-relative `constant` (dims `q`, `k`) by a
+/// read of its diagonals shifted to `position`: entry (i, j) is the
+/// constant's (i, j + slots - count - position), the last key's where that
+/// runs past the end (slots no call has filled, which the attention mask
+/// hides).
+void relocateTable(arith::ConstantOp constant, int64_t q, int64_t k,
+                   Value position, int64_t slots, int64_t count) {
+  OpBuilder b(constant);
+  Location loc = constant.getLoc();
+  auto type = cast<RankedTensorType>(constant.getType());
+  DenseElementsAttr diagonals =
+      diagonalsOf(cast<DenseElementsAttr>(constant.getValue()), type, q, k);
+  Value table = arith::ConstantOp::create(b, loc, diagonals);
+  ArrayRef<int64_t> tableShape = diagonals.getType().getShape();
+  int64_t rank = type.getRank();
+  MLIRContext *ctx = b.getContext();
+  Value init =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  SmallVector<AffineMap> maps{AffineMap::get(rank, 0, {}, ctx),
+                              b.getMultiDimIdentityMap(rank)};
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, type, ValueRange{position}, ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value zero = arith::ConstantIndexOp::create(nb, nl, 0);
+        SmallVector<Value> index;
+        for (int64_t d = 0; d < rank; ++d)
+          index.push_back(tableShape[d] == 1 && d != k
+                              ? zero
+                              : linalg::IndexOp::create(nb, nl, d).getResult());
+        Value at =
+            arith::IndexCastOp::create(nb, nl, nb.getIndexType(), args[0]);
+        Value base = arith::ConstantIndexOp::create(nb, nl, slots - count);
+        Value last = arith::ConstantIndexOp::create(nb, nl, slots - 1);
+        Value key = arith::SubIOp::create(
+            nb, nl, arith::AddIOp::create(nb, nl, index[k], base), at);
+        key = arith::MaxSIOp::create(
+            nb, nl, arith::MinSIOp::create(nb, nl, key, last), zero);
+        // Diagonal key - query + (count - 1).
+        Value query = linalg::IndexOp::create(nb, nl, q);
+        Value diagonal = arith::AddIOp::create(
+            nb, nl, arith::SubIOp::create(nb, nl, key, query),
+            arith::ConstantIndexOp::create(nb, nl, count - 1));
+        index[k] = diagonal;
+        index[q] = zero;
+        Value read = tensor::ExtractOp::create(nb, nl, table, index);
+        linalg::YieldOp::create(nb, nl, read);
+      });
+  constant.replaceAllUsesWith(generic.getResult(0));
+  constant.erase();
+}
+
+/// A chunk of `count` tokens (a prefill chunk reading the cache) was
+/// imported with its tokens at the last `count` of `slots` positions: the
+/// export's tables of key position relative to query position (the causal
+/// mask, a sliding window) folded to constants for queries at
+/// [slots - count, slots). The chunk's tokens sit at cache_position
+/// instead, so each such table is read shifted by the difference: entry
+/// (i, j) becomes the constant's (i, j + slots - count - position), the
+/// last key's where that runs past the end (slots no call has filled,
+/// which the attention mask hides).
+void relocatePositionTables(func::FuncOp func, Value position, int64_t slots,
+                            int64_t count) {
+  SmallVector<std::tuple<arith::ConstantOp, int64_t, int64_t>> tables;
+  func.walk([&](arith::ConstantOp constant) {
+    auto type = dyn_cast<RankedTensorType>(constant.getType());
+    auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!type || !attr || attr.isSplat() ||
+        !type.getElementType().isIntOrFloat() ||
+        (!type.getElementType().isInteger(1) &&
+         type.getElementType().getIntOrFloatBitWidth() % 8 != 0))
+      return;
+    for (int64_t q = 0; q < type.getRank(); ++q)
+      for (int64_t k = 0; k < type.getRank(); ++k)
+        if (q != k && type.getDimSize(q) == count &&
+            type.getDimSize(k) == slots &&
+            isPositionRelative(attr, type, q, k)) {
+          tables.push_back({constant, q, k});
+          return;
+        }
+  });
+  for (auto [constant, q, k] : tables)
+    relocateTable(constant, q, k, position, slots, count);
+}
+
 struct KVCache : tp::impl::KVCacheBase<KVCache> {
   using Base::Base;
 
@@ -300,6 +496,8 @@ struct KVCache : tp::impl::KVCacheBase<KVCache> {
     }
     if (stepCount > 0)
       relocateStepSlices(func, positionArg, slots, stepCount);
+    if (stepCount > 1)
+      relocatePositionTables(func, positionArg, slots, stepCount);
     returnOp->eraseOperands(dropped);
     SmallVector<Type> argTypes(func.getBody().getArgumentTypes());
     if (failed(func.eraseResults(dropped)))

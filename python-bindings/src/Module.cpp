@@ -206,6 +206,7 @@ public:
     }
     lastGeneration = nb::dict();
     lastGeneration["prefill_seconds"] = result.prefillSeconds;
+    lastGeneration["prefill_chunks"] = result.prefillChunks;
     lastGeneration["decode_steps"] = result.decodeSteps;
     lastGeneration["seconds_per_token"] = result.secondsPerToken;
     lastGeneration["compute_seconds_per_token"] = result.computeSecondsPerToken;
@@ -266,7 +267,9 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("explain_json", &mlir::tp::CompileOptions::explainJson)
       .def_rw("write_artifact", &mlir::tp::CompileOptions::writeArtifact)
       .def_rw("max_seq", &mlir::tp::CompileOptions::maxSeq)
-      .def_rw("max_batch", &mlir::tp::CompileOptions::maxBatch);
+      .def_rw("max_batch", &mlir::tp::CompileOptions::maxBatch)
+      .def_rw("prefill_len", &mlir::tp::CompileOptions::prefillLength)
+      .def_rw("prefill_chunks", &mlir::tp::CompileOptions::prefillChunks);
 
   m.def("compile", &compile, "options"_a, "progress"_a = nb::none(),
         "Compiles options.model into the artifact folder options.output; "

@@ -68,7 +68,7 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
                  microbatches, sequence_parallel, strategy, config,
                  input_shapes, padding, cxx_flags="", explain_json="",
                  max_seq=None, max_batch=1, progress=None, build_cache=None,
-                 dtype=None):
+                 dtype=None, prefill_len=None, prefill_chunks=None):
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
         options = _tp_mlir.CompileOptions()
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -94,6 +94,8 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
         options.explain_json = explain_json
         options.max_seq = int(max_seq or 0)
         options.max_batch = int(max_batch)
+        options.prefill_len = -1 if prefill_len is None else int(prefill_len)
+        options.prefill_chunks = [int(c) for c in (prefill_chunks or [])]
         if config is not None:
             if isinstance(config, dict):
                 config_path = os.path.join(scratch, "config.json")
@@ -114,7 +116,8 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
             microbatches=1, sequence_parallel=False, strategy="auto",
             config=None, input_shapes=None, padding=True, output=None,
             cxx_flags="", max_seq=None, max_batch=1, progress=None,
-            build_cache=None, dtype=None):
+            build_cache=None, dtype=None, prefill_len=None,
+            prefill_chunks=None):
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
 
@@ -123,6 +126,10 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
         type where the model does not record it (TorchScript).
     max_seq, max_batch: compile the decode step of a decoder exported with
     its KV cache (tp-compile --max-seq, --max-batch), for Session.generate.
+    prefill_chunks: the prompt's chunk sizes (tp-compile --prefill-chunks;
+    by default 16, 64 and 256, those below max_seq); prefill_len=N is
+    prefill_chunks=[N], and prefill_len=0 compiles none (the prompt runs
+    through decode steps).
     config: the --strategy=config rules, a path or a dict (implies
     strategy="config"). output: the artifact folder to write; by default a
     new temporary folder. Warnings (weights left whole, padding) are issued
@@ -148,7 +155,8 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
                  sequence_parallel=sequence_parallel, strategy=strategy,
                  config=config, input_shapes=input_shapes, padding=padding,
                  cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch,
-                 progress=progress, build_cache=build_cache, dtype=dtype)
+                 progress=progress, build_cache=build_cache, dtype=dtype,
+                 prefill_len=prefill_len, prefill_chunks=prefill_chunks)
     return Artifact(output)
 
 

@@ -119,3 +119,66 @@ func.func @main(%mask: tensor<2x8xi64> {tp.input = "attention_mask"},
   %kv = tensor.concat dim(2) %past, %new : (tensor<2x2x7x4xf32>, tensor<2x2x1x4xf32>) -> tensor<2x2x8x4xf32>
   return %last, %first, %kv : tensor<2x1xi64>, tensor<2x1xi64>, tensor<2x2x8x4xf32>
 }
+
+// -----
+
+#q = affine_map<(b, i, j) -> (i, j)>
+#s = affine_map<(b, i, j) -> (b, i, j)>
+
+// A prefill chunk (3 new positions after 5): the export's causal mask,
+// folded to a constant for queries at positions 5..7 (query i sees keys
+// j <= 5 + i), is the same along each diagonal: it is kept as its
+// diagonals (entry j - i + 2) and read shifted to where the chunk sits:
+// entry (i, j) at key j + 5 - cache_position, the last key where that runs
+// past the end. A table that is the same along the keys (%flat) is left
+// alone.
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: %[[POS:[^:]+]]: tensor<i64> {tp.input = "cache_position"}
+// CHECK: %[[DIAG:.+]] = arith.constant dense<{{\[\[}}0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, -1.000000e+09, -1.000000e+09]]> : tensor<1x10xf32>
+// CHECK: %[[SHIFTED:.+]] = linalg.generic {{.*}} ins(%[[POS]] : tensor<i64>) outs({{.*}} : tensor<3x8xf32>)
+// CHECK: %[[ZERO:.+]] = arith.constant 0 : index
+// CHECK: %[[J:.+]] = linalg.index 1 : index
+// CHECK: %[[AT:.+]] = arith.index_cast
+// CHECK: %[[BASE:.+]] = arith.constant 5 : index
+// CHECK: %[[LAST:.+]] = arith.constant 7 : index
+// CHECK: %[[PLUS:.+]] = arith.addi %[[J]], %[[BASE]]
+// CHECK: %[[SUB:.+]] = arith.subi %[[PLUS]], %[[AT]]
+// CHECK: %[[MIN:.+]] = arith.minsi %[[SUB]], %[[LAST]]
+// CHECK: %[[KEY:.+]] = arith.maxsi %[[MIN]], %[[ZERO]]
+// CHECK: %[[I:.+]] = linalg.index 0 : index
+// CHECK: %[[TWO:.+]] = arith.constant 2 : index
+// CHECK: %[[D:.+]] = arith.subi %[[KEY]], %[[I]]
+// CHECK: %[[U:.+]] = arith.addi %[[D]], %[[TWO]]
+// CHECK: tensor.extract %[[DIAG]][%[[ZERO]], %[[U]]] : tensor<1x10xf32>
+// CHECK: %[[FLAT:.+]] = arith.constant dense<{{\[\[}}1.000000e+00
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[SHIFTED]], %[[FLAT]] : tensor<1x3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>)
+func.func @main(%past: tensor<1x5x4xf32> {tp.input = "past_key_values.0.key"})
+    -> (tensor<1x3x8xf32> {tp.output = "scores"},
+        tensor<1x8x4xf32> {tp.output = "present.0.key"}) {
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<1x3x4xf32>
+  %new = linalg.fill ins(%one : f32) outs(%e : tensor<1x3x4xf32>) -> tensor<1x3x4xf32>
+  %kv = tensor.concat dim(1) %past, %new : (tensor<1x5x4xf32>, tensor<1x3x4xf32>) -> tensor<1x8x4xf32>
+  %e2 = tensor.empty() : tensor<1x3x8xf32>
+  %scores = linalg.generic {indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>, affine_map<(b, i, j, d) -> (b, j, d)>, affine_map<(b, i, j, d) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%new, %kv : tensor<1x3x4xf32>, tensor<1x8x4xf32>) outs(%e2 : tensor<1x3x8xf32>) {
+  ^bb0(%x: f32, %k: f32, %acc: f32):
+    %p = arith.mulf %x, %k : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x8xf32>
+  %mask = arith.constant dense<[[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0e9, -1.0e9],
+                                [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0e9],
+                                [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]> : tensor<3x8xf32>
+  %flat = arith.constant dense<[[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+                                [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0],
+                                [3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]]> : tensor<3x8xf32>
+  %masked = linalg.generic {indexing_maps = [#s, #q, #q, #s], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%scores, %mask, %flat : tensor<1x3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) outs(%e2 : tensor<1x3x8xf32>) {
+  ^bb0(%x: f32, %m: f32, %f: f32, %y: f32):
+    %a = arith.addf %x, %m : f32
+    %b = arith.mulf %a, %f : f32
+    linalg.yield %b : f32
+  } -> tensor<1x3x8xf32>
+  return %masked, %kv : tensor<1x3x8xf32>, tensor<1x8x4xf32>
+}

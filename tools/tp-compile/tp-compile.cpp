@@ -51,8 +51,16 @@ static cl::opt<int64_t>
              cl::cat(category));
 static cl::opt<int64_t> prefillLength(
     "prefill-len", cl::init(-1),
-    cl::desc("With --max-seq: the prompt's program runs this many tokens at "
-             "once (0: none; default min(--max-seq, 64))"),
+    cl::desc("With --max-seq: one prefill chunk of this many tokens, the same "
+             "as --prefill-chunks N (0: none, the prompt runs through decode "
+             "steps)"),
+    cl::cat(category));
+static cl::list<int64_t> prefillChunks(
+    "prefill-chunks", cl::CommaSeparated,
+    cl::desc("With --max-seq: the prompt runs in chunks of these sizes, each "
+             "reading the cache written before it, the smallest that holds "
+             "the rest of the prompt first (default 16,64,256: those below "
+             "--max-seq)"),
     cl::cat(category));
 static cl::opt<std::string> strategy("strategy", cl::init("auto"),
                                      cl::desc("auto or config"),
@@ -122,6 +130,7 @@ int main(int argc, char **argv) {
   options.maxSeq = maxSeq;
   options.maxBatch = maxBatch;
   options.prefillLength = prefillLength;
+  options.prefillChunks.assign(prefillChunks.begin(), prefillChunks.end());
   options.strategy = strategy;
   options.config = config;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());

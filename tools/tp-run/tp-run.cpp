@@ -315,7 +315,8 @@ int generate(const Options &options, Session &session,
   writeOutputs(options, {tokens});
   const Manifest &manifest = session.getManifest();
   std::cout << "prefill: " << result.prefillSeconds * 1e3 << " ms for "
-            << length << " prompt tokens x " << batch << "\n"
+            << length << " prompt tokens x " << batch << " ("
+            << result.prefillChunks << " prefill chunks)\n"
             << "decode: " << result.secondsPerToken * 1e3 << " ms per token ("
             << result.decodeSteps << " steps, " << manifest.ranks << " ranks), "
             << (result.secondsPerToken > 0

@@ -8,9 +8,11 @@ cpu --max-seq S --max-batch 2 --explain` and run with `tp-run --generate N`
 on the stored prompts (two, the second left-padded); the tokens must equal
 those transformers' greedy generate() produced (greedy.npy), exactly. The
 collectives of one decode step come from the plan. `prefill=N` in a config
-is --prefill-len N (0: the prompt runs through the decode step; 4: the
-6-token prompts take the prefill program and 2 decode steps); by default
-the prefill program covers the whole prompt. `beams=K` is beam search,
+is --prefill-len N, one prefill chunk of N tokens (0: the prompt runs
+through the decode step; 4: the 6-token prompts take two chunks, the
+second right-padded); by default one chunk of 16 covers the whole prompt.
+utils/reference-run/run_prefill_chunks.py covers prompts longer than the
+chunks. `beams=K` is beam search,
 --num-beams K on an artifact of --max-batch 2K, against beam<K>.npy
 (transformers' num_beams=K).
 

@@ -35,9 +35,13 @@ struct CompileOptions {
   int64_t maxSeq = 0;
   /// --max-batch: sequences decoded at once.
   int64_t maxBatch = 1;
-  /// --prefill-len: the prompt's program runs this many tokens at once (0:
-  /// none, the prompt runs through the decode step; -1: the default).
+  /// --prefill-len: one prefill chunk of this many tokens (0: none, the
+  /// prompt runs through the decode step; -1: --prefill-chunks or the
+  /// default).
   int64_t prefillLength = -1;
+  /// --prefill-chunks: the prompt runs in chunks of these sizes, each
+  /// reading the cache written so far (empty: kDefaultPrefillChunks).
+  std::vector<int64_t> prefillChunks;
   bool padding = true;
   bool explain = false; // the report goes to stdout
   /// If set, the plan as tp-explain's JSON goes to this file.
@@ -63,12 +67,14 @@ struct CompileOptions {
   std::function<bool()> interrupted;
 };
 
-/// The prefill program's length when --prefill-len is left out.
-constexpr int64_t kDefaultPrefillLength = 64;
+/// The prefill chunk sizes when neither --prefill-chunks nor --prefill-len
+/// is given: those below --max-seq (or --max-seq - 1 alone, when none is).
+constexpr int64_t kDefaultPrefillChunks[] = {16, 64, 256};
 
-/// The prefill length `options` give: 0 without generation or with
-/// --prefill-len 0, else --prefill-len, by default min(--max-seq, 64).
-int64_t getPrefillLength(const CompileOptions &options);
+/// The prefill chunk sizes `options` give, ascending: none without
+/// generation or with --prefill-len 0; --prefill-len C alone; else
+/// --prefill-chunks, by default kDefaultPrefillChunks below --max-seq.
+std::vector<int64_t> getPrefillChunks(const CompileOptions &options);
 
 /// Registers every dialect and extension compileModel needs.
 void registerCompileDialects(DialectRegistry &registry);

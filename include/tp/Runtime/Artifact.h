@@ -97,10 +97,11 @@ struct RankSpec {
   std::vector<WeightSpec> weights;
 };
 
-/// A generation artifact's prefill program: the prompt's first `length`
-/// tokens at once, on the decode stages' ranks, weights and KV caches.
+/// A generation artifact's prefill chunk program: `length` prompt tokens at
+/// once, reading the cache written before them and writing theirs at
+/// cache_position, on the decode stages' ranks, weights and KV caches.
 struct PrefillSpec {
-  int64_t length = 0; // 0: none
+  int64_t length = 0;
   std::vector<StageSpec> stages;
   std::vector<TensorSpec> inputs, outputs;
 };
@@ -114,7 +115,8 @@ struct Manifest {
   /// Generation (`generation` in the manifest): the decode step's longest
   /// context and its batch; 0 for an artifact of one forward pass.
   int64_t maxSeq = 0, maxBatch = 0;
-  PrefillSpec prefill;
+  /// The prefill chunk programs, by ascending length; empty: none.
+  std::vector<PrefillSpec> prefill;
   std::vector<StageSpec> stages;
   std::vector<TensorSpec> inputs, outputs;
   std::vector<RankSpec> rankSpecs;

@@ -25,7 +25,9 @@
 /// 7: the model library's entry points are the versioned C ABI of
 /// tp_model_abi.h (one export, tp_model_query), for --target cpu as for
 /// cuda; a rank's `function` must be its stage's.
-#define TP_ARTIFACT_FORMAT_VERSION 7
+/// 8: `generation.prefill` is a list of chunk programs by ascending
+/// `length`, each reading the cache written before it (chunked prefill).
+#define TP_ARTIFACT_FORMAT_VERSION 8
 
 /// The checksum file, in `sha256sum` format ("<hex>  <name>" per line), so
 /// that `sha256sum -c SHA256SUMS` inside the artifact checks it too. The

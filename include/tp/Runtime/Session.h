@@ -107,7 +107,9 @@ struct Generation {
   /// Seconds for the prompt's steps (through the first new token), and
   /// per decode step after it.
   double prefillSeconds = 0, secondsPerToken = 0;
-  int64_t decodeSteps = 0;
+  /// Prefill chunks the prompt ran in (the rest of it, if any, ran through
+  /// decode steps), and decode steps after the prompt.
+  int64_t prefillChunks = 0, decodeSteps = 0;
   /// A decode step's seconds split three ways (they add up to
   /// secondsPerToken): compute in the stage function, communication
   /// inside it (RunTiming), and the runtime around it (starting the
@@ -153,18 +155,21 @@ public:
   /// holds the outputs.
   RunTiming getLastRunTiming() const;
 
-  /// One forward pass (with `prefill`, the prefill program) whose outputs
-  /// stay on the ranks, for getOutputBlocks: no whole output is assembled.
-  /// Throws Error as run() does.
-  void runInPlace(const std::map<std::string, InputView> &inputs,
-                  bool prefill = false);
+  /// The forward pass (a generation artifact's decode step), as a program
+  /// index; 0 .. K-1 are the prefill chunks of manifest.prefill.
+  static constexpr int kMainProgram = -1;
 
-  /// The output `name` of the last run (of the prefill program with
-  /// `prefill`), as the ranks hold it; under MPI, as this process's rank
-  /// holds it (see OutputBlocks::firstBlock). Throws Error for an unknown
-  /// name.
+  /// One run of `program` (the forward pass, or prefill chunk `program`)
+  /// whose outputs stay on the ranks, for getOutputBlocks: no whole output
+  /// is assembled. Throws Error as run() does.
+  void runInPlace(const std::map<std::string, InputView> &inputs,
+                  int program = kMainProgram);
+
+  /// The output `name` of the last run of `program`, as the ranks hold it;
+  /// under MPI, as this process's rank holds it (see
+  /// OutputBlocks::firstBlock). Throws Error for an unknown name.
   OutputBlocks getOutputBlocks(const std::string &name,
-                               bool prefill = false) const;
+                               int program = kMainProgram) const;
 
   /// With SessionOptions::trace: every run's forward passes and collectives
   /// so far, one timeline per rank of this process (all with threads, this
@@ -185,11 +190,12 @@ public:
   /// threads).
   void broadcastFromRoot(std::vector<char> &data);
 
-  /// Runs a generation artifact's prefill program (its inputs and outputs
-  /// are manifest.prefill's), which writes the KV caches the decode step
-  /// reads. Throws Error as run() does, and for an artifact without one.
+  /// Runs a generation artifact's prefill chunk `chunk` (its inputs and
+  /// outputs are manifest.prefill[chunk]'s), which writes the KV caches the
+  /// decode step reads. Throws Error as run() does, and for an artifact
+  /// without that chunk.
   std::vector<OutputTensor>
-  runPrefill(const std::map<std::string, InputView> &inputs);
+  runPrefill(const std::map<std::string, InputView> &inputs, int chunk = 0);
 
   /// Reorders the sequences (dim 0) of every KV cache on this process's
   /// ranks: sequence i takes what sequence `source[i]` held (beam search

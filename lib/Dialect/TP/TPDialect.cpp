@@ -144,7 +144,7 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kStageAttrName || name == kEmbeddingAttrName ||
-      name == kPrefillStageAttrName)
+      name == kPrefillStageAttrName || name == kPrefillChunkAttrName)
     return verifyNonNegative(op, attr);
   if (name == kPipelineAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());

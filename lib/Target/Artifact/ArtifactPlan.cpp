@@ -235,22 +235,25 @@ FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
     return failure();
   plan.stageFuncs.assign(stageFuncs->begin(), stageFuncs->end());
 
-  FailureOr<SmallVector<func::FuncOp>> prefill = getPrefillFunctions(module);
-  if (failed(prefill))
+  FailureOr<SmallVector<PrefillChunk>> chunks = getPrefillChunks(module);
+  if (failed(chunks))
     return failure();
-  plan.prefillFuncs.assign(prefill->begin(), prefill->end());
-  if (!plan.prefillFuncs.empty() &&
-      plan.prefillFuncs.size() != plan.stageFuncs.size())
-    return module.emitError("the prefill program has ")
-           << plan.prefillFuncs.size() << " stages and the decode step "
-           << plan.stageFuncs.size();
-  for (auto [stage, func] : llvm::enumerate(plan.prefillFuncs)) {
-    collectSignature(func, stage, plan.prefillInputs, plan.prefillOutputs);
-    if (getWeightKeys(func) != getWeightKeys(plan.stageFuncs[stage]))
-      return func.emitError("the prefill program's stage ")
-             << stage << " reads other weights (or other splits of them) "
-             << "than the decode step's; both run on one copy of the "
-                "weights";
+  for (const PrefillChunk &chunk : *chunks) {
+    ArtifactPlan::Prefill &prefill = plan.prefills.emplace_back();
+    prefill.length = chunk.length;
+    prefill.funcs.assign(chunk.stages.begin(), chunk.stages.end());
+    if (prefill.funcs.size() != plan.stageFuncs.size())
+      return module.emitError("the prefill chunk of ")
+             << chunk.length << " tokens has " << prefill.funcs.size()
+             << " stages and the decode step " << plan.stageFuncs.size();
+    for (auto [stage, func] : llvm::enumerate(prefill.funcs)) {
+      collectSignature(func, stage, prefill.inputs, prefill.outputs);
+      if (getWeightKeys(func) != getWeightKeys(plan.stageFuncs[stage]))
+        return func.emitError("the prefill chunk's stage ")
+               << stage << " reads other weights (or other splits of them) "
+               << "than the decode step's; both run on one copy of the "
+                  "weights";
+    }
   }
 
   llvm::StringMap<unsigned> indexOf;

@@ -91,10 +91,15 @@ struct ArtifactPlan {
   std::vector<WeightPlan> weights; // in order of first appearance
   std::vector<RankPlan> ranks;     // rank = stage * tpDevices + tp index
   std::vector<TensorSignature> inputs, outputs;
-  /// A generation artifact's prefill program: its stage functions (on the
-  /// same ranks and weights as stageFuncs) and signature; empty without one.
-  std::vector<func::FuncOp> prefillFuncs;
-  std::vector<TensorSignature> prefillInputs, prefillOutputs;
+  /// A generation artifact's prefill chunk programs, by ascending length:
+  /// their stage functions (on the same ranks and weights as stageFuncs)
+  /// and signatures; empty without any.
+  struct Prefill {
+    int64_t length = 0;
+    std::vector<func::FuncOp> funcs;
+    std::vector<TensorSignature> inputs, outputs;
+  };
+  std::vector<Prefill> prefills;
 };
 
 /// Builds the plan; `initializers` maps names to the model's initializers.

@@ -360,12 +360,12 @@ static ::tp::rt::Manifest getManifest(const ArtifactPlan &plan,
   if (options.maxSeq > 0) {
     manifest.maxSeq = options.maxSeq;
     manifest.maxBatch = options.maxBatch;
-    if (!plan.prefillFuncs.empty()) {
-      manifest.prefill.length = options.prefillLength;
-      manifest.prefill.stages = getStageSpecs(plan, plan.prefillFuncs);
-      manifest.prefill.inputs = getSignatureSpecs(plan.prefillInputs, "input");
-      manifest.prefill.outputs =
-          getSignatureSpecs(plan.prefillOutputs, "output");
+    for (const ArtifactPlan::Prefill &chunk : plan.prefills) {
+      ::tp::rt::PrefillSpec &prefill = manifest.prefill.emplace_back();
+      prefill.length = chunk.length;
+      prefill.stages = getStageSpecs(plan, chunk.funcs);
+      prefill.inputs = getSignatureSpecs(chunk.inputs, "input");
+      prefill.outputs = getSignatureSpecs(chunk.outputs, "output");
     }
   }
   for (const RankPlan &rank : plan.ranks) {

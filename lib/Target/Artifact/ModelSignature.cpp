@@ -8,6 +8,8 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::tp;
 
@@ -47,25 +49,37 @@ mlir::tp::getStageFunctions(ModuleOp module) {
   return funcs;
 }
 
-FailureOr<SmallVector<func::FuncOp>>
-mlir::tp::getPrefillFunctions(ModuleOp module) {
-  SmallVector<func::FuncOp> funcs;
+FailureOr<SmallVector<PrefillChunk>>
+mlir::tp::getPrefillChunks(ModuleOp module) {
+  std::map<int64_t, SmallVector<func::FuncOp>> byLength;
   for (auto func : module.getOps<func::FuncOp>()) {
     auto stage =
         func->getAttrOfType<IntegerAttr>(TPDialect::kPrefillStageAttrName);
     if (!stage)
       continue;
+    auto chunk =
+        func->getAttrOfType<IntegerAttr>(TPDialect::kPrefillChunkAttrName);
+    if (!chunk || chunk.getInt() < 1)
+      return func.emitError("tp.prefill_stage without a tp.prefill_chunk "
+                            "length");
+    SmallVector<func::FuncOp> &funcs = byLength[chunk.getInt()];
     int64_t k = stage.getInt();
     if (k >= static_cast<int64_t>(funcs.size()))
       funcs.resize(k + 1);
     if (funcs[k])
-      return func.emitError("duplicate tp.prefill_stage ") << k;
+      return func.emitError("duplicate tp.prefill_stage ")
+             << k << " of prefill chunk " << chunk.getInt();
     funcs[k] = func;
   }
-  for (auto [k, func] : llvm::enumerate(funcs))
-    if (!func)
-      return module.emitError("no function has tp.prefill_stage = ") << k;
-  return funcs;
+  SmallVector<PrefillChunk> chunks;
+  for (auto &[length, funcs] : byLength) {
+    for (auto [k, func] : llvm::enumerate(funcs))
+      if (!func)
+        return module.emitError("no function has tp.prefill_stage = ")
+               << k << " in prefill chunk " << length;
+    chunks.push_back({length, funcs});
+  }
+  return chunks;
 }
 
 static void printType(Type type, llvm::raw_ostream &os) {
@@ -79,9 +93,12 @@ static void printType(Type type, llvm::raw_ostream &os) {
 
 FailureOr<std::string> mlir::tp::getModelSignature(ModuleOp module) {
   FailureOr<SmallVector<func::FuncOp>> funcs = getStageFunctions(module);
-  FailureOr<SmallVector<func::FuncOp>> prefill = getPrefillFunctions(module);
-  if (failed(funcs) || failed(prefill))
+  FailureOr<SmallVector<PrefillChunk>> chunks = getPrefillChunks(module);
+  if (failed(funcs) || failed(chunks))
     return failure();
+  SmallVector<func::FuncOp> prefill;
+  for (const PrefillChunk &chunk : *chunks)
+    llvm::append_range(prefill, chunk.stages);
   int64_t tp = getGridSize(module, "grid");
   if (tp < 1)
     return module.emitError("module has no 1-D shard.grid @grid; run "
@@ -95,7 +112,7 @@ FailureOr<std::string> mlir::tp::getModelSignature(ModuleOp module) {
   os << "tp-model-signature " << TP_MODEL_SIGNATURE_VERSION << "\n"
      << "grid tp=" << tp << " pp=" << funcs->size()
      << " microbatches=" << microbatches << "\n";
-  for (func::FuncOp func : llvm::concat<func::FuncOp>(*funcs, *prefill)) {
+  for (func::FuncOp func : llvm::concat<func::FuncOp>(*funcs, prefill)) {
     os << func.getSymName() << "(";
     llvm::interleave(
         func.getArgumentTypes(), os, [&](Type t) { printType(t, os); }, ",");

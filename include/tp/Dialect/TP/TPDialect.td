@@ -44,9 +44,10 @@ def TP_Dialect : Dialect {
     - `tp.loop_sizes = array<i64: ...>` on a linalg op whose body reads
       `linalg.index`: its loop sizes before partition, so that
       tp-offset-split-indices can make the indices of split loops global.
-    - `tp.prefill_stage = K` on stage K of a generation artifact's prefill
-      program (@prefill, or @prefill_stage<K> under a pipeline), which
-      runs on the same ranks and weights as decode stage K.
+    - `tp.prefill_stage = K` and `tp.prefill_chunk = C` on stage K of a
+      generation artifact's prefill chunk of C tokens (@prefill_<C>, or
+      @prefill_<C>_stage<K> under a pipeline), which runs on the same
+      ranks, weights and KV caches as decode stage K.
     - `tp.stage = K` on a pipeline stage function, and `tp.pipeline =
       {stages, microbatches, schedule, flops}` on the module
       (tp-plan-pipeline).
@@ -86,6 +87,8 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kCacheAttrName = "tp.cache";
     static constexpr llvm::StringLiteral kPrefillStageAttrName =
         "tp.prefill_stage";
+    static constexpr llvm::StringLiteral kPrefillChunkAttrName =
+        "tp.prefill_chunk";
     static constexpr llvm::StringLiteral kSplitOutputAttrName =
         "tp.split_output";
   }];

@@ -32,9 +32,6 @@ struct ArtifactOptions {
   /// Generation: the decode step's longest context and batch (--max-seq,
   /// --max-batch), recorded in the manifest; 0 for one forward pass.
   int64_t maxSeq = 0, maxBatch = 0;
-  /// The prefill program's prompt length (--prefill-len), when the module
-  /// has one.
-  int64_t prefillLength = 0;
   /// Writes the emitted source and compiled library into the folder (given
   /// as its argument) and returns their file names; runs after the weight
   /// shards and before the manifest, so a folder with a manifest is whole.

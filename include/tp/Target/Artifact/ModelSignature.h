@@ -23,13 +23,20 @@ namespace mlir::tp {
 /// diagnostic and fails when they are missing or duplicated.
 FailureOr<SmallVector<func::FuncOp>> getStageFunctions(ModuleOp module);
 
-/// The prefill program's stage functions (tp.prefill_stage 0 .. P-1) of a
-/// generation artifact, in stage order; empty when it has none. Fails, with
-/// a diagnostic, on missing or duplicated stages.
-FailureOr<SmallVector<func::FuncOp>> getPrefillFunctions(ModuleOp module);
+/// One prefill chunk program of a generation artifact: its length in tokens
+/// and its stage functions (tp.prefill_stage 0 .. P-1), in stage order.
+struct PrefillChunk {
+  int64_t length = 0;
+  SmallVector<func::FuncOp> stages;
+};
+
+/// The prefill chunk programs of a generation artifact (functions tagged
+/// tp.prefill_chunk and tp.prefill_stage), by ascending length; empty when
+/// it has none. Fails, with a diagnostic, on missing or duplicated stages.
+FailureOr<SmallVector<PrefillChunk>> getPrefillChunks(ModuleOp module);
 
 /// The signature text of a partitioned module: a line per stage function,
-/// then one per prefill stage function.
+/// then one per prefill stage function, chunk by chunk.
 FailureOr<std::string> getModelSignature(ModuleOp module);
 
 /// Prints the C definition of tp_model_signature() returning

@@ -26,6 +26,11 @@ struct ONNXImportOptions {
   /// input is, which the file does not say; for an ONNX model they must
   /// match the declared types.
   llvm::StringMap<std::string> inputTypes;
+  /// Constants the import computes (shape arithmetic, masks built from
+  /// ranges) are folded up to this many elements; bigger ones stay IR. A
+  /// prefill chunk's causal mask, [batch, 1, chunk, context], is raised
+  /// past it so that tp-kv-cache sees it as a table.
+  int64_t maxFoldedElements = 1 << 16;
 };
 
 /// The ONNX element type named by an `--input-shape` type suffix (f32, f16,
