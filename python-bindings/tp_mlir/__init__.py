@@ -313,8 +313,9 @@ class Session:
 
     @property
     def generation_timings(self):
-        """The last generate()'s timings, in seconds: prefill_seconds,
-        decode_steps, seconds_per_token, and a decode step split into
+        """The last generate()'s timings, in seconds: prefill_seconds (with
+        prefill_chunks, how many chunks the prompt ran in), decode_steps,
+        seconds_per_token, and a decode step split into
         compute_seconds_per_token (in the stage function),
         communication_seconds_per_token (collectives inside it, waiting for
         peers included) and runtime_seconds_per_token (around it); empty
