@@ -156,7 +156,7 @@ LogicalResult convertConcat(NodeContext &ctx) {
 void setSlice(NodeContext &ctx, unsigned output, ArrayRef<int64_t> offsets,
               ArrayRef<int64_t> sizes, ArrayRef<int64_t> strides) {
   const ImportedValue &x = ctx.input(0);
-  if (x.constant && x.constant->numel() <= kMaxFoldedElements) {
+  if (x.constant && x.constant->numel() <= maxFoldedElements()) {
     SmallVector<int64_t> inStrides = getStrides(x.shape);
     ctx.setConstResult(
         output, foldByIndex(*x.constant, sizes, [&](ArrayRef<int64_t> idx) {
@@ -301,7 +301,7 @@ LogicalResult convertSlice(NodeContext &ctx) {
     return success();
   }
   // Negative steps: read source[offset + i * step] with an indexed generic.
-  if (x.constant && x.constant->numel() <= kMaxFoldedElements) {
+  if (x.constant && x.constant->numel() <= maxFoldedElements()) {
     SmallVector<int64_t> inStrides = getStrides(x.shape);
     ctx.setConstResult(
         0, foldByIndex(*x.constant, sizes, [&](ArrayRef<int64_t> idx) {
@@ -419,7 +419,7 @@ LogicalResult convertGather(NodeContext &ctx) {
     }
   }
   if (data.constant && constIndices &&
-      getNumElements(shape) <= kMaxFoldedElements) {
+      getNumElements(shape) <= maxFoldedElements()) {
     SmallVector<int64_t> strides = getStrides(data.shape);
     SmallVector<int64_t> idxStrides = getStrides(indices.shape);
     ctx.setConstResult(
@@ -586,7 +586,7 @@ LogicalResult convertTrilu(NodeContext &ctx) {
   auto keep = [&](int64_t i, int64_t j) {
     return upper ? j - i >= k : j - i <= k;
   };
-  if (x.constant && x.constant->numel() <= kMaxFoldedElements) {
+  if (x.constant && x.constant->numel() <= maxFoldedElements()) {
     ConstTensor r = *x.constant;
     SmallVector<int64_t> strides = getStrides(x.shape);
     for (int64_t flat = 0, e = r.numel(); flat < e; ++flat) {

@@ -264,6 +264,63 @@ Value buildGelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
                                arith::AddFOp::create(b, loc, one, inner));
 }
 
+/// -1, 0 or 1; a float NaN (or -0) is returned as it is.
+Value buildSign(OpBuilder &b, Location loc, Value x, bool isUnsigned) {
+  Value zero = cst(b, loc, x, 0), one = cst(b, loc, x, 1);
+  if (isUnsigned) {
+    Value nonZero =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, zero);
+    return arith::SelectOp::create(b, loc, nonZero, one, zero);
+  }
+  Value minusOne = cst(b, loc, x, -1);
+  Value positive, negative, otherwise = zero;
+  if (isFloat(x)) {
+    positive =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, zero);
+    negative =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+    otherwise = x;
+  } else {
+    positive =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, x, zero);
+    negative =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, zero);
+  }
+  Value sign = arith::SelectOp::create(b, loc, negative, minusOne, otherwise);
+  return arith::SelectOp::create(b, loc, positive, one, sign);
+}
+
+/// Mod: with fmod = 1 the C remainder (sign of the dividend), else the
+/// Python one (sign of the divisor), which only integers may ask for.
+Value buildMod(OpBuilder &b, Location loc, Value x, Value y, bool fmod,
+               bool isUnsigned) {
+  if (isFloat(x))
+    return arith::RemFOp::create(b, loc, x, y);
+  if (isUnsigned)
+    return arith::RemUIOp::create(b, loc, x, y);
+  Value r = arith::RemSIOp::create(b, loc, x, y);
+  if (fmod)
+    return r;
+  // A non-zero remainder whose sign differs from the divisor's moves by
+  // one divisor: -7 mod 3 = -1 + 3 = 2.
+  Value zero = cst(b, loc, x, 0);
+  Value nonZero =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
+  Value signsDiffer =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                            arith::XOrIOp::create(b, loc, r, y), zero);
+  Value adjust = arith::AndIOp::create(b, loc, nonZero, signsDiffer);
+  return arith::SelectOp::create(b, loc, adjust,
+                                 arith::AddIOp::create(b, loc, r, y), r);
+}
+
+double foldFMod(ArrayRef<double> a) { return std::fmod(a[0], a[1]); }
+
+double foldIntegerMod(ArrayRef<double> a) {
+  double r = std::fmod(a[0], a[1]);
+  return r != 0 && (r < 0) != (a[1] < 0) ? r + a[1] : r;
+}
+
 template <typename OpTy> ElementwiseSpec unaryMath(FoldFn fold = nullptr) {
   return {ResultType::SameAsInput,
           [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
@@ -407,6 +464,15 @@ llvm::StringMap<ElementwiseSpec> makeSpecs() {
       [](ArrayRef<double> a) { return std::floor(a[0]); });
   m["Ceil"] = unaryMath<math::CeilOp>(
       [](ArrayRef<double> a) { return std::ceil(a[0]); });
+  m["Sign"] = {ResultType::SameAsInput,
+               [](OpBuilder &b, Location loc, ValueRange s, NodeContext &ctx) {
+                 return buildSign(b, loc, s[0],
+                                  isUnsignedDType(ctx.input(0).dtype));
+               },
+               [](ArrayRef<double> a) {
+                 // NaN stays NaN, as in numpy.
+                 return a[0] > 0 ? 1.0 : a[0] < 0 ? -1.0 : a[0];
+               }};
   m["Reciprocal"] = {
       ResultType::SameAsInput,
       [](OpBuilder &b, Location loc, ValueRange s, NodeContext &) {
@@ -509,6 +575,33 @@ LogicalResult convertClip(NodeContext &ctx) {
   return success();
 }
 
+/// Mod: checks the fmod attribute against the element type and refuses a
+/// known integer divisor of zero (undefined), then converts (or folds, for
+/// shape and index arithmetic) like the other binary ops.
+LogicalResult convertMod(NodeContext &ctx) {
+  int64_t fmod = ctx.attrInt("fmod", 0);
+  if (fmod != 0 && fmod != 1)
+    return ctx.emitError() << "fmod must be 0 or 1, got " << fmod;
+  DType dtype = ctx.input(0).dtype;
+  if (isFloatDType(dtype) && fmod == 0)
+    return ctx.emitError() << "fmod = 0 (integer modulo) needs integer inputs; "
+                           << dtypeName(dtype)
+                           << " inputs need fmod = 1, as the spec says";
+  if (!isFloatDType(dtype))
+    if (const ConstTensor *divisor = ctx.constInput(1))
+      if (llvm::is_contained(divisor->ints, 0))
+        return ctx.emitError() << "integer modulo by zero (the divisor is a "
+                                  "constant with a zero element)";
+  bool isUnsigned = isUnsignedDType(dtype);
+  ElementwiseSpec spec{ResultType::SameAsInput,
+                       [fmod, isUnsigned](OpBuilder &b, Location loc,
+                                          ValueRange s, NodeContext &) {
+                         return buildMod(b, loc, s[0], s[1], fmod, isUnsigned);
+                       },
+                       fmod || isUnsigned ? foldFMod : foldIntegerMod};
+  return convertElementwise(ctx, spec);
+}
+
 } // namespace
 
 void mlir::tp::onnx_import::populateElementwiseConverters(ConverterMap &map) {
@@ -519,4 +612,5 @@ void mlir::tp::onnx_import::populateElementwiseConverters(ConverterMap &map) {
     };
   }
   map["Clip"] = convertClip;
+  map["Mod"] = convertMod;
 }

@@ -30,6 +30,8 @@
 
 #include "onnx/defs/schema.h"
 
+#include "llvm/Support/SaveAndRestore.h"
+
 #include <limits>
 
 using namespace mlir;
@@ -243,9 +245,32 @@ GraphImporter::importInputs(SmallVectorImpl<Type> &argTypes,
   return success(ok);
 }
 
+/// Float initializers a converter reads at import rather than as weights:
+/// Resize's roi and scales and Upsample's scales, which torch.onnx.export's
+/// constant folding stores as initializers.
+static void collectReadAtImport(const onnx::GraphProto &g,
+                                llvm::StringSet<> &names) {
+  for (const auto &node : g.node()) {
+    for (const auto &attr : node.attribute()) {
+      if (attr.has_g())
+        collectReadAtImport(attr.g(), names);
+      for (const auto &sub : attr.graphs())
+        collectReadAtImport(sub, names);
+    }
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      continue;
+    int last = node.op_type() == "Resize"     ? 2
+               : node.op_type() == "Upsample" ? 1
+                                              : 0;
+    for (int i = 1; i <= last && i < node.input_size(); ++i)
+      names.insert(node.input(i));
+  }
+}
+
 /// Integer tensors (shape-like, index buffers) and float scalars are folded
-/// constants; every other float tensor is a weight that stays in the file.
-static bool shouldInline(const onnx::TensorProto &t) {
+/// constants, and so are the small float tensors converters read at import;
+/// every other float tensor is a weight that stays in the file.
+static bool shouldInline(const onnx::TensorProto &t, bool readAtImport) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return false;
   std::optional<int64_t> count = getCheckedNumElements(
@@ -254,8 +279,8 @@ static bool shouldInline(const onnx::TensorProto &t) {
     return false;
   int64_t n = *count;
   if (isFloatDType(t.data_type()))
-    return n <= 1;
-  return n <= kMaxFoldedElements;
+    return n <= 1 || (readAtImport && n <= 64);
+  return n <= maxFoldedElements();
 }
 
 /// How many values the typed field that holds `t`'s data (float_data,
@@ -282,6 +307,8 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
                                   SmallVectorImpl<NamedAttribute> &argAttrs) {
   SmallString<256> modelDir(path);
   llvm::sys::path::remove_filename(modelDir);
+  llvm::StringSet<> readAtImport;
+  collectReadAtImport(graph, readAtImport);
   bool ok = true;
   for (const auto &init : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
@@ -312,7 +339,7 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
     ImportedValue v;
     v.dtype = init.data_type();
     v.shape = shape;
-    if (shouldInline(init)) {
+    if (shouldInline(init, readAtImport.contains(init.name()))) {
       std::string error;
       FailureOr<ConstTensor> c = readTensorProto(init, error);
       if (failed(c)) {
@@ -725,10 +752,20 @@ static LogicalResult checkInputTypes(const onnx::ModelProto &model,
   return success();
 }
 
+/// The fold limit of the import under way on this thread.
+static thread_local int64_t currentMaxFoldedElements =
+    ONNXImportOptions().maxFoldedElements;
+
+int64_t mlir::tp::onnx_import::maxFoldedElements() {
+  return currentMaxFoldedElements;
+}
+
 OwningOpRef<ModuleOp>
 mlir::tp::importONNXBuffer(StringRef bytes, StringRef path, MLIRContext *ctx,
                            const ONNXImportOptions &options) {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  llvm::SaveAndRestore<int64_t> foldLimit(currentMaxFoldedElements,
+                                          options.maxFoldedElements);
   onnx::ModelProto model;
   if (isTorchScriptFile(bytes)) {
     if (failed(loadTorchScript(path, &options, loc, model)))
@@ -789,6 +826,7 @@ const ConverterMap &mlir::tp::onnx_import::getConverters() {
     populateIndexingConverters(map);
     populateMatMulConverters(map);
     populateReductionConverters(map);
+    populateResizeConverters(map);
     populateConvConverters(map);
     populateSequenceConverters(map);
     populateLoopConverters(map);

@@ -2,8 +2,8 @@
 //
 // Private header of lib/Target/ONNX: the value table entry, import-time
 // constants, the per-node conversion context, and the builders that the op
-// families (Elementwise, Shape, MatMul, Reduction, Conv, Sequence, Loop)
-// share.
+// families (Elementwise, Shape, MatMul, Reduction, Resize, Conv, Sequence,
+// Loop) share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,8 +56,10 @@ struct ConstTensor {
   ConstTensor castTo(DType to) const;
 };
 
-/// Constants with more elements than this are emitted as IR, not folded.
-constexpr int64_t kMaxFoldedElements = 1 << 16;
+/// Constants with more elements than this are emitted as IR, not folded:
+/// ONNXImportOptions::maxFoldedElements of the import under way on this
+/// thread.
+int64_t maxFoldedElements();
 /// Sequences are unrolled at import, one value per element: longer ones
 /// are refused (a SplitToSequence of a 66M-element dim into pairs would be
 /// 33M ops).
@@ -171,6 +173,7 @@ void populateDataMovementConverters(ConverterMap &map);
 void populateIndexingConverters(ConverterMap &map);
 void populateMatMulConverters(ConverterMap &map);
 void populateReductionConverters(ConverterMap &map);
+void populateResizeConverters(ConverterMap &map);
 void populateConvConverters(ConverterMap &map);
 void populateSequenceConverters(ConverterMap &map);
 void populateLoopConverters(ConverterMap &map);

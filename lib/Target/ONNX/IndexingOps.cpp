@@ -71,7 +71,7 @@ LogicalResult convertCumSum(NodeContext &ctx) {
     return exclusive ? j < i : j <= i;
   };
   int64_t n = x.shape[*axis];
-  if (x.constant && x.constant->numel() <= kMaxFoldedElements) {
+  if (x.constant && x.constant->numel() <= maxFoldedElements()) {
     ConstTensor r = *x.constant;
     SmallVector<int64_t> strides = getStrides(x.shape);
     for (int64_t flat = 0, e = r.numel(); flat < e; ++flat) {
@@ -148,7 +148,7 @@ LogicalResult convertTile(NodeContext &ctx) {
              << "repeats " << formatShape(*repeats) << " has a negative value";
     shape.push_back(x.shape[d] * r);
   }
-  if (x.constant && getNumElements(shape) <= kMaxFoldedElements) {
+  if (x.constant && getNumElements(shape) <= maxFoldedElements()) {
     SmallVector<int64_t> strides = getStrides(x.shape);
     ctx.setConstResult(
         0, foldByIndex(*x.constant, shape, [&](ArrayRef<int64_t> idx) {
@@ -222,7 +222,7 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
   }
   ArrayRef<int64_t> shape = indices.shape;
   if (data.constant && constIndices &&
-      getNumElements(shape) <= kMaxFoldedElements) {
+      getNumElements(shape) <= maxFoldedElements()) {
     SmallVector<int64_t> strides = getStrides(data.shape);
     SmallVector<int64_t> idxStrides = getStrides(shape);
     ctx.setConstResult(
@@ -358,7 +358,7 @@ LogicalResult convertScatterND(NodeContext &ctx) {
   int64_t sliceSize = getNumElements(sliceShape);
   SmallVector<int64_t> strides = getStrides(data.shape);
   if (data.constant && updates.constant &&
-      data.constant->numel() <= kMaxFoldedElements) {
+      data.constant->numel() <= maxFoldedElements()) {
     ConstTensor r = *data.constant;
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t base = 0;

@@ -141,7 +141,7 @@ bool NodeContext::allInputsConstant() const {
     if (!hasInput(i))
       continue;
     const ConstTensor *c = constInput(i);
-    if (!c || c->numel() > kMaxFoldedElements)
+    if (!c || c->numel() > maxFoldedElements())
       return false;
   }
   return true;

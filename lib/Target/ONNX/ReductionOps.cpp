@@ -1,17 +1,19 @@
-//===- ReductionOps.cpp - ONNX reductions, Softmax and LayerNormalization -===//
+//===- ReductionOps.cpp - ONNX reductions, arg-extremes and norms ---------===//
 //
 // Reductions become linalg.generic ops with reduction iterators (then a
-// keepdims reshape); Softmax, LogSoftmax and LayerNormalization are built
-// from those and broadcasting elementwise generics, the form sharding
-// propagation already understands.
+// keepdims reshape); ArgMax/ArgMin, Softmax, LogSoftmax, LayerNormalization
+// and InstanceNormalization are built from those and broadcasting
+// elementwise generics, the form sharding propagation already understands.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Importer.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -203,47 +205,29 @@ LogicalResult convertSoftmax(NodeContext &ctx, bool log) {
   return success();
 }
 
-LogicalResult convertLayerNorm(NodeContext &ctx) {
-  const ImportedValue &x = ctx.input(0);
-  if (!isFloatDType(x.dtype))
-    return ctx.emitError() << "input must be floating point, got "
-                           << dtypeName(x.dtype);
-  int64_t rank = x.shape.size();
-  auto axis = ctx.normalizeAxis(ctx.attrInt("axis", -1), rank);
-  if (!axis)
-    return failure();
-  double epsilon = ctx.attrFloat("epsilon", 1e-5f);
-  SmallVector<int64_t> axes, normShape;
+/// The statistics of a normalization over `axes` (kept as unit dims):
+/// x - mean and 1 / sqrt(var + epsilon), with the biased variance.
+struct Normalized {
+  Value mean, centered, invStd;
+};
+
+Normalized buildNormalized(OpBuilder &b, Location loc, Value input,
+                           ArrayRef<int64_t> axes, double epsilon) {
+  auto type = getTensorType(input);
+  Type elementType = type.getElementType();
   int64_t n = 1;
-  for (int64_t d = *axis; d < rank; ++d) {
-    axes.push_back(d);
-    normShape.push_back(x.shape[d]);
-    n *= x.shape[d];
-  }
-  for (unsigned i : {1u, 2u}) {
-    if (!ctx.hasInput(i))
-      continue;
-    auto s = broadcastShapes({ctx.input(i).shape, normShape});
-    if (!s || *s != normShape)
-      return ctx.emitError()
-             << (i == 1 ? "scale " : "bias ") << formatShape(ctx.input(i).shape)
-             << " does not broadcast to the normalized shape "
-             << formatShape(normShape);
-  }
-  OpBuilder &b = ctx.b;
-  Location loc = ctx.loc;
-  Value input = ctx.operand(0);
-  Type elementType = getTensorType(input).getElementType();
+  for (int64_t d : axes)
+    n *= type.getDimSize(d);
   auto add = [](OpBuilder &nb, Location nloc, Value acc, Value v) {
     return createAdd(nb, nloc, acc, v);
   };
   Value mean =
       divideBy(b, loc, buildReduction(b, loc, input, axes, true, 0.0, add), n);
-  Value centered =
-      buildElementwise(b, loc, ValueRange{input, mean}, x.shape, elementType,
-                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
-                         return arith::SubFOp::create(nb, nloc, s[0], s[1]);
-                       });
+  Value centered = buildElementwise(
+      b, loc, ValueRange{input, mean}, type.getShape(), elementType,
+      [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
+        return arith::SubFOp::create(nb, nloc, s[0], s[1]);
+      });
   Value sumSq = buildReduction(
       b, loc, centered, axes, true, 0.0,
       [](OpBuilder &nb, Location nloc, Value acc, Value v) {
@@ -259,26 +243,214 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
             nb, nloc, var, createScalar(nb, nloc, elementType, epsilon));
         return math::RsqrtOp::create(nb, nloc, shifted);
       });
-  SmallVector<Value> operands = {centered, invStd};
-  bool hasScale = ctx.hasInput(1), hasBias = ctx.hasInput(2);
-  if (hasScale)
-    operands.push_back(ctx.operand(1));
-  if (hasBias)
-    operands.push_back(ctx.operand(2));
-  Value y = buildElementwise(
-      b, loc, operands, x.shape, elementType,
+  return {mean, centered, invStd};
+}
+
+/// (x - mean) * invStd [* scale] [+ bias], the operands broadcasting.
+Value buildAffine(OpBuilder &b, Location loc, const Normalized &stats,
+                  Value scale, Value bias) {
+  auto type = getTensorType(stats.centered);
+  SmallVector<Value> operands = {stats.centered, stats.invStd};
+  if (scale)
+    operands.push_back(scale);
+  if (bias)
+    operands.push_back(bias);
+  return buildElementwise(
+      b, loc, operands, type.getShape(), type.getElementType(),
       [&](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
         Value v = arith::MulFOp::create(nb, nloc, s[0], s[1]);
         unsigned next = 2;
-        if (hasScale)
+        if (scale)
           v = arith::MulFOp::create(nb, nloc, v, s[next++]);
-        if (hasBias)
+        if (bias)
           v = arith::AddFOp::create(nb, nloc, v, s[next++]);
         return v;
       });
-  ctx.setResult(0, y, x.dtype);
-  ctx.setResult(1, mean, x.dtype);
-  ctx.setResult(2, invStd, x.dtype);
+}
+
+LogicalResult convertLayerNorm(NodeContext &ctx) {
+  const ImportedValue &x = ctx.input(0);
+  if (!isFloatDType(x.dtype))
+    return ctx.emitError() << "input must be floating point, got "
+                           << dtypeName(x.dtype);
+  int64_t rank = x.shape.size();
+  auto axis = ctx.normalizeAxis(ctx.attrInt("axis", -1), rank);
+  if (!axis)
+    return failure();
+  double epsilon = ctx.attrFloat("epsilon", 1e-5f);
+  SmallVector<int64_t> axes, normShape;
+  for (int64_t d = *axis; d < rank; ++d) {
+    axes.push_back(d);
+    normShape.push_back(x.shape[d]);
+  }
+  for (unsigned i : {1u, 2u}) {
+    if (!ctx.hasInput(i))
+      continue;
+    auto s = broadcastShapes({ctx.input(i).shape, normShape});
+    if (!s || *s != normShape)
+      return ctx.emitError()
+             << (i == 1 ? "scale " : "bias ") << formatShape(ctx.input(i).shape)
+             << " does not broadcast to the normalized shape "
+             << formatShape(normShape);
+  }
+  Normalized stats =
+      buildNormalized(ctx.b, ctx.loc, ctx.operand(0), axes, epsilon);
+  Value scale = ctx.hasInput(1) ? ctx.operand(1) : Value();
+  Value bias = ctx.hasInput(2) ? ctx.operand(2) : Value();
+  ctx.setResult(0, buildAffine(ctx.b, ctx.loc, stats, scale, bias), x.dtype);
+  ctx.setResult(1, stats.mean, x.dtype);
+  ctx.setResult(2, stats.invStd, x.dtype);
+  return success();
+}
+
+/// InstanceNormalization: each (n, c) slice normalized over its spatial
+/// dims, then scaled and shifted per channel: a LayerNorm over dims 2.. with
+/// [C] scale and bias read as [C, 1, ...].
+LogicalResult convertInstanceNorm(NodeContext &ctx) {
+  const ImportedValue &x = ctx.input(0);
+  if (!isFloatDType(x.dtype))
+    return ctx.emitError() << "input must be floating point, got "
+                           << dtypeName(x.dtype);
+  int64_t rank = x.shape.size();
+  if (rank < 3)
+    return ctx.emitError() << "input must be [N, C, D1, ...] (rank >= 3), got "
+                           << formatShape(x.shape);
+  int64_t channels = x.shape[1];
+  for (unsigned i : {1u, 2u})
+    if (ctx.input(i).shape != SmallVector<int64_t>{channels})
+      return ctx.emitError()
+             << (i == 1 ? "scale" : "bias") << " must be [" << channels
+             << "] (one per channel), got " << formatShape(ctx.input(i).shape);
+  SmallVector<int64_t> axes, perChannel = {channels};
+  for (int64_t d = 2; d < rank; ++d) {
+    axes.push_back(d);
+    perChannel.push_back(1);
+  }
+  OpBuilder &b = ctx.b;
+  Location loc = ctx.loc;
+  Normalized stats = buildNormalized(b, loc, ctx.operand(0), axes,
+                                     ctx.attrFloat("epsilon", 1e-5f));
+  Value scale = buildReshape(b, loc, ctx.operand(1), perChannel);
+  Value bias = buildReshape(b, loc, ctx.operand(2), perChannel);
+  ctx.setResult(0, buildAffine(b, loc, stats, scale, bias), x.dtype);
+  return success();
+}
+
+/// ArgMax / ArgMin of a known tensor: the first (or last) extreme, NaN
+/// counting as the extreme, as numpy and onnxruntime pick it.
+ConstTensor foldArgExtreme(const ConstTensor &in, int64_t axis, bool isMax,
+                           bool last, ArrayRef<int64_t> outShape) {
+  ConstTensor r;
+  r.dtype = onnx::TensorProto::INT64;
+  r.shape.assign(outShape.begin(), outShape.end());
+  r.allocate();
+  SmallVector<int64_t> strides = getStrides(in.shape);
+  int64_t n = in.shape[axis], stride = strides[axis];
+  int64_t inner = stride, outer = in.numel() / std::max<int64_t>(n * inner, 1);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t best = 0;
+      double bestValue = in.getAsDouble(o * n * inner + i);
+      for (int64_t k = 1; k < n; ++k) {
+        double v = in.getAsDouble(o * n * inner + k * stride + i);
+        if (std::isnan(bestValue) && !last)
+          break;
+        bool better = std::isnan(v) || (isMax ? v > bestValue : v < bestValue);
+        if (better || (last && v == bestValue)) {
+          best = k;
+          bestValue = v;
+        }
+      }
+      r.ints[o * inner + i] = best;
+    }
+  }
+  return r;
+}
+
+/// ArgMax / ArgMin: the extreme by a reduction, then the smallest (or, with
+/// select_last_index, largest) index holding it by a second reduction over
+/// linalg.index: two single-result generics, the forms the planner and the
+/// emitters already read.
+LogicalResult convertArgExtreme(NodeContext &ctx, bool isMax) {
+  const ImportedValue &x = ctx.input(0);
+  int64_t rank = x.shape.size();
+  if (rank == 0)
+    return ctx.emitError() << "input must have rank >= 1";
+  auto axis = ctx.normalizeAxis(ctx.attrInt("axis", 0), rank);
+  if (!axis)
+    return failure();
+  bool keepDims = ctx.attrInt("keepdims", 1) != 0;
+  bool last = ctx.attrInt("select_last_index", 0) != 0;
+  int64_t n = x.shape[*axis];
+  if (n == 0)
+    return ctx.emitError() << "cannot take the arg" << (isMax ? "max" : "min")
+                           << " of an empty axis " << *axis;
+  SmallVector<int64_t> keptShape(x.shape), reducedShape;
+  keptShape[*axis] = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis)
+      reducedShape.push_back(x.shape[d]);
+  ArrayRef<int64_t> outShape = keepDims ? keptShape : reducedShape;
+  if (const ConstTensor *c = ctx.constInput(0);
+      c && c->numel() <= maxFoldedElements()) {
+    ctx.setConstResult(0, foldArgExtreme(*c, *axis, isMax, last, outShape));
+    return success();
+  }
+
+  OpBuilder &b = ctx.b;
+  Location loc = ctx.loc;
+  MLIRContext *mctx = b.getContext();
+  Value input = ctx.operand(0);
+  bool isUnsigned = isUnsignedDType(x.dtype);
+  ReduceKind kind = isMax ? ReduceKind::Max : ReduceKind::Min;
+  Value extreme = buildReduction(
+      b, loc, input, *axis, /*keepDims=*/false, initFor(kind, isUnsigned),
+      [&](OpBuilder &nb, Location nloc, Value acc, Value v) {
+        return combineFor(kind, nb, nloc, acc, v, isUnsigned);
+      });
+  // No match is n (first) or -1 (last); one always matches, since a NaN
+  // extreme matches the NaNs.
+  Type i64 = b.getI64Type();
+  Value init = createFilled(b, loc, reducedShape, i64, last ? -1.0 : double(n));
+  SmallVector<AffineExpr> reducedExprs;
+  SmallVector<utils::IteratorType> iterators;
+  for (int64_t d = 0; d < rank; ++d) {
+    iterators.push_back(d == *axis ? utils::IteratorType::reduction
+                                   : utils::IteratorType::parallel);
+    if (d != *axis)
+      reducedExprs.push_back(getAffineDimExpr(d, mctx));
+  }
+  AffineMap reducedMap = AffineMap::get(rank, 0, reducedExprs, mctx);
+  SmallVector<AffineMap> maps = {b.getMultiDimIdentityMap(rank), reducedMap,
+                                 reducedMap};
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{input, extreme}, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value v = args[0], best = args[1], acc = args[2];
+        Value match;
+        if (isa<FloatType>(v.getType())) {
+          Value equal = arith::CmpFOp::create(
+              nb, nloc, arith::CmpFPredicate::OEQ, v, best);
+          Value nan =
+              arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::UNO, v, v);
+          match = arith::OrIOp::create(nb, nloc, equal, nan);
+        } else {
+          match = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq, v,
+                                        best);
+        }
+        Value index = arith::IndexCastOp::create(
+            nb, nloc, i64, linalg::IndexOp::create(nb, nloc, *axis));
+        Value none = createScalar(nb, nloc, i64, last ? -1.0 : double(n));
+        Value candidate = arith::SelectOp::create(nb, nloc, match, index, none);
+        Value r = last
+                      ? Value(arith::MaxSIOp::create(nb, nloc, acc, candidate))
+                      : Value(arith::MinSIOp::create(nb, nloc, acc, candidate));
+        linalg::YieldOp::create(nb, nloc, r);
+      });
+  Value result = generic.getResult(0);
+  if (keepDims)
+    result = buildReshape(b, loc, result, keptShape);
+  ctx.setResult(0, result, onnx::TensorProto::INT64);
   return success();
 }
 
@@ -302,4 +474,9 @@ void mlir::tp::onnx_import::populateReductionConverters(ConverterMap &map) {
     return convertSoftmax(ctx, true);
   };
   map["LayerNormalization"] = convertLayerNorm;
+  map["InstanceNormalization"] = convertInstanceNorm;
+  map["ArgMax"] = [](NodeContext &ctx) { return convertArgExtreme(ctx, true); };
+  map["ArgMin"] = [](NodeContext &ctx) {
+    return convertArgExtreme(ctx, false);
+  };
 }

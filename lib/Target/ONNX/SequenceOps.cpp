@@ -101,7 +101,7 @@ ImportedValue sliceValue(NodeContext &ctx, const ImportedValue &x, int64_t axis,
   SmallVector<int64_t> offsets(rank, 0), sizes(x.shape), strides(rank, 1);
   offsets[axis] = offset;
   sizes[axis] = size;
-  if (x.constant && x.constant->numel() <= kMaxFoldedElements) {
+  if (x.constant && x.constant->numel() <= maxFoldedElements()) {
     SmallVector<int64_t> inStrides = getStrides(x.shape);
     return makeConst(
         foldByIndex(*x.constant, sizes, [&](ArrayRef<int64_t> idx) {
@@ -161,7 +161,7 @@ mlir::tp::onnx_import::concatValues(NodeContext &ctx,
   shape[*a] = 0;
   for (const ImportedValue &in : inputs)
     shape[*a] += in.shape[*a];
-  if (allConstant && getNumElements(shape) <= kMaxFoldedElements) {
+  if (allConstant && getNumElements(shape) <= maxFoldedElements()) {
     // Row-major: each outer index takes one contiguous block per part.
     ConstTensor r;
     r.dtype = first.dtype;

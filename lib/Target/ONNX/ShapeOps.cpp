@@ -48,7 +48,7 @@ LogicalResult convertDropout(NodeContext &ctx) {
   if (!ctx.hasOutput(1))
     return success();
   const ImportedValue &x = ctx.input(0);
-  if (getNumElements(x.shape) <= kMaxFoldedElements) {
+  if (getNumElements(x.shape) <= maxFoldedElements()) {
     ConstTensor mask;
     mask.dtype = TensorProto::BOOL;
     mask.shape = x.shape;
@@ -162,7 +162,7 @@ LogicalResult convertConstantOfShape(NodeContext &ctx) {
     fill = std::move(*c);
   }
   int64_t n = getNumElements(*shape);
-  if (n <= kMaxFoldedElements) {
+  if (n <= maxFoldedElements()) {
     ConstTensor r;
     r.dtype = fill.dtype;
     r.shape = *shape;
@@ -214,7 +214,7 @@ LogicalResult convertRange(NodeContext &ctx) {
       ++steps;
     count = static_cast<double>(steps);
   }
-  if (!(count <= static_cast<double>(kMaxFoldedElements)))
+  if (!(count <= static_cast<double>(maxFoldedElements())))
     return ctx.emitError() << "range of " << count
                            << " elements is too large to build at import";
   // A negative count is an empty range (and -4e28 fits no int64).
@@ -381,7 +381,7 @@ LogicalResult convertExpand(NodeContext &ctx) {
   if (!shape)
     return ctx.emitError() << "cannot expand " << formatShape(x.shape) << " to "
                            << formatShape(*target);
-  if (x.constant && getNumElements(*shape) <= kMaxFoldedElements) {
+  if (x.constant && getNumElements(*shape) <= maxFoldedElements()) {
     SmallVector<int64_t> strides = getStrides(x.shape);
     size_t offset = shape->size() - x.shape.size();
     ctx.setConstResult(
@@ -421,7 +421,7 @@ LogicalResult convertTranspose(NodeContext &ctx) {
   SmallVector<int64_t> shape;
   for (int64_t p : perm)
     shape.push_back(x.shape[p]);
-  if (x.constant && x.constant->numel() <= kMaxFoldedElements) {
+  if (x.constant && x.constant->numel() <= maxFoldedElements()) {
     SmallVector<int64_t> strides = getStrides(x.shape);
     ctx.setConstResult(
         0, foldByIndex(*x.constant, shape, [&](ArrayRef<int64_t> idx) {
