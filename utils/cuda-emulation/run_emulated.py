@@ -128,59 +128,145 @@ def count_replays(log):
         return sum(1 for line in f if line.startswith("launch"))
 
 
-def generate(args):
-    """Generation on the emulated GPU, greedy or with --num-beams K (the KV
-    caches' rows moved on the device between steps): each decode step's
-    stage is a replay of its graph, with the step's own token, mask and
-    position."""
-    model = os.path.join(args.model_dir, "model.onnx")
-    name = os.path.basename(os.path.normpath(args.model_dir))
-    env = dict(os.environ)
-    if args.nvcc:
-        env["NVCC"] = shutil.which(args.nvcc) or args.nvcc
+def generate_one(args, model_dir, name, text, work, env, dtype=None,
+                 label=None):
+    """One config of generation on the emulated GPU, greedy or with
+    args.num_beams K (the KV caches' rows moved on the device between
+    steps): each decode step's stage is a replay of its graph, with the
+    step's own token, mask and position. Prints one line; True if the
+    tokens equal transformers' and the steps replayed graphs."""
+    model = os.path.join(model_dir, "model.onnx")
     beams = args.num_beams
-    greedy = np.load(os.path.join(args.model_dir, "greedy.npy" if beams == 1
+    greedy = np.load(os.path.join(model_dir, "greedy.npy" if beams == 1
                                   else "beam%d.npy" % beams))
+    config = parse_config(text)
+    artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
+    subprocess.run([args.tp_compile, model, "--target", "cuda",
+                    "-o", artifact, "--devices", str(config["tp"]),
+                    "--pp", str(config["pp"]), "--max-seq", "24",
+                    "--max-batch", str(2 * beams)] +
+                   (["--dtype", dtype] if dtype else []) +
+                   (["--prefill-len", str(args.prefill_len)]
+                    if args.prefill_len is not None else []),
+                   check=True,
+                   env=env,
+                   stderr=subprocess.DEVNULL)
+    emulate(artifact, args.cxx)
+    out_dir = os.path.join(work, "out")
+    log = os.path.join(work, text + ".graphs.log")
+    if os.path.exists(log):
+        os.remove(log)
+    subprocess.run(
+        [args.tp_run, artifact, "--generate", str(args.generate),
+         "--input", "input_ids=" + os.path.join(model_dir, "input_ids.npy"),
+         "--input", "attention_mask=" + os.path.join(
+             model_dir, "attention_mask.npy"),
+         "--num-beams", str(beams), "--output-dir", out_dir,
+         "--quiet"], check=True,
+        env=dict(env, TP_EMU_GRAPH_LOG=log), stdout=subprocess.DEVNULL)
+    tokens = np.load(os.path.join(out_dir, "tokens.npy"))
+    reference = greedy[:, :tokens.shape[1]]
+    same = np.array_equal(tokens, reference)
+    replays = count_replays(log)
+    ok = same and replays > 0
+    print("%s [%s] emulated cuda generate %d%s: tokens %s, %d graph "
+          "replays %s" % (name, label or text, args.generate,
+                          " beams %d" % beams if beams > 1 else "",
+                          "equal" if same else "DIFFER", replays,
+                          "ok" if ok else "FAIL"), flush=True)
+    return ok
+
+
+def generate(args):
+    """Generation for every config (see generate_one)."""
+    name = os.path.basename(os.path.normpath(args.model_dir))
     failures = 0
     with tempfile.TemporaryDirectory() as work:
         for text in args.config:
-            config = parse_config(text)
-            artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
-            subprocess.run([args.tp_compile, model, "--target", "cuda",
-                            "-o", artifact, "--devices", str(config["tp"]),
-                            "--pp", str(config["pp"]), "--max-seq", "24",
-                            "--max-batch", str(2 * beams)] +
-                           (["--dtype", args.dtype] if args.dtype else []) +
-                           (["--prefill-len", str(args.prefill_len)]
-                            if args.prefill_len is not None else []),
-                           check=True,
-                           env=env,
-                           stderr=subprocess.DEVNULL)
-            emulate(artifact, args.cxx)
-            out_dir = os.path.join(work, "out")
-            log = os.path.join(work, text + ".graphs.log")
-            subprocess.run(
-                [args.tp_run, artifact, "--generate", str(args.generate),
-                 "--input", "input_ids=" + os.path.join(args.model_dir,
-                                                        "input_ids.npy"),
-                 "--input", "attention_mask=" + os.path.join(
-                     args.model_dir, "attention_mask.npy"),
-                 "--num-beams", str(beams), "--output-dir", out_dir,
-                 "--quiet"], check=True,
-                env=dict(env, TP_EMU_GRAPH_LOG=log), stdout=subprocess.DEVNULL)
-            tokens = np.load(os.path.join(out_dir, "tokens.npy"))
-            reference = greedy[:, :tokens.shape[1]]
-            same = np.array_equal(tokens, reference)
-            replays = count_replays(log)
-            ok = same and replays > 0
-            failures += not ok
-            print("%s [%s] emulated cuda generate %d%s: tokens %s, %d graph "
-                  "replays %s" % (name, text, args.generate,
-                                  " beams %d" % beams if beams > 1 else "",
-                                  "equal" if same else "DIFFER", replays,
-                                  "ok" if ok else "FAIL"))
+            failures += not generate_one(args, args.model_dir, name, text,
+                                         work, nvcc_env(args), args.dtype)
     print(("FAIL %s" if failures else "PASS %s") % name)
     return 1 if failures else 0
+
+
+def nvcc_env(args):
+    """The environment tp-compile runs in: NVCC from --nvcc."""
+    env = dict(os.environ)
+    if args.nvcc:
+        env["NVCC"] = shutil.which(args.nvcc) or args.nvcc
+    return env
+
+
+def forward_one(args, model_dir, name, text, work, env, dtype=None,
+                input_shapes=(), atol=1e-5, rtol=1e-5, label=None):
+    """One config of a forward pass on the emulated GPU (see the module's
+    description). Prints a line for the graph replays and one per output;
+    returns the number of failed checks."""
+    model = os.path.join(model_dir, "model.onnx")
+    label = label or text
+    config = parse_config(text)
+    artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
+    cmd = [args.tp_compile, model, "--target", "cuda", "-o", artifact,
+           "--devices", str(config["tp"]), "--pp", str(config["pp"]),
+           "--microbatches", str(config["mb"])]
+    if config["sp"]:
+        cmd.append("--sequence-parallel")
+    if dtype:
+        cmd += ["--dtype", dtype]
+    for shape in input_shapes:
+        cmd += ["--input-shape", shape]
+    subprocess.run(cmd, check=True, env=env, stderr=subprocess.DEVNULL)
+    emulate(artifact, args.cxx)
+    if getattr(args, "keep", None):
+        shutil.copytree(artifact, os.path.join(
+            args.keep, name + "-" + os.path.basename(artifact)),
+            dirs_exist_ok=True)
+    manifest = read_manifest(args.tp_run, artifact)
+    inputs = []
+    for spec in manifest["inputs"]:
+        inputs += ["--input", "%s=%s" % (
+            spec["name"], os.path.join(model_dir, spec["name"] + ".npy"))]
+    out_dir = os.path.join(work, "out")
+    # Three forward passes: the first runs each stage as it is, the
+    # second captures it as a CUDA graph and replays it, the third
+    # replays it; the outputs are the last pass's.
+    graph_log = os.path.join(work, "graphs.log")
+    if os.path.exists(graph_log):
+        os.remove(graph_log)
+    run = [args.tp_run, artifact, "--output-dir", out_dir, "--quiet",
+           "--repeat", "3"] + inputs
+    launcher = getattr(args, "launcher", "threads")
+    if launcher == "mpi":
+        # One process per rank: rank 0's NCCL id reaches the others
+        # over MPI. The emulated NCCL lives in one process, so only
+        # a one-rank world can run here.
+        run = mpirun_prefix(manifest["grid"]["ranks"]) + run + [
+            "--launcher", "mpi"]
+    subprocess.run(run, check=True,
+                   env=dict(env, TP_EMU_GRAPH_LOG=graph_log))
+    failures = 0
+    replays = count_replays(graph_log)
+    # Every call of every rank's stage (one per micro-batch in each
+    # pass) but its first.
+    expected = manifest["grid"]["ranks"] * (3 * config["mb"] - 1)
+    graphs_ok = replays == expected
+    failures += not graphs_ok
+    print("%s [%s] emulated cuda x%d%s: %d graph replays of %d %s" % (
+        name, label, manifest["grid"]["ranks"],
+        " mpi" if launcher == "mpi" else "", replays, expected,
+        "ok" if graphs_ok else "FAIL"), flush=True)
+    for spec in manifest["outputs"]:
+        ref = np.load(os.path.join(model_dir, spec["name"] + ".npy"))
+        out = np.load(os.path.join(out_dir, spec["name"] + ".npy"))
+        diff = (float(np.max(np.abs(out.astype(np.float64) - ref)))
+                if out.shape == ref.shape else float("inf"))
+        ok = out.shape == ref.shape and np.allclose(
+            out, ref, atol=atol, rtol=rtol)
+        failures += not ok
+        print("%s [%s] emulated cuda x%d %s: max abs diff %.3g %s" % (
+            name, label, manifest["grid"]["ranks"], spec["name"], diff,
+            "ok" if ok else "FAIL"), flush=True)
+    return failures
 
 
 def main():
@@ -212,76 +298,13 @@ def main():
     args = parser.parse_args()
     if args.generate:
         return generate(args)
-    model = os.path.join(args.model_dir, "model.onnx")
     name = os.path.basename(os.path.normpath(args.model_dir))
-    env = dict(os.environ)
-    if args.nvcc:
-        env["NVCC"] = shutil.which(args.nvcc) or args.nvcc
-
     failures = 0
     with tempfile.TemporaryDirectory() as work:
         for text in args.config:
-            config = parse_config(text)
-            artifact = os.path.join(work, text.replace(",", "_") + ".tpa")
-            cmd = [args.tp_compile, model, "--target", "cuda", "-o", artifact,
-                   "--devices", str(config["tp"]), "--pp", str(config["pp"]),
-                   "--microbatches", str(config["mb"])]
-            if config["sp"]:
-                cmd.append("--sequence-parallel")
-            if args.dtype:
-                cmd += ["--dtype", args.dtype]
-            for shape in args.input_shape:
-                cmd += ["--input-shape", shape]
-            subprocess.run(cmd, check=True, env=env, stderr=subprocess.DEVNULL)
-            emulate(artifact, args.cxx)
-            if args.keep:
-                shutil.copytree(artifact, os.path.join(
-                    args.keep, name + "-" + os.path.basename(artifact)),
-                    dirs_exist_ok=True)
-            manifest = read_manifest(args.tp_run, artifact)
-            inputs = []
-            for spec in manifest["inputs"]:
-                inputs += ["--input", "%s=%s" % (
-                    spec["name"],
-                    os.path.join(args.model_dir, spec["name"] + ".npy"))]
-            out_dir = os.path.join(work, "out")
-            # Three forward passes: the first runs each stage as it is, the
-            # second captures it as a CUDA graph and replays it, the third
-            # replays it; the outputs are the last pass's.
-            graph_log = os.path.join(work, "graphs.log")
-            if os.path.exists(graph_log):
-                os.remove(graph_log)
-            run = [args.tp_run, artifact, "--output-dir", out_dir, "--quiet",
-                   "--repeat", "3"] + inputs
-            if args.launcher == "mpi":
-                # One process per rank: rank 0's NCCL id reaches the others
-                # over MPI. The emulated NCCL lives in one process, so only
-                # a one-rank world can run here.
-                run = mpirun_prefix(manifest["grid"]["ranks"]) + run + [
-                    "--launcher", "mpi"]
-            subprocess.run(run, check=True,
-                           env=dict(env, TP_EMU_GRAPH_LOG=graph_log))
-            replays = count_replays(graph_log)
-            # Every call of every rank's stage (one per micro-batch in each
-            # pass) but its first.
-            expected = manifest["grid"]["ranks"] * (3 * config["mb"] - 1)
-            graphs_ok = replays == expected
-            failures += not graphs_ok
-            print("%s [%s] emulated cuda x%d%s: %d graph replays of %d %s" % (
-                name, text, manifest["grid"]["ranks"],
-                " mpi" if args.launcher == "mpi" else "", replays, expected,
-                "ok" if graphs_ok else "FAIL"))
-            for spec in manifest["outputs"]:
-                ref = np.load(os.path.join(args.model_dir,
-                                           spec["name"] + ".npy"))
-                out = np.load(os.path.join(out_dir, spec["name"] + ".npy"))
-                diff = float(np.max(np.abs(out.astype(np.float64) - ref)))
-                ok = out.shape == ref.shape and np.allclose(
-                    out, ref, atol=args.atol, rtol=args.rtol)
-                failures += not ok
-                print("%s [%s] emulated cuda x%d %s: max abs diff %.3g %s" % (
-                    name, text, manifest["grid"]["ranks"], spec["name"], diff,
-                    "ok" if ok else "FAIL"))
+            failures += forward_one(args, args.model_dir, name, text, work,
+                                    nvcc_env(args), args.dtype,
+                                    args.input_shape, args.atol, args.rtol)
     if failures:
         print("FAIL %s: %d output(s) differ" % (name, failures))
         return 1

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/ErrorHandling.h"
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -65,8 +66,19 @@ CppEmitter::CppEmitter(ModuleOp module, raw_indented_ostream &os)
 
 std::string CppEmitter::name(Value value) const {
   auto it = names.find(value);
-  assert(it != names.end() && "value used before it was emitted");
-  return it->second;
+  if (it != names.end())
+    return it->second;
+  // An emitter bug, never bad input: an op's code references a value whose
+  // code was skipped or not yet written. Say which, rather than read past
+  // the map's end (which was an "out of memory" abort).
+  std::string text;
+  llvm::raw_string_ostream textStream(text);
+  value.printAsOperand(textStream, OpPrintingFlags());
+  if (Operation *def = value.getDefiningOp())
+    textStream << " (" << def->getName() << " at " << def->getLoc() << ")";
+  llvm::report_fatal_error(
+      llvm::Twine("code generation: value ") + text +
+      " is used before it was emitted");
 }
 
 std::string CppEmitter::bind(Value value, StringRef prefix) {

@@ -196,12 +196,25 @@ public:
   /// its first op, and its other ops are skipped. The CUDA target makes
   /// each group one kernel (EmitCudaRowGroups.cpp).
   void findRowGroups();
+  /// A group's nests that the product before the group computed already
+  /// (computedByProduct) are left out of it; the rest run as before.
   virtual LogicalResult emitRowGroup(const RowGroup &group);
+  /// The nests of `group` that run in its loop, in block order: all but
+  /// those a product computed. Fewer than two: the group's ops are emitted
+  /// one by one.
+  SmallVector<linalg::GenericOp> rowGroupNests(const RowGroup &group) const;
   llvm::DenseMap<Operation *, std::shared_ptr<RowGroup>> rowGroupAt;
+  /// The ops of each group but its first, which emitBlock skips.
   llvm::DenseSet<Operation *> inRowGroup;
   /// Elementwise generics that run in the epilogue of the packed product
   /// they read (EmitLinalg.cpp), on each block of its columns.
   llvm::DenseSet<Operation *> inGemmEpilogue;
+  /// Whether the product that `op` reads computed `op` with itself when it
+  /// was emitted (the C++ target's GEMM epilogues; cuBLAS writing a bf16
+  /// sum on CUDA), so that no other path emits it again.
+  virtual bool computedByProduct(Operation *op) const {
+    return inGemmEpilogue.contains(op);
+  }
   LogicalResult emitShardOp(Operation *op);
   LogicalResult emitCall(Operation *op);
   LogicalResult emitIf(Operation *op);

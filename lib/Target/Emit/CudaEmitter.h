@@ -86,6 +86,9 @@ public:
   /// tp-convert-dtype's roundings of a GEMM's f32 sum to bf16 that cuBLAS
   /// does instead, writing the sum in bf16 (EmitCudaKernels.cpp).
   llvm::DenseSet<Operation *> roundedByCublas;
+  bool computedByProduct(Operation *op) const override {
+    return roundedByCublas.contains(op);
+  }
 
 private:
   /// Ops whose data lives on the device: all but scalars, calls, branches.

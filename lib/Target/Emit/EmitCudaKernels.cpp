@@ -49,6 +49,8 @@ static StringRef cudaDataType(Type type) {
 /// largest finite value (within f32's top 0.4%), which the rounding kernel
 /// saturates and cuBLAS makes infinite. An f16 sum keeps its rounding
 /// kernel: one past 65504 is common enough for the difference to matter.
+/// A rounding that a row group holds is left out of the group's kernel
+/// (computedByProduct), which reads the bf16 sum instead.
 static LogicalResult emitCublasGemmEx(CudaEmitter &e, linalg::GenericOp op,
                                       const Gemm &gemm, bool overwrite) {
   Value out = op.getResult(0);
@@ -56,10 +58,9 @@ static LogicalResult emitCublasGemmEx(CudaEmitter &e, linalg::GenericOp op,
   std::string lhs = e.name(gemm.lhs), rhs = e.name(gemm.rhs);
   Type element = gemm.lhsElement;
   linalg::GenericOp rounding;
-  if (overwrite && !e.inRowGroup.contains(op))
+  if (overwrite)
     rounding = roundingToBF16Of(op);
-  if (rounding && (e.inRowGroup.contains(rounding) ||
-                   e.fusedIntoAttention.contains(rounding) ||
+  if (rounding && (e.fusedIntoAttention.contains(rounding) ||
                    e.attentionAt.count(rounding)))
     rounding = {};
   Value written = rounding ? rounding.getResult(0) : out;

@@ -22,11 +22,15 @@
 // A group whose nest lets points share an output element (which needs a
 // kernel of one thread, EmitCudaKernels.cpp), or whose rows are all
 // narrower than a warp (most lanes would idle: a kernel per nest keeps a
-// thread per point), is emitted nest by nest.
+// thread per point), is emitted nest by nest. A nest that cuBLAS computed
+// with the product before the group (the bf16 rounding of its sum) is left
+// out: the kernel reads its result as it reads any input.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernelWriter.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::tp::emit;
@@ -70,14 +74,17 @@ LogicalResult CudaEmitter::emitRowGroup(const RowGroup &group) {
   int64_t rows = 1;
   for (int64_t size : group.rows)
     rows *= size;
+  // A rounding cuBLAS did with the product before the group is not the
+  // kernel's: it reads the bf16 sum as an input.
+  SmallVector<linalg::GenericOp> nests = rowGroupNests(group);
+  llvm::SmallPtrSet<Operation *, 16> inKernel;
   SmallVector<std::unique_ptr<KernelWriter>> writers;
-  bool together = true;
+  bool together = nests.size() >= 2;
   int64_t widest = 0;
-  for (Operation *op : group.ops) {
-    if (!group.nests.contains(op))
-      continue;
+  for (linalg::GenericOp nest : nests) {
+    inKernel.insert(nest);
     writers.push_back(std::make_unique<KernelWriter>(
-        *this, cast<linalg::GenericOp>(op), std::nullopt, rowDims,
+        *this, nest, std::nullopt, rowDims,
         "n" + std::to_string(writers.size()) + "_"));
     together &= writers.back()->analyse();
     widest = std::max(widest, writers.back()->rowIterations());
@@ -92,7 +99,7 @@ LogicalResult CudaEmitter::emitRowGroup(const RowGroup &group) {
   // What the kernel writes, and reshapes of it.
   llvm::DenseSet<Value> shared;
   for (Operation *op : group.ops) {
-    if (group.nests.contains(op))
+    if (inKernel.contains(op))
       shared.insert(op->result_begin(), op->result_end());
     else if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op) &&
              shared.contains(op->getOperand(0)))
@@ -107,7 +114,7 @@ LogicalResult CudaEmitter::emitRowGroup(const RowGroup &group) {
   site = siteLiteral(group.ops.front(), "a row group");
   auto writer = writers.begin();
   for (Operation *op : group.ops) {
-    if (!group.nests.contains(op)) {
+    if (!inKernel.contains(op)) {
       if (failed(emitOp(op)))
         return failure();
       continue;

@@ -388,6 +388,8 @@ static bool availableBefore(Value value, Operation *op) {
 /// it reads the product element for element, everything else it reads
 /// exists before the product, and its outputs are fresh. It then moves up
 /// to the product, which changes no value: it reads nothing written after.
+/// A row group after the product that holds it leaves it out
+/// (computedByProduct).
 static linalg::GenericOp findEpilogue(CppEmitter &e, linalg::GenericOp op,
                                       const Gemm &gemm) {
   if (gemm.batch != 1 || gemm.ldc != gemm.n)
@@ -403,8 +405,7 @@ static linalg::GenericOp findEpilogue(CppEmitter &e, linalg::GenericOp op,
   if (!user || user->getBlock() != op->getBlock() ||
       !user.hasPureTensorSemantics() || user.getNumLoops() == 0 ||
       user.getNumParallelLoops() != user.getNumLoops() ||
-      e.inRowGroup.contains(user) || e.fusedIntoAttention.contains(user) ||
-      e.attentionAt.count(user))
+      e.fusedIntoAttention.contains(user) || e.attentionAt.count(user))
     return {};
   SmallVector<int64_t> ranges = user.getStaticLoopRanges();
   if (ranges.back() != gemm.n ||

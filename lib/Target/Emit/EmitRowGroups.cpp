@@ -23,7 +23,11 @@
 // accumulates into a buffer of the group. The run is cut at any op that is
 // neither such a nest (not a GEMM, a lookup or a part of a fused
 // attention) nor an op that only binds a buffer (tensor.empty, a reshape,
-// a fill, a constant); those are emitted before the loop.
+// a fill, a constant); those are emitted before the loop. A nest that the
+// product before the group computes with itself (a GEMM epilogue; on CUDA,
+// cuBLAS's rounding of a bf16 sum) is decided when the product is
+// emitted, after the groups are found: the group then leaves it out, and
+// its other nests read its result as any other input.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +38,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -190,15 +195,33 @@ void CppEmitter::findRowGroups() {
   });
 }
 
+SmallVector<linalg::GenericOp>
+CppEmitter::rowGroupNests(const RowGroup &group) const {
+  SmallVector<linalg::GenericOp> nests;
+  for (Operation *op : group.ops)
+    if (group.nests.contains(op) && !computedByProduct(op))
+      nests.push_back(cast<linalg::GenericOp>(op));
+  return nests;
+}
+
 LogicalResult CppEmitter::emitRowGroup(const RowGroup &group) {
-  os << "// " << group.nests.size()
-     << " loop nests as one pass per row of [";
+  SmallVector<linalg::GenericOp> nests = rowGroupNests(group);
+  if (nests.size() < 2) {
+    for (Operation *op : group.ops)
+      if (failed(emitOp(op)))
+        return failure();
+    return success();
+  }
+  llvm::SmallPtrSet<Operation *, 16> inLoop;
+  for (linalg::GenericOp nest : nests)
+    inLoop.insert(nest);
+  os << "// " << nests.size() << " loop nests as one pass per row of [";
   llvm::interleaveComma(group.rows, os);
   os << "] (a row group)\n";
   // Buffers first, in block order: what the nests write, and what the
   // binding ops between them make.
   for (Operation *op : group.ops) {
-    if (!group.nests.contains(op)) {
+    if (!inLoop.contains(op)) {
       if (failed(emitOp(op)))
         return failure();
       continue;
@@ -222,12 +245,10 @@ LogicalResult CppEmitter::emitRowGroup(const RowGroup &group) {
        << "; ++" << index << ")\n";
   os << "{\n";
   os.indent();
-  for (Operation *op : group.ops) {
-    if (!group.nests.contains(op))
-      continue;
+  for (linalg::GenericOp op : nests) {
     os << "{ // " << describe(op) << "\n";
     os.indent();
-    if (failed(emitGenericLoops(cast<linalg::GenericOp>(op), rows)))
+    if (failed(emitGenericLoops(op, rows)))
       return failure();
     os.unindent();
     os << "}\n";
