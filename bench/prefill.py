@@ -18,7 +18,8 @@ in optimum's text-generation-with-past layout
                    Session.generate(prompt, max_new_tokens=1) through the
                    Python module: its prefill_seconds (the prompt's chunks
                    and the first token; weights already loaded), best of
-                   --repeat
+                   --repeat; one BLAS thread per rank
+                   (OPENBLAS_NUM_THREADS=1 unless set)
 
 It prints each time, tp-mlir x1 against onnxruntime, x2 against x1, and a
 16-token prompt's time against a 64-token one's; and whether tp-mlir's
@@ -193,6 +194,9 @@ def main():
     if a.worker == "generate":
         return worker_generate(a)
 
+    # One BLAS thread per rank, as onnxruntime has one thread: tp-mlir's
+    # own choice would give a lone rank both cores of this machine.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.path.insert(0, os.path.join(REPO, "build", "python"))
     work = a.work or tempfile.mkdtemp(prefix="tp-prefill-")
     os.makedirs(work, exist_ok=True)
