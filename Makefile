@@ -8,11 +8,16 @@
 #                pytest)
 #   make check-sanitized  the same tests on tools built with ASan + UBSan
 #                (clang-22, in build-asan)
+#   make check-cuda-zoo  the model zoo x --target cuda x f32/bf16/f16 x 1
+#                and 2 ranks, all of it (make check runs each model at one
+#                rank count per dtype)
 #   make fuzz    run each libFuzzer target in fuzz/ for FUZZ_SECONDS
 #                (build-asan as well)
 #   make zoo-deps  torch (Debian) + transformers (PyPI) to rebuild the zoo
 #   make bench-deps  torch (Debian) + tensor_parallel/transformers (PyPI, into
 #                bench/.cache/site) for bench/tensor_parallel_cpu.py
+#   make archgen  sample ARCHGEN_COUNT (200) transformer architectures
+#                (utils/archgen) and check each at 1, 2, 4 ranks and SP
 
 BUILD ?= build
 JOBS ?= 2
@@ -25,8 +30,8 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   clang-22 libclang-rt-22-dev python3-pytest libtorch-dev
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo python check check-sanitized fuzz clean bench-deps zoo-deps \
-  zoo-site
+.PHONY: deps build demo python check check-sanitized check-cuda-zoo fuzz clean \
+  bench-deps zoo-deps zoo-site archgen
 
 deps:
 	$(SUDO) apt-get update -qq
@@ -72,6 +77,22 @@ python: build
 
 check: build
 	cmake --build $(BUILD) -j $(JOBS) --target check-tp
+
+# The whole matrix of the zoo on the CUDA target (utils/cuda-emulation/
+# run_zoo_cuda.py): every model and with-past decoder x f32, bf16, f16 x 1
+# and 2 ranks emitted and compiled by nvcc -ptx (as test/Target/Emit/
+# cuda-zoo.test), then each of the 84 run on the CUDA emulation against
+# torch's outputs or transformers' tokens; make check's
+# test/Numerics/zoo/cuda-*.test run half of them. 9-11 minutes cold on 2
+# cores shared with other builds (2 compiling, 9 running); builds are kept
+# in the build cache lit uses.
+ZOO_CUDA := python3 utils/cuda-emulation/run_zoo_cuda.py
+ZOO_CUDA_TOOLS := --tp-compile $(CURDIR)/$(BUILD)/bin/tp-compile
+check-cuda-zoo: build
+	TP_BUILD_CACHE=$${TP_BUILD_CACHE:-$(CURDIR)/.cache/tp-build-cache} \
+	  $(ZOO_CUDA) compile --nvcc auto $(ZOO_CUDA_TOOLS)
+	TP_BUILD_CACHE=$${TP_BUILD_CACHE:-$(CURDIR)/.cache/tp-build-cache} TP_POISON_CACHES=1 \
+	  $(ZOO_CUDA) run $(ZOO_CUDA_TOOLS) --tp-run $(CURDIR)/$(BUILD)/bin/tp-run
 
 # One more build serves both the sanitized test suite and the fuzzers: all
 # of our code with ASan + UBSan and libFuzzer's coverage, at -O1 with line
@@ -136,6 +157,23 @@ zoo-deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-torch python3-onnx python3-pip
 	$(MAKE) zoo-site
+
+# The architecture generator's sweep (docs/user-guide.md, "The architecture
+# generator"): ARCHGEN_COUNT samples from ARCHGEN_SEED (default: the clock),
+# each exported by Debian's torch and compiled and run at tp=1, 2, 4 and
+# tp=2 with SP (20-45 s a sample on 2 cores). Failing samples are saved in
+# test/Numerics/archgen/regressions; ARCHGEN_FLAGS adds options (e.g.
+# --plan-only, --features position=alibi).
+ARCHGEN_COUNT ?= 200
+ARCHGEN_SEED ?=
+ARCHGEN_FLAGS ?=
+
+archgen: build
+	/usr/bin/python3 utils/archgen/archgen.py --count $(ARCHGEN_COUNT) \
+	  $(if $(ARCHGEN_SEED),--seed $(ARCHGEN_SEED)) \
+	  --expected-failures test/Numerics/archgen/expected-failures.txt \
+	  --tp-compile $(BUILD)/bin/tp-compile --tp-run $(BUILD)/bin/tp-run \
+	  $(ARCHGEN_FLAGS)
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD)
