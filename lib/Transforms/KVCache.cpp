@@ -340,9 +340,9 @@ void relocateTable(arith::ConstantOp constant, int64_t q, int64_t k,
             nb, nl, arith::MinSIOp::create(nb, nl, key, last), zero);
         // Diagonal key - query + (count - 1).
         Value query = linalg::IndexOp::create(nb, nl, q);
-        Value diagonal = arith::AddIOp::create(
-            nb, nl, arith::SubIOp::create(nb, nl, key, query),
-            arith::ConstantIndexOp::create(nb, nl, count - 1));
+        Value offset = arith::ConstantIndexOp::create(nb, nl, count - 1);
+        Value relative = arith::SubIOp::create(nb, nl, key, query);
+        Value diagonal = arith::AddIOp::create(nb, nl, relative, offset);
         index[k] = diagonal;
         index[q] = zero;
         Value read = tensor::ExtractOp::create(nb, nl, table, index);
