@@ -145,10 +145,11 @@ private:
                                  zero);
   }
 
-  /// True if `slice` (static, unit strides, not rank-reducing) takes all of
-  /// `dim`.
+  /// True if `slice` (static, not rank-reducing) takes all of `dim`, with
+  /// a unit stride on it. Other dims may be strided: rotary embeddings that
+  /// pair neighbouring channels slice the head dim with a stride of 2.
   static bool keepsWhole(tensor::ExtractSliceOp slice, int64_t dim) {
-    return slice.hasUnitStride() &&
+    return slice.getStaticStrides()[dim] == 1 &&
            slice.getType().getRank() == slice.getSourceType().getRank() &&
            slice.getStaticOffsets()[dim] == 0 &&
            slice.getStaticSizes()[dim] == slice.getSourceType().getDimSize(dim);
@@ -292,12 +293,6 @@ private:
       return success(concat.getDim() != uint64_t(w.dim) &&
                      succeeded(widen(concat.getResult(), w)));
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
-      // K/V heads repeated for grouped-query attention: padding them would
-      // pair query heads with the wrong K/V heads. They stay as they are
-      // (replicated where they do not divide); a padded query reads the
-      // repeat through a zero pad instead.
-      if (isBroadcast(collapse.getSrc()))
-        return failure();
       auto srcShape = collapse.getSrcType().getShape();
       unsigned group = groupOf(collapse.getReassociationIndices(), w.dim);
       ReassociationIndices dims = collapse.getReassociationIndices()[group];
@@ -308,7 +303,18 @@ private:
       for (int64_t d : dims)
         if (d != w.dim)
           size *= srcShape[d];
-      return widen(collapse.getResult(), {group, size});
+      Widening merged{group, size};
+      // Reached from its result (the query heads of multi-query attention
+      // reading one K/V head through its repeat): consistent or not.
+      if (auto it = values.find(collapse.getResult()); it != values.end())
+        return success(it->second == merged);
+      // K/V heads repeated for grouped-query attention, reached from the
+      // K/V side: padding them would pair query heads with the wrong K/V
+      // heads. They stay as they are (replicated where they do not divide);
+      // a padded query reads the repeat through a zero pad instead.
+      if (isBroadcast(collapse.getSrc()))
+        return failure();
+      return widen(collapse.getResult(), merged);
     }
     return failure();
   }

@@ -135,31 +135,62 @@ struct SplitFusedProjections
       chain.push_back({next, use.getOperandNumber()});
       end = next->getResult(0);
     }
-    // All users must be slices that cut `dim` only, together covering it.
-    SmallVector<tensor::ExtractSliceOp> slices;
-    for (Operation *user : end.getUsers()) {
+    // The pieces may be cut after a view that splits the output dim into
+    // (heads, head_dim): Falcon's K and V as the last heads of one
+    // [b, s, heads + 2, d] view, or its per-group layout with one group.
+    tensor::ExpandShapeOp view;
+    if (end.hasOneUse())
+      view = dyn_cast<tensor::ExpandShapeOp>(*end.getUsers().begin());
+    Value cut = view ? view.getResult() : end;
+    ReassociationIndices group = {dim};
+    if (view)
+      group = view.getReassociationIndices()[dim];
+    auto cutShape = cast<RankedTensorType>(cut.getType()).getShape();
+
+    // All users must be slices that cut one dim of `group` only, with the
+    // dims before it in the group of size 1 and those after it whole: a
+    // contiguous piece of the output dim.
+    struct Piece {
+      tensor::ExtractSliceOp slice;
+      int64_t offset, size;
+    };
+    SmallVector<Piece> pieces;
+    for (Operation *user : cut.getUsers()) {
       auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
       if (!slice || !slice.getOffsets().empty() || !slice.getSizes().empty() ||
           slice.getResultType().getRank() != slice.getSourceType().getRank())
         return false;
+      std::optional<int64_t> cutDim;
       for (int64_t d = 0, e = slice.getSourceType().getRank(); d < e; ++d) {
-        bool whole =
-            slice.getStaticOffsets()[d] == 0 &&
-            slice.getStaticStrides()[d] == 1 &&
-            slice.getStaticSizes()[d] == slice.getSourceType().getDimSize(d);
-        if (d != dim && !whole)
+        if (slice.getStaticStrides()[d] != 1)
           return false;
-        if (d == dim && slice.getStaticStrides()[d] != 1)
+        bool whole = slice.getStaticOffsets()[d] == 0 &&
+                     slice.getStaticSizes()[d] == cutShape[d];
+        if (whole)
+          continue;
+        if (cutDim || !llvm::is_contained(group, d))
           return false;
+        cutDim = d;
       }
-      slices.push_back(slice);
+      if (!cutDim)
+        return false;
+      int64_t inner = 1;
+      for (int64_t d : group) {
+        if (d < *cutDim && cutShape[d] != 1)
+          return false;
+        if (d > *cutDim)
+          inner *= cutShape[d];
+      }
+      pieces.push_back({slice, slice.getStaticOffsets()[*cutDim] * inner,
+                        slice.getStaticSizes()[*cutDim] * inner});
     }
-    if (slices.size() < 2)
+    if (pieces.size() < 2)
       return false;
 
-    for (tensor::ExtractSliceOp slice : slices) {
-      int64_t offset = slice.getStaticOffsets()[dim];
-      int64_t size = slice.getStaticSizes()[dim];
+    auto endType = cast<RankedTensorType>(end.getType());
+    for (auto [slice, offset, size] : pieces) {
+      SmallVector<int64_t> shape(endType.getShape());
+      shape[dim] = size;
       OpBuilder b(slice);
       Value carried;
       for (auto [i, link] : llvm::enumerate(chain)) {
@@ -171,12 +202,11 @@ struct SplitFusedProjections
             mapping.map(operand.get(), carried);
             continue;
           }
-          // A fresh init of the slice's shape rather than a slice of the
+          // A fresh init of the piece's shape rather than a slice of the
           // old one: an init is only zeros or scratch.
           if (link.op.isDpsInit(&operand)) {
             mapping.map(operand.get(),
-                        createInit(b, slice.getLoc(), operand.get(),
-                                   slice.getResultType().getShape()));
+                        createInit(b, slice.getLoc(), operand.get(), shape));
             continue;
           }
           unsigned l = i == 0 ? *loop : static_cast<unsigned>(dim);
@@ -188,14 +218,20 @@ struct SplitFusedProjections
               sliceAlong(b, slice.getLoc(), operand.get(), *d, offset, size));
         }
         Operation *clone = b.clone(*link.op, mapping);
-        clone->getResult(0).setType(slice.getResultType().clone(
-            cast<ShapedType>(link.op->getResult(0).getType())
-                .getElementType()));
+        clone->getResult(0).setType(endType.clone(
+            shape,
+            cast<ShapedType>(link.op->getResult(0).getType()).getElementType()));
         carried = clone->getResult(0);
       }
+      if (view)
+        carried = tensor::ExpandShapeOp::create(
+            b, slice.getLoc(), slice.getResultType(), carried,
+            view.getReassociationIndices());
       slice.replaceAllUsesWith(carried);
       slice.erase();
     }
+    if (view)
+      view.erase();
     // The old inits (a fill of an empty) and the slices of a piece split
     // again are dead now; partition cannot leave dead tensors unannotated,
     // so remove them. A set: an op may feed several of those erased (an
