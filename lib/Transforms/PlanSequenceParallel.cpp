@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_PLANSEQUENCEPARALLEL
@@ -25,21 +26,37 @@ using namespace mlir::tp;
 
 namespace {
 
-/// True if `op` reads a weight that the tensor-parallel plan split as row.
-bool isRowParallel(linalg::LinalgOp op) {
+std::optional<SplitRole> getLayoutRole(linalg::LinalgOp op);
+
+/// The role the tensor-parallel plan gave the weight that `op` contracts
+/// with, if it split one.
+std::optional<SplitRole> getSplitRole(linalg::LinalgOp op) {
+  std::optional<SplitRole> role = getLayoutRole(op);
+  if (role == SplitRole::Replicated)
+    return std::nullopt;
+  return role;
+}
+
+/// The role of the layout the weight that `op` contracts with has, if any
+/// (a fused piece left whole has one: replicated).
+std::optional<SplitRole> getLayoutRole(linalg::LinalgOp op) {
   if (op.getNumReductionLoops() == 0)
-    return false;
+    return std::nullopt;
   for (Value input : op.getDpsInputs()) {
     auto shardOp = input.getDefiningOp<shard::ShardOp>();
     if (!shardOp)
       continue;
     // The plan's layout is on the weight argument, or on the op that reads
     // it (a zero pad of a padded weight).
-    if (LayoutAttr layout = getLayout(shardOp.getSrc());
-        layout && layout.getRole() == SplitRole::Row)
-      return true;
+    if (LayoutAttr layout = getLayout(shardOp.getSrc()))
+      return layout.getRole();
   }
-  return false;
+  return std::nullopt;
+}
+
+/// True if `op` reads a weight that the tensor-parallel plan split as row.
+bool isRowParallel(linalg::LinalgOp op) {
+  return getSplitRole(op) == SplitRole::Row;
 }
 
 /// A `tp.weight` argument, read through its plan annotation.
@@ -123,6 +140,68 @@ bool isAnnotated(Value v) {
   });
 }
 
+/// The activation operand of a contraction with a weight, if `op` is one.
+OpOperand *getActivationOperand(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || !linalg::isaContractionOpInterface(op))
+    return nullptr;
+  bool lhs = isWeight(op.getDpsInputs()[0]);
+  bool rhs = isWeight(op.getDpsInputs()[1]);
+  if (lhs == rhs)
+    return nullptr;
+  return op.getDpsInputOperand(lhs ? 1 : 0);
+}
+
+/// True if `v` is computed from a stream marked as split on the sequence
+/// through a few ops (a norm, say), without a contraction between.
+bool readsSplitStream(Value v, llvm::SmallPtrSetImpl<Operation *> &seen,
+                      int depth = 0) {
+  Operation *def = v.getDefiningOp();
+  if (!def || depth > 12 || !seen.insert(def).second)
+    return false;
+  if (auto split = dyn_cast<shard::ShardOp>(def))
+    return !split.getAnnotateForUsers();
+  auto op = dyn_cast<linalg::LinalgOp>(def);
+  if (!op || linalg::isaContractionOpInterface(op))
+    return false;
+  return llvm::any_of(op.getDpsInputs(), [&](Value input) {
+    return isa<RankedTensorType>(input.getType()) && !isWeight(input) &&
+           readsSplitStream(input, seen, depth + 1);
+  });
+}
+
+/// A projection whose weight the plan keeps whole (K/V heads that the ranks
+/// do not divide) beside a column-parallel one that reads the same
+/// activation (the query projection): the column-parallel one gathers the
+/// sequence, and the whole one reads that gathered activation too, as it
+/// does without sequence parallelism. Left to propagation, it would read its
+/// rank's slice of the sequence, and its result, which attention needs
+/// whole, would be gathered by a collective of its own.
+void gatherForWholeProjections(func::FuncOp func, shard::GridOp grid) {
+  SmallVector<OpOperand *> reads;
+  func.walk([&](linalg::LinalgOp op) {
+    OpOperand *input = getActivationOperand(op);
+    if (!input || getSplitRole(op))
+      return;
+    if (llvm::any_of(input->get().getUsers(), [&](Operation *user) {
+          auto other = dyn_cast<linalg::LinalgOp>(user);
+          return other && other != op &&
+                 getSplitRole(other) == SplitRole::Column;
+        }))
+      reads.push_back(input);
+  });
+  for (OpOperand *read : reads) {
+    Operation *op = read->getOwner();
+    OpBuilder b(op);
+    auto type = cast<RankedTensorType>(read->get().getType());
+    SmallVector<shard::GridAxesAttr> axes(type.getRank(),
+                                          b.getDenseI16ArrayAttr({}));
+    Value sharding = shard::ShardingOp::create(
+        b, op->getLoc(), FlatSymbolRefAttr::get(grid.getSymNameAttr()), axes);
+    read->set(shard::ShardOp::create(b, op->getLoc(), read->get(), sharding,
+                                     /*annotate_for_users=*/true));
+  }
+}
+
 struct PlanSequenceParallel
     : tp::impl::PlanSequenceParallelBase<PlanSequenceParallel> {
   void runOnOperation() override {
@@ -143,43 +222,79 @@ struct PlanSequenceParallel
         if (isRowParallel(op))
           rows.push_back(op);
       });
-      for (linalg::LinalgOp row : rows) {
-        auto residual = findResidualAdd(row);
-        if (!residual) {
-          emitWarning(row->getLoc())
-              << "tp-plan-sequence-parallel: no residual add "
-                 "after this row-parallel block; it keeps its "
-                 "all-reduce";
-          continue;
-        }
-        auto [add, stream] = *residual;
-        auto type = cast<RankedTensorType>(add->getResult(0).getType());
-        int64_t seqDim = type.getRank() - 2;
-        if (seqDim < 0 || type.getDimSize(seqDim) % devices != 0) {
-          emitWarning(add->getLoc())
-              << "tp-plan-sequence-parallel: sequence dim of " << type
-              << " does not divide by " << devices
-              << " devices; this block keeps its all-reduce";
-          continue;
-        }
-        if (isAnnotated(add->getResult(0)))
-          continue;
-        splitOnSequence(add->getResult(0), grid, seqDim);
-        // A vocabulary-parallel lookup already splits a loop on the grid
-        // axis; its users, not the lookup, ask for the sequence split, so
-        // that its all-reduce becomes a reduce-scatter.
-        Operation *def = stream.getDefiningOp();
-        bool forUsers = def && def->hasAttr(TPDialect::kEmbeddingAttrName);
-        if (!stream.getDefiningOp<shard::ShardOp>())
-          splitOnSequence(stream, grid, seqDim, forUsers);
-      }
+      gatherForWholeProjections(func, grid);
+      for (linalg::LinalgOp row : rows)
+        markResidualStream(row, grid, devices);
+      // A projection whose weight the plan keeps whole acts on each token
+      // alone: reading the split stream, it keeps the split, and so does
+      // the residual add after it (a bottleneck's up projection, added to
+      // the stream that its down projection read).
+      SmallVector<linalg::LinalgOp> whole;
+      func.walk([&](linalg::LinalgOp op) {
+        OpOperand *input = getActivationOperand(op);
+        llvm::SmallPtrSet<Operation *, 32> seen;
+        if (input && !getSplitRole(op) && readsSplitStream(input->get(), seen))
+          whole.push_back(op);
+      });
+      for (linalg::LinalgOp op : whole)
+        if (findResidualAdd(op))
+          markResidualStream(op, grid, devices);
     });
   }
 
-  /// Annotates `v` as split on `dim`: its producer, or with `forUsers` only
-  /// what its users read.
-  void splitOnSequence(Value v, shard::GridOp grid, int64_t dim,
-                       bool forUsers = false) {
+  /// Marks the residual add after `block` and the stream it adds to as split
+  /// on the sequence, if they are not yet.
+  void markResidualStream(linalg::LinalgOp block, shard::GridOp grid,
+                          int64_t devices) {
+    auto residual = findResidualAdd(block);
+    if (!residual) {
+      emitWarning(block->getLoc())
+          << "tp-plan-sequence-parallel: no residual add after this "
+             "row-parallel block; it keeps its all-reduce";
+      return;
+    }
+    auto [add, stream] = *residual;
+    auto type = cast<RankedTensorType>(add->getResult(0).getType());
+    int64_t seqDim = type.getRank() - 2;
+    if (seqDim < 0 || type.getDimSize(seqDim) % devices != 0) {
+      emitWarning(add->getLoc())
+          << "tp-plan-sequence-parallel: sequence dim of " << type
+          << " does not divide by " << devices
+          << " devices; this block keeps its all-reduce";
+      return;
+    }
+    if (isAnnotated(add->getResult(0)))
+      return;
+    splitOnSequence(add->getResult(0), grid, seqDim);
+    if (stream.getDefiningOp<shard::ShardOp>())
+      return;
+    // A vocabulary-parallel lookup already splits a loop on the grid axis:
+    // a copy of its result carries the sequence split, so that its
+    // all-reduce becomes a reduce-scatter. (Its users cannot ask for the
+    // split themselves: in a post-norm model the first Q/K/V projections
+    // read the lookup directly, and a column-parallel contraction cannot
+    // read a sequence split as its users' demand.)
+    Operation *def = stream.getDefiningOp();
+    if (def && def->hasAttr(TPDialect::kEmbeddingAttrName))
+      stream = copyForUsers(stream);
+    splitOnSequence(stream, grid, seqDim);
+  }
+
+  /// An identity copy of `v` that all its users read instead.
+  static Value copyForUsers(Value v) {
+    OpBuilder b(v.getContext());
+    b.setInsertionPointAfterValue(v);
+    auto type = cast<RankedTensorType>(v.getType());
+    Location loc = v.getLoc();
+    Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                         type.getElementType());
+    auto copy = linalg::CopyOp::create(b, loc, v, init);
+    v.replaceAllUsesExcept(copy->getResult(0), copy);
+    return copy->getResult(0);
+  }
+
+  /// Annotates `v` as split on `dim`.
+  void splitOnSequence(Value v, shard::GridOp grid, int64_t dim) {
     OpBuilder b(v.getContext());
     b.setInsertionPointAfterValue(v);
     SmallVector<shard::GridAxesAttr> axes;
@@ -189,7 +304,7 @@ struct PlanSequenceParallel
     Value sharding = shard::ShardingOp::create(
         b, v.getLoc(), FlatSymbolRefAttr::get(grid.getSymNameAttr()), axes);
     auto shardOp = shard::ShardOp::create(b, v.getLoc(), v, sharding,
-                                          /*annotate_for_users=*/forUsers);
+                                          /*annotate_for_users=*/false);
     v.replaceAllUsesExcept(shardOp.getResult(), shardOp);
   }
 };
