@@ -203,3 +203,105 @@ func.func @heads_merged_back(%x: tensor<2x6xf32> {tp.input = "x"})
   %c = tensor.collapse_shape %e [[0], [1, 2]] : tensor<2x3x2xf32> into tensor<2x6xf32>
   return %c : tensor<2x6xf32>
 }
+
+// -----
+
+// Multi-query attention: 3 query heads read one K/V head through its
+// repeat ([b, 1, 3, s, d] broadcast, merged into the heads). The query
+// heads pad to 4 and the repeat grows with them: a padded query head reads
+// the one K/V head, whose projection is not padded.
+#x = affine_map<(b, s, n, k) -> (b, s, k)>
+#w = affine_map<(b, s, n, k) -> (k, n)>
+#y = affine_map<(b, s, n, k) -> (b, s, n)>
+#kv = affine_map<(b, g, h, s, d) -> (b, g, s, d)>
+#rep = affine_map<(b, g, h, s, d) -> (b, g, h, s, d)>
+#q = affine_map<(b, h, i, j, d) -> (b, h, i, d)>
+#kt = affine_map<(b, h, i, j, d) -> (b, h, j, d)>
+#sc = affine_map<(b, h, i, j, d) -> (b, h, i, j)>
+#p = affine_map<(b, h, i, d, j) -> (b, h, i, j)>
+#v = affine_map<(b, h, i, d, j) -> (b, h, j, d)>
+#o = affine_map<(b, h, i, d, j) -> (b, h, i, d)>
+// CHECK-LABEL: func.func @multi_query(
+// CHECK: tensor.pad %arg1 low[0, 0] high[0, 2]
+// CHECK-NOT: tensor.pad %arg2
+// CHECK: tensor.expand_shape {{.*}} : tensor<1x3x8xf32> into tensor<1x3x4x2xf32>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x4x3x2xf32>)
+// CHECK: tensor.collapse_shape {{.*}} : tensor<1x1x4x3x2xf32> into tensor<1x4x3x2xf32>
+// CHECK: tensor.pad %arg3 low[0, 0] high[2, 0]
+// Planned, each rank holds 2 of the 4 query heads and the whole K/V head;
+// attention ends in one all-reduce.
+// PART-LABEL: func.func @multi_query(
+// PART-SAME: tensor<6x4xf32>
+// PART-SAME: tensor<6x2xf32>
+// PART-SAME: tensor<4x6xf32>
+// PART-COUNT-1: shard.all_reduce
+// PART-NOT: shard.all_
+func.func @multi_query(%x: tensor<1x3x6xf32> {tp.input = "x"},
+                       %wq: tensor<6x6xf32> {tp.weight = "wq"},
+                       %wk: tensor<6x2xf32> {tp.weight = "wk"},
+                       %wo: tensor<6x6xf32> {tp.weight = "wo"})
+    -> (tensor<1x3x6xf32> {tp.output = "y"}) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<1x3x6xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %q0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wq : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i0 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %e1 = tensor.empty() : tensor<1x3x2xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x3x2xf32>) -> tensor<1x3x2xf32>
+  %k0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wk : tensor<1x3x6xf32>, tensor<6x2xf32>) outs(%i1 : tensor<1x3x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x2xf32>
+  %q1 = tensor.expand_shape %q0 [[0], [1], [2, 3]] output_shape [1, 3, 3, 2] : tensor<1x3x6xf32> into tensor<1x3x3x2xf32>
+  %e2 = tensor.empty() : tensor<1x3x3x2xf32>
+  %q2 = linalg.transpose ins(%q1 : tensor<1x3x3x2xf32>) outs(%e2 : tensor<1x3x3x2xf32>) permutation = [0, 2, 1, 3]
+  %k1 = tensor.expand_shape %k0 [[0], [1, 2], [3]] output_shape [1, 3, 1, 2] : tensor<1x3x2xf32> into tensor<1x3x1x2xf32>
+  %e3 = tensor.empty() : tensor<1x1x3x2xf32>
+  %k2 = linalg.transpose ins(%k1 : tensor<1x3x1x2xf32>) outs(%e3 : tensor<1x1x3x2xf32>) permutation = [0, 2, 1, 3]
+  %e4 = tensor.empty() : tensor<1x1x3x3x2xf32>
+  %k3 = linalg.generic {indexing_maps = [#kv, #rep], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%k2 : tensor<1x1x3x2xf32>) outs(%e4 : tensor<1x1x3x3x2xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    linalg.yield %a : f32
+  } -> tensor<1x1x3x3x2xf32>
+  %k4 = tensor.collapse_shape %k3 [[0, 1], [2], [3], [4]] : tensor<1x1x3x3x2xf32> into tensor<1x3x3x2xf32>
+  %e5 = tensor.empty() : tensor<1x3x3x3xf32>
+  %i5 = linalg.fill ins(%zero : f32) outs(%e5 : tensor<1x3x3x3xf32>) -> tensor<1x3x3x3xf32>
+  %s0 = linalg.generic {indexing_maps = [#q, #kt, #sc], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q2, %k4 : tensor<1x3x3x2xf32>, tensor<1x3x3x2xf32>) outs(%i5 : tensor<1x3x3x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x3x3xf32>
+  %e6 = tensor.empty() : tensor<1x3x3x2xf32>
+  %i6 = linalg.fill ins(%zero : f32) outs(%e6 : tensor<1x3x3x2xf32>) -> tensor<1x3x3x2xf32>
+  %a0 = linalg.generic {indexing_maps = [#p, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%s0, %k4 : tensor<1x3x3x3xf32>, tensor<1x3x3x2xf32>) outs(%i6 : tensor<1x3x3x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x3x2xf32>
+  %e7 = tensor.empty() : tensor<1x3x3x2xf32>
+  %a1 = linalg.transpose ins(%a0 : tensor<1x3x3x2xf32>) outs(%e7 : tensor<1x3x3x2xf32>) permutation = [0, 2, 1, 3]
+  %a2 = tensor.collapse_shape %a1 [[0], [1], [2, 3]] : tensor<1x3x3x2xf32> into tensor<1x3x6xf32>
+  %e8 = tensor.empty() : tensor<1x3x6xf32>
+  %i8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %y = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a2, %wo : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i8 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  return %y : tensor<1x3x6xf32>
+}

@@ -119,3 +119,65 @@ func.func @negative_slices_other_dim(%arg0: tensor<2x16x64xf32> {tp.input = "x"}
   %s1 = tensor.extract_slice %4[0, 8, 0] [2, 8, 192] [1, 1, 1] : tensor<2x16x192xf32> to tensor<2x8x192xf32>
   return %s0, %s1 : tensor<2x8x192xf32>, tensor<2x8x192xf32>
 }
+
+// -----
+
+// Falcon-7B's multi-query layout: one projection for 4 query heads and one
+// K and one V head, viewed as [b, s, 4 + 2, d] and cut on the heads dim
+// after the view. Each piece is a contiguous run of the output columns: it
+// becomes its own contraction, viewed as the slice was.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @heads_view_kv_tail(
+// CHECK-NOT: tensor<2x3x6x4xf32>
+// CHECK: %[[WQ:.*]] = tensor.extract_slice %arg1[0, 0] [8, 16] [1, 1] : tensor<8x24xf32> to tensor<8x16xf32>
+// CHECK: %[[Q:.*]] = linalg.generic {{.*}} ins(%arg0, %[[WQ]] : tensor<2x3x8xf32>, tensor<8x16xf32>)
+// CHECK: %[[QV:.*]] = tensor.expand_shape %[[Q]] {{\[}}[0], [1], [2, 3]] output_shape [2, 3, 4, 4] : tensor<2x3x16xf32> into tensor<2x3x4x4xf32>
+// CHECK: %[[WK:.*]] = tensor.extract_slice %arg1[0, 16] [8, 4] [1, 1] : tensor<8x24xf32> to tensor<8x4xf32>
+// CHECK: %[[K:.*]] = linalg.generic {{.*}} ins(%arg0, %[[WK]] : tensor<2x3x8xf32>, tensor<8x4xf32>)
+// CHECK: %[[KV:.*]] = tensor.expand_shape %[[K]] {{.*}} : tensor<2x3x4xf32> into tensor<2x3x1x4xf32>
+// CHECK: %[[WV:.*]] = tensor.extract_slice %arg1[0, 20] [8, 4] [1, 1] : tensor<8x24xf32> to tensor<8x4xf32>
+// CHECK: return %[[QV]], %[[KV]], %{{.*}}
+func.func @heads_view_kv_tail(%x: tensor<2x3x8xf32> {tp.input = "x"}, %w: tensor<8x24xf32> {tp.weight = "qkv.weight"}) -> (tensor<2x3x4x4xf32>, tensor<2x3x1x4xf32>, tensor<2x3x1x4xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x3x24xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x3x24xf32>) -> tensor<2x3x24xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %w : tensor<2x3x8xf32>, tensor<8x24xf32>) outs(%1 : tensor<2x3x24xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x3x24xf32>
+  %view = tensor.expand_shape %2 [[0], [1], [2, 3]] output_shape [2, 3, 6, 4] : tensor<2x3x24xf32> into tensor<2x3x6x4xf32>
+  %q = tensor.extract_slice %view[0, 0, 0, 0] [2, 3, 4, 4] [1, 1, 1, 1] : tensor<2x3x6x4xf32> to tensor<2x3x4x4xf32>
+  %k = tensor.extract_slice %view[0, 0, 4, 0] [2, 3, 1, 4] [1, 1, 1, 1] : tensor<2x3x6x4xf32> to tensor<2x3x1x4xf32>
+  %v = tensor.extract_slice %view[0, 0, 5, 0] [2, 3, 1, 4] [1, 1, 1, 1] : tensor<2x3x6x4xf32> to tensor<2x3x1x4xf32>
+  return %q, %k, %v : tensor<2x3x4x4xf32>, tensor<2x3x1x4xf32>, tensor<2x3x1x4xf32>
+}
+
+// -----
+
+// Cut on the inner dim of a view ([b, s, 2 groups, 3, d]) with more than one
+// group: each piece is strided in the output columns, so the projection
+// stays fused.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @negative_heads_view_per_group(
+// CHECK: tensor.expand_shape {{.*}} into tensor<2x3x2x3x4xf32>
+func.func @negative_heads_view_per_group(%x: tensor<2x3x8xf32> {tp.input = "x"}, %w: tensor<8x24xf32> {tp.weight = "qkv.weight"}) -> (tensor<2x3x2x1x4xf32>, tensor<2x3x2x2x4xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x3x24xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x3x24xf32>) -> tensor<2x3x24xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %w : tensor<2x3x8xf32>, tensor<8x24xf32>) outs(%1 : tensor<2x3x24xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x3x24xf32>
+  %view = tensor.expand_shape %2 [[0], [1], [2, 3, 4]] output_shape [2, 3, 2, 3, 4] : tensor<2x3x24xf32> into tensor<2x3x2x3x4xf32>
+  %a = tensor.extract_slice %view[0, 0, 0, 0, 0] [2, 3, 2, 1, 4] [1, 1, 1, 1, 1] : tensor<2x3x2x3x4xf32> to tensor<2x3x2x1x4xf32>
+  %b = tensor.extract_slice %view[0, 0, 0, 1, 0] [2, 3, 2, 2, 4] [1, 1, 1, 1, 1] : tensor<2x3x2x3x4xf32> to tensor<2x3x2x2x4xf32>
+  return %a, %b : tensor<2x3x2x1x4xf32>, tensor<2x3x2x2x4xf32>
+}
