@@ -155,6 +155,14 @@ private:
            slice.getStaticSizes()[dim] == slice.getSourceType().getDimSize(dim);
   }
 
+  /// True if `pad` (static, zero) leaves `dim` as it is: a causal
+  /// convolution pads the sequence, not the channels.
+  static bool keepsDim(tensor::PadOp pad, int64_t dim) {
+    return pad.getLow().empty() && pad.getHigh().empty() &&
+           pad.getConstantPaddingValue() && pad.getStaticLow()[dim] == 0 &&
+           pad.getStaticHigh()[dim] == 0;
+  }
+
   /// True if `v` is a KV cache argument (tp-kv-cache): the runtime
   /// allocates it at the shape the function declares, so it widens with its
   /// padded heads, and it is never read through a pad (it is written in
@@ -191,6 +199,8 @@ private:
     }
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def))
       return keepsWhole(slice, w.dim);
+    if (auto pad = dyn_cast<tensor::PadOp>(def))
+      return keepsDim(pad, w.dim);
     if (auto concat = dyn_cast<tensor::ConcatOp>(def))
       return concat.getDim() != uint64_t(w.dim);
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
@@ -241,6 +251,9 @@ private:
     }
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def))
       return require(slice.getSourceMutable(), w);
+    if (auto pad = dyn_cast<tensor::PadOp>(def))
+      return success(keepsDim(pad, w.dim) &&
+                     succeeded(require(pad.getSourceMutable(), w)));
     if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
       for (OpOperand &operand : concat->getOpOperands())
         if (failed(require(operand, w)))
@@ -266,11 +279,12 @@ private:
   LogicalResult widenUse(OpOperand &use, Widening w) {
     Operation *user = use.getOwner();
     if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
-      auto dim = dyn_cast<AffineDimExpr>(
-          op.getMatchingIndexingMap(&use).getResult(w.dim));
-      if (!dim)
+      std::optional<unsigned> loop =
+          plainLoop(op.getMatchingIndexingMap(&use).getResult(w.dim),
+                    op.getStaticLoopRanges());
+      if (!loop)
         return failure();
-      return widenLoop(op, dim.getPosition(), w.size);
+      return widenLoop(op, *loop, w.size);
     }
     if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
       auto shape = expand.getResultType().getShape();
@@ -289,6 +303,9 @@ private:
     if (auto update = dyn_cast<CacheUpdateOp>(user))
       return success(static_cast<int64_t>(update.getDim()) != w.dim &&
                      succeeded(widen(update.getResult(), w)));
+    if (auto pad = dyn_cast<tensor::PadOp>(user))
+      return success(keepsDim(pad, w.dim) &&
+                     succeeded(widen(pad.getResult(), w)));
     if (auto concat = dyn_cast<tensor::ConcatOp>(user))
       return success(concat.getDim() != uint64_t(w.dim) &&
                      succeeded(widen(concat.getResult(), w)));
@@ -319,6 +336,23 @@ private:
     return failure();
   }
 
+  /// The loop that `expr` reads: a loop, or a loop plus loops of one
+  /// iteration (a depthwise convolution reads its channel as d1 + d4, d4
+  /// over the one channel of its group).
+  static std::optional<unsigned> plainLoop(AffineExpr expr,
+                                           ArrayRef<int64_t> ranges) {
+    if (auto d = dyn_cast<AffineDimExpr>(expr))
+      return d.getPosition();
+    auto add = dyn_cast<AffineBinaryOpExpr>(expr);
+    if (!add || add.getKind() != AffineExprKind::Add)
+      return std::nullopt;
+    std::optional<unsigned> lhs = plainLoop(add.getLHS(), ranges);
+    std::optional<unsigned> rhs = plainLoop(add.getRHS(), ranges);
+    if (!lhs || !rhs || (ranges[*lhs] == 1) == (ranges[*rhs] == 1))
+      return std::nullopt;
+    return ranges[*lhs] == 1 ? rhs : lhs;
+  }
+
   /// Loop `loop` of `op` grows to `size`: every operand and result that it
   /// indexes grows with it.
   LogicalResult widenLoop(linalg::LinalgOp op, unsigned loop, int64_t size) {
@@ -346,12 +380,13 @@ private:
               .isFunctionOfDim(loop))
         ++columns;
     }
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     for (OpOperand &operand : op->getOpOperands()) {
       AffineMap map = op.getMatchingIndexingMap(&operand);
       for (auto [d, expr] : llvm::enumerate(map.getResults())) {
         if (!expr.isFunctionOfDim(loop))
           continue;
-        if (!isa<AffineDimExpr>(expr))
+        if (plainLoop(expr, ranges) != loop)
           return failure();
         if (failed(require(operand, {int64_t(d), size})))
           return failure();
