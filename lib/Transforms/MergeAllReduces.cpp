@@ -3,11 +3,11 @@
 // A parallel-residual block (GPT-NeoX, GPT-J, Falcon, Phi) adds attention
 // and MLP outputs that read the same input: after partition both end in an
 // all-reduce, and the sum of the two reduced values is what the model uses.
-// The sum of two all-reduces is the all-reduce of the sum: each rank adds its
-// two partial results and one all-reduce sends half the bytes. Biases added
-// on the way (after each reduce, so that they count once) are added after
-// the merged reduce instead. Under sequence parallelism the same holds of
-// the two reduce-scatters.
+// The sum of reduces is the reduce of the sum: each rank adds its partial
+// results and one all-reduce sends half the bytes. The other terms of the
+// sum (the residual, biases added after each reduce so that they count once)
+// are added after the merged reduce, whatever the order the model added
+// them in. Under sequence parallelism the same holds of reduce-scatters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +30,7 @@ using namespace mlir::tp;
 
 namespace {
 
-/// An elementwise float add of two operands into a result of `type`.
+/// An elementwise float add of two operands (either may be broadcast).
 bool isBinaryAdd(linalg::GenericOp op) {
   if (op.getNumDpsInputs() != 2 || op->getNumResults() != 1 ||
       op.getNumReductionLoops() != 0 ||
@@ -46,6 +46,42 @@ bool isBinaryAdd(linalg::GenericOp op) {
          add.getRhs() != body->getArgument(2);
 }
 
+/// True if `input` of the add `user` is read whole, in the result's shape.
+bool isReadWhole(linalg::GenericOp user, OpOperand &input) {
+  return user.isDpsInput(&input) &&
+         input.get().getType() == user->getResult(0).getType() &&
+         user.getMatchingIndexingMap(&input).isIdentity();
+}
+
+/// The add that computes `input` of the add `user` if it is part of the
+/// same sum: read whole, used nowhere else, in the same block.
+linalg::GenericOp getInnerAdd(linalg::GenericOp user, OpOperand &input) {
+  auto add = input.get().getDefiningOp<linalg::GenericOp>();
+  if (!add || !add->hasOneUse() || add->getBlock() != user->getBlock() ||
+      !isBinaryAdd(add) || !isReadWhole(user, input))
+    return {};
+  return add;
+}
+
+/// One term of a sum: a value and the map through which it is read.
+struct Term {
+  Value value;
+  AffineMap map;
+};
+
+/// The terms of the sum that `add` computes, left to right, through the
+/// adds inside it (appended to `adds`, outer before inner).
+void collectTerms(linalg::GenericOp add, SmallVectorImpl<Term> &terms,
+                  SmallVectorImpl<linalg::GenericOp> &adds) {
+  adds.push_back(add);
+  for (OpOperand *input : add.getDpsInputOperands()) {
+    if (linalg::GenericOp inner = getInnerAdd(add, *input))
+      collectTerms(inner, terms, adds);
+    else
+      terms.push_back({input->get(), add.getMatchingIndexingMap(input)});
+  }
+}
+
 /// A summed all-reduce or reduce-scatter used only once.
 template <typename ReduceOp>
 ReduceOp getSoleReduce(Value v) {
@@ -57,29 +93,6 @@ ReduceOp getSoleReduce(Value v) {
     if (reduce.getInput().getType() != reduce.getResult().getType())
       return {};
   return reduce;
-}
-
-/// `v` as reduce(p), or as reduce(p) + bias through one single-use add
-/// whose other operand is not reduced (the bias of a row-parallel layer).
-/// Sets `biasAdd` in the second case.
-template <typename ReduceOp>
-ReduceOp matchReduced(Value v, linalg::GenericOp &biasAdd) {
-  biasAdd = {};
-  if (ReduceOp reduce = getSoleReduce<ReduceOp>(v))
-    return reduce;
-  auto add = v.getDefiningOp<linalg::GenericOp>();
-  if (!add || !add->hasOneUse() || !isBinaryAdd(add))
-    return {};
-  for (OpOperand *input : add.getDpsInputOperands()) {
-    if (input->get().getType() != v.getType() ||
-        !add.getMatchingIndexingMap(input).isIdentity())
-      continue;
-    if (ReduceOp reduce = getSoleReduce<ReduceOp>(input->get())) {
-      biasAdd = add;
-      return reduce;
-    }
-  }
-  return {};
 }
 
 /// True if `a` and `b` reduce over the same ranks into the same layout.
@@ -105,95 +118,117 @@ shard::ReduceScatterOp createLike(OpBuilder &b, Location loc, Value partial,
       like.getScatterAxisAttr());
 }
 
+/// `lhs + rhs` in the shape of `init`, `lhs` read whole and `rhs` through
+/// `rhsMap`.
+Value createAdd(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                AffineMap rhsMap, Value init) {
+  auto type = cast<RankedTensorType>(init.getType());
+  AffineMap identity =
+      AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
+  return linalg::GenericOp::create(
+             b, loc, type, ValueRange{lhs, rhs}, init,
+             {identity, rhsMap, identity},
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::parallel),
+             [](OpBuilder &b, Location l, ValueRange args) {
+               Value s = arith::AddFOp::create(b, l, args[0], args[1]);
+               linalg::YieldOp::create(b, l, s);
+             })
+      .getResult(0);
+}
+
+/// Rewrites a sum of adds whose terms include two or more reduces of the
+/// same kind into one reduce of the sum of their partial results, plus the
+/// other terms after it.
 template <typename ReduceOp>
 struct MergeSummedReduces : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(linalg::GenericOp sum,
+  LogicalResult matchAndRewrite(linalg::GenericOp root,
                                 PatternRewriter &rewriter) const override {
-    if (!isBinaryAdd(sum))
-      return rewriter.notifyMatchFailure(sum, "not an elementwise add");
-    Value lhs = sum.getDpsInputs()[0], rhs = sum.getDpsInputs()[1];
-    Type type = sum->getResult(0).getType();
-    if (lhs.getType() != type || rhs.getType() != type ||
-        !sum.getMatchingIndexingMap(sum.getDpsInputOperand(0)).isIdentity() ||
-        !sum.getMatchingIndexingMap(sum.getDpsInputOperand(1)).isIdentity())
-      return rewriter.notifyMatchFailure(sum, "operands are not the result's "
-                                              "shape");
-    linalg::GenericOp lhsBias, rhsBias;
-    ReduceOp lhsReduce = matchReduced<ReduceOp>(lhs, lhsBias);
-    ReduceOp rhsReduce = matchReduced<ReduceOp>(rhs, rhsBias);
-    if (!lhsReduce || !rhsReduce || lhsReduce == rhsReduce)
-      return rewriter.notifyMatchFailure(sum, "not a sum of two reduces");
-    if (!sameCollective(lhsReduce, rhsReduce))
-      return rewriter.notifyMatchFailure(sum, "reduces on other axes");
-    // Keep the side without a bias as the one whose bias (if any) stays in
-    // place; the other side's bias moves after the merged reduce.
-    if (!lhsBias && rhsBias) {
-      std::swap(lhsReduce, rhsReduce);
-      std::swap(lhsBias, rhsBias);
+    if (!isBinaryAdd(root))
+      return rewriter.notifyMatchFailure(root, "not an elementwise add");
+    // The whole sum is rewritten from its outermost add.
+    if (root->hasOneUse()) {
+      auto user = dyn_cast<linalg::GenericOp>(*root->user_begin());
+      if (user && isBinaryAdd(user) && getInnerAdd(user, *root->use_begin()))
+        return rewriter.notifyMatchFailure(root, "inside a larger sum");
     }
-    // The merged reduce sits where the later of the two was.
-    ReduceOp later =
-        lhsReduce->isBeforeInBlock(rhsReduce) ? rhsReduce : lhsReduce;
-    if (lhsReduce->getBlock() != rhsReduce->getBlock() ||
-        sum->getBlock() != later->getBlock())
-      return rewriter.notifyMatchFailure(sum, "across blocks");
-    Location loc = sum.getLoc();
+    SmallVector<Term> terms;
+    SmallVector<linalg::GenericOp> adds;
+    collectTerms(root, terms, adds);
+
+    // The first reduce that shares its collective with another term, and
+    // all those that do.
+    Type type = root->getResult(0).getType();
+    auto getReduce = [&](const Term &term) -> ReduceOp {
+      if (term.value.getType() != type || !term.map.isIdentity())
+        return {};
+      ReduceOp reduce = getSoleReduce<ReduceOp>(term.value);
+      if (!reduce || reduce->getBlock() != root->getBlock())
+        return {};
+      return reduce;
+    };
+    SmallVector<ReduceOp> group;
+    SmallVector<bool> merged(terms.size(), false);
+    for (auto [i, term] : llvm::enumerate(terms)) {
+      ReduceOp first = getReduce(term);
+      if (!first)
+        continue;
+      group.assign({first});
+      merged.assign(terms.size(), false);
+      merged[i] = true;
+      for (size_t j = i + 1; j < terms.size(); ++j) {
+        ReduceOp other = getReduce(terms[j]);
+        if (other && sameCollective(first, other)) {
+          group.push_back(other);
+          merged[j] = true;
+        }
+      }
+      if (group.size() > 1)
+        break;
+    }
+    if (group.size() < 2)
+      return rewriter.notifyMatchFailure(root, "fewer than two reduces of "
+                                               "one kind in the sum");
+
+    // The partial results are added, and reduced once, where the last of
+    // the reduces was: every partial result is computed by then.
+    ReduceOp later = group.front();
+    for (ReduceOp reduce : group)
+      if (later->isBeforeInBlock(reduce))
+        later = reduce;
+    Location loc = root.getLoc();
     rewriter.setInsertionPoint(later);
-    // The partial sums are added in the reduce's input shape (the whole
-    // activation; a reduce-scatter's result is this rank's slice of it).
-    Type partialType = lhsReduce.getInput().getType();
-    auto rankedType = cast<RankedTensorType>(partialType);
-    Value init = tensor::EmptyOp::create(rewriter, loc, rankedType.getShape(),
-                                         rankedType.getElementType());
-    Value partial =
-        linalg::GenericOp::create(
-            rewriter, loc, partialType,
-            ValueRange{lhsReduce.getInput(), rhsReduce.getInput()}, init,
-            SmallVector<AffineMap>(
-                3, sum.getIndexingMapMatchingResult(sum->getResult(0))),
-            sum.getIteratorTypesArray(),
-            [](OpBuilder &b, Location l, ValueRange args) {
-              Value s = arith::AddFOp::create(b, l, args[0], args[1]);
-              linalg::YieldOp::create(b, l, s);
-            })
-            .getResult(0);
-    ReduceOp merged = createLike(rewriter, loc, partial, lhsReduce);
-    // lhs: reduce(p0 + p1) (+ its bias, through the existing add, which must
-    // now come after the merged reduce).
-    rewriter.replaceOp(lhsReduce, merged.getResult());
-    if (lhsBias && lhsBias->isBeforeInBlock(merged))
-      rewriter.moveOpAfter(lhsBias, merged);
-    Value lhsValue =
-        lhsBias ? lhsBias->getResult(0) : Value(merged.getResult());
-    if (!rhsBias) {
-      rewriter.replaceOp(sum, lhsValue);
-      rewriter.eraseOp(rhsReduce);
-      return success();
-    }
-    // rhs was reduce(p1) + bias: the sum becomes lhs + bias, read through
-    // the bias's own map.
-    OpOperand *biasOperand = nullptr;
-    for (OpOperand *input : rhsBias.getDpsInputOperands())
-      if (input->get() != rhsReduce.getResult())
-        biasOperand = input;
-    AffineMap biasMap = rhsBias.getMatchingIndexingMap(biasOperand);
-    AffineMap identity = sum.getIndexingMapMatchingResult(sum->getResult(0));
-    rewriter.setInsertionPoint(sum);
-    Value result =
-        linalg::GenericOp::create(
-            rewriter, loc, type, ValueRange{lhsValue, biasOperand->get()},
-            sum.getDpsInits(), {identity, biasMap, identity},
-            sum.getIteratorTypesArray(),
-            [](OpBuilder &b, Location l, ValueRange args) {
-              Value s = arith::AddFOp::create(b, l, args[0], args[1]);
-              linalg::YieldOp::create(b, l, s);
-            })
-            .getResult(0);
-    rewriter.replaceOp(sum, result);
-    rewriter.eraseOp(rhsBias);
-    rewriter.eraseOp(rhsReduce);
+    // In the reduce's input shape (the whole activation; a reduce-scatter's
+    // result is this rank's slice of it).
+    Value first = group.front().getInput();
+    Value init = tensor::EmptyOp::create(
+        rewriter, loc, tensor::getMixedSizes(rewriter, loc, first),
+        cast<RankedTensorType>(first.getType()).getElementType());
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(
+        cast<RankedTensorType>(first.getType()).getRank(),
+        rewriter.getContext());
+    Value partial = first;
+    for (ReduceOp reduce : llvm::drop_begin(group))
+      partial =
+          createAdd(rewriter, loc, partial, reduce.getInput(), identity, init);
+    Value sum = createLike(rewriter, loc, partial, group.front()).getResult();
+
+    // The other terms follow in the order the model wrote them, broadcast
+    // ones (biases) before whole activations (the residual): the block's
+    // output, then one residual add, as a sequential layer ends.
+    rewriter.setInsertionPoint(root);
+    for (bool whole : {false, true})
+      for (auto [term, isMerged] : llvm::zip_equal(terms, merged))
+        if (!isMerged && term.map.isIdentity() == whole)
+          sum = createAdd(rewriter, loc, sum, term.value, term.map,
+                          root.getDpsInits()[0]);
+    rewriter.replaceOp(root, sum);
+    for (linalg::GenericOp add : llvm::drop_begin(adds))
+      rewriter.eraseOp(add);
+    for (ReduceOp reduce : group)
+      rewriter.eraseOp(reduce);
     return success();
   }
 };

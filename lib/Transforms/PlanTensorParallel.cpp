@@ -126,6 +126,11 @@ struct PlanTensorParallel
                                             /*annotate_for_users=*/true);
       cache.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
+    // Windows on split channels: tp-outline-unpartitionable gives each rank
+    // its part.
+    for (auto [op, loop] : plan.splitLoops)
+      op->setAttr(TPDialect::kSplitLoopAttrName,
+                  b.getI64IntegerAttr(static_cast<int64_t>(loop)));
     // A prefill's cache write has no user (attention reads the step's own
     // entries), but partition needs every result annotated: the cache's.
     func.walk([&](CacheUpdateOp update) {

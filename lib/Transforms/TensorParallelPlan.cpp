@@ -56,12 +56,91 @@ bool mlir::tp::isBroadcast(Value v) {
                  .getNumResults() < generic.getNumLoops();
 }
 
-/// True if every use of `arg` is an input operand of a linalg op, so that
-/// an annotate_for_users shard op can stand in for it.
+/// True if every use of `arg` is an input operand of a linalg op, possibly
+/// through reshapes (a convolution's filter viewed with its group dims), so
+/// that an annotate_for_users shard op can stand in for it.
 static bool isReadAsOperandOnly(Value arg) {
   return llvm::all_of(arg.getUses(), [](OpOperand &use) {
-    auto op = dyn_cast<linalg::LinalgOp>(use.getOwner());
+    Operation *user = use.getOwner();
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user))
+      return isReadAsOperandOnly(user->getResult(0));
+    auto op = dyn_cast<linalg::LinalgOp>(user);
     return op && op.isDpsInput(&use);
+  });
+}
+
+/// The weight that `v` is, possibly through reshapes that only add or drop
+/// unit dims around `dim`, with the weight's dim that holds `dim`.
+static std::optional<std::pair<Value, int64_t>> getReshapedWeight(Value v,
+                                                                   int64_t dim) {
+  if (Value weight = getWeightArg(v))
+    return std::make_pair(weight, dim);
+  if (auto expand = v.getDefiningOp<tensor::ExpandShapeOp>()) {
+    for (auto [srcDim, group] :
+         llvm::enumerate(expand.getReassociationIndices())) {
+      if (!llvm::is_contained(group, dim))
+        continue;
+      for (int64_t d : group)
+        if (d != dim && expand.getResultType().getDimSize(d) != 1)
+          return std::nullopt;
+      return getReshapedWeight(expand.getSrc(), srcDim);
+    }
+    return std::nullopt;
+  }
+  if (auto collapse = v.getDefiningOp<tensor::CollapseShapeOp>()) {
+    ReassociationIndices group = collapse.getReassociationIndices()[dim];
+    std::optional<int64_t> srcDim;
+    for (int64_t d : group) {
+      if (collapse.getSrcType().getDimSize(d) == 1)
+        continue;
+      if (srcDim)
+        return std::nullopt;
+      srcDim = d;
+    }
+    return getReshapedWeight(collapse.getSrc(), srcDim.value_or(group.front()));
+  }
+  return std::nullopt;
+}
+
+/// The one loop `expr` reads, if it is a loop plus loops of one iteration:
+/// a grouped convolution with one channel a group (a depthwise one) reads
+/// its input channel as d1 + d4, d4 over that one channel, which is d1.
+static std::optional<unsigned> getPlainLoop(AffineExpr expr,
+                                            ArrayRef<int64_t> ranges) {
+  if (auto d = dyn_cast<AffineDimExpr>(expr))
+    return d.getPosition();
+  auto add = dyn_cast<AffineBinaryOpExpr>(expr);
+  if (!add || add.getKind() != AffineExprKind::Add)
+    return std::nullopt;
+  std::optional<unsigned> lhs = getPlainLoop(add.getLHS(), ranges);
+  std::optional<unsigned> rhs = getPlainLoop(add.getRHS(), ranges);
+  if (!lhs || !rhs || (ranges[*lhs] == 1) == (ranges[*rhs] == 1))
+    return std::nullopt;
+  return ranges[*lhs] == 1 ? rhs : lhs;
+}
+
+/// The dim of `map` that reads loop `loop` plainly (see getPlainLoop).
+static std::optional<unsigned> getPlainDim(AffineMap map, unsigned loop,
+                                           ArrayRef<int64_t> ranges) {
+  for (auto [i, expr] : llvm::enumerate(map.getResults()))
+    if (getPlainLoop(expr, ranges) == loop)
+      return i;
+  return std::nullopt;
+}
+
+/// True if every operand of `op` reads loop `loop` plainly, outside any
+/// window (a depthwise convolution's channels, not its sequence), and its
+/// body does not read the loop's index: each rank can run `op` on its
+/// part of the loop alone.
+static bool isSeparableLoop(linalg::LinalgOp op, unsigned loop,
+                            ArrayRef<int64_t> ranges) {
+  if (!op.getBlock()->getOps<linalg::IndexOp>().empty())
+    return false;
+  return llvm::all_of(op.getIndexingMapsArray(), [&](AffineMap map) {
+    return llvm::all_of(map.getResults(), [&](AffineExpr expr) {
+      return !expr.isFunctionOfDim(loop) ||
+             getPlainLoop(expr, ranges) == loop;
+    });
   });
 }
 
@@ -157,6 +236,8 @@ struct SplitTracker {
   llvm::MapVector<Value, int64_t> biases;
   /// KV caches written on the way, with their split dim.
   llvm::MapVector<Value, int64_t> caches;
+  /// Ops upstream partition cannot split, with the loop they split on.
+  llvm::MapVector<Operation *, unsigned> splitLoops;
   bool reachesResult = false;
   /// The failure is a dim that does not divide by the device count.
   bool uneven = false;
@@ -236,6 +317,16 @@ bool SplitTracker::follow(Value value, int64_t dim) {
           slice.getStaticStrides()[dim] != 1)
         return fail(user, "slices the split dim " + Twine(dim));
       ok = follow(slice.getResult(), dim);
+    } else if (auto pad = dyn_cast<tensor::PadOp>(user)) {
+      // Padding on other dims (a causal convolution's, on the sequence)
+      // leaves each rank's part of the split dim as it was.
+      if (!pad.getLow().empty() || !pad.getHigh().empty() ||
+          !pad.getConstantPaddingValue())
+        return fail(user, "pads by a computed amount or with a computed "
+                          "value");
+      if (pad.getStaticLow()[dim] != 0 || pad.getStaticHigh()[dim] != 0)
+        return fail(user, "pads the split dim " + Twine(dim));
+      ok = follow(pad.getResult(), dim);
     } else if (auto update = dyn_cast<CacheUpdateOp>(user)) {
       // A KV cache splits as the keys or values written into it (by heads).
       if (static_cast<int64_t>(update.getDim()) == dim)
@@ -260,11 +351,12 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
   Operation *user = op.getOperation();
   if (op.isDpsInit(&use))
     return fail(user, "accumulates into a split value");
-  auto expr =
-      dyn_cast<AffineDimExpr>(op.getMatchingIndexingMap(&use).getResult(dim));
-  if (!expr)
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  std::optional<unsigned> plain =
+      getPlainLoop(op.getMatchingIndexingMap(&use).getResult(dim), ranges);
+  if (!plain)
     return fail(user, "reads the split dim through a non-trivial index");
-  unsigned loop = expr.getPosition();
+  unsigned loop = *plain;
   if (op.getIteratorTypesArray()[loop] == utils::IteratorType::reduction) {
     std::optional<unsigned> weightIdx = getWeightOperand(user);
     if (!weightIdx && op.getNumDpsInputs() == 2)
@@ -283,22 +375,30 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
     rows[user] = *weightDim;
     return true;
   }
-  AffineExpr loopExpr = getAffineDimExpr(loop, user->getContext());
-  std::optional<unsigned> resultDim =
-      op.getIndexingMapMatchingResult(cast<OpResult>(user->getResult(0)))
-          .getResultPosition(loopExpr);
+  std::optional<unsigned> resultDim = getPlainDim(
+      op.getIndexingMapMatchingResult(cast<OpResult>(user->getResult(0))),
+      loop, ranges);
   if (!resultDim)
     return fail(user, "drops the split dim");
-  // Weights applied elementwise along the split dim split with it.
+  // A window (a convolution's) that upstream partition cannot split: it can
+  // still run on each rank's part of a loop that no window reads.
+  if (!llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isProjectedPermutation(); })) {
+    if (!isSeparableLoop(op, loop, ranges))
+      return fail(user, "reads the split dim inside a window");
+    splitLoops[user] = loop;
+  }
+  // Weights applied elementwise along the split dim split with it (a
+  // depthwise convolution's filters, viewed with their group dims).
   for (OpOperand *input : op.getDpsInputOperands()) {
     if (input == &use)
       continue;
-    Value arg = getWeightArg(input->get());
-    if (!arg)
+    std::optional<unsigned> d =
+        getPlainDim(op.getMatchingIndexingMap(input), loop, ranges);
+    if (!d)
       continue;
-    if (std::optional<unsigned> d =
-            op.getMatchingIndexingMap(input).getResultPosition(loopExpr))
-      biases[arg] = *d;
+    if (auto weight = getReshapedWeight(input->get(), *d))
+      biases[weight->first] = weight->second;
   }
   return follow(user->getResult(0), *resultDim);
 }
@@ -432,6 +532,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
         plan.splits[arg] = {dim, SplitRole::Bias, block};
     for (auto &[cache, dim] : tracker.caches)
       plan.caches[cache] = dim;
+    for (auto &[splitOp, loop] : tracker.splitLoops)
+      plan.splitLoops[splitOp] = loop;
   });
   return plan;
 }

@@ -98,3 +98,121 @@ func.func @max_not_merged(%p: tensor<4x8xf32>, %q: tensor<4x8xf32>) -> tensor<4x
   } -> tensor<4x8xf32>
   return %sum : tensor<4x8xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#bias = affine_map<(d0, d1) -> (d1)>
+
+// The residual added first, `(x + (attn + b1)) + (mlp + b2)` (an export of
+// `x + attn + mlp`): the sum's terms are reassociated, one all-reduce of the
+// two partial results remains; both biases, then the residual, are added
+// after it, each once.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @residual_first(
+// CHECK-SAME: %[[X:[^:]+]]: tensor<4x8xf32>, %[[ATTN:[^:]+]]: tensor<4x8xf32>, %[[MLP:[^:]+]]: tensor<4x8xf32>, %[[B1:[^:]+]]: tensor<8xf32>, %[[B2:[^:]+]]: tensor<8xf32>
+// CHECK: %[[PARTIAL:.*]] = linalg.generic {{.*}} ins(%[[ATTN]], %[[MLP]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: %[[REDUCED:.*]] = shard.all_reduce %[[PARTIAL]] on @grid grid_axes = [0]
+// CHECK-NOT: shard.all_reduce
+// CHECK: %[[WITH_B1:.*]] = linalg.generic {{.*}} ins(%[[REDUCED]], %[[B1]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: %[[WITH_B2:.*]] = linalg.generic {{.*}} ins(%[[WITH_B1]], %[[B2]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[WITH_B2]], %[[X]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: return %[[SUM]]
+func.func @residual_first(%x: tensor<4x8xf32>, %attn: tensor<4x8xf32>, %mlp: tensor<4x8xf32>,
+                          %b1: tensor<8xf32>, %b2: tensor<8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r1 = shard.all_reduce %attn on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %a = linalg.generic {indexing_maps = [#bias, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%b1, %r1 : tensor<8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %h = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %a : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %mlp on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %b = linalg.generic {indexing_maps = [#bias, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%b2, %r2 : tensor<8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %b : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %sum : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Sequence parallel, residual first: `(x + rs(p)) + rs(q)` on this rank's
+// slice. The partial results are added whole, then one reduce-scatter.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @residual_first_scatter(
+// CHECK-SAME: %[[X:[^:]+]]: tensor<2x8xf32>, %[[P:[^:]+]]: tensor<4x8xf32>, %[[Q:[^:]+]]: tensor<4x8xf32>
+// CHECK: %[[PARTIAL:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[Q]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: %[[SCATTERED:.*]] = shard.reduce_scatter %[[PARTIAL]] on @grid grid_axes = [0] scatter_axis = 0
+// CHECK-NOT: shard.reduce_scatter
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[SCATTERED]], %[[X]] : tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK: return %[[SUM]]
+func.func @residual_first_scatter(%x: tensor<2x8xf32>, %p: tensor<4x8xf32>, %q: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  %e = tensor.empty() : tensor<2x8xf32>
+  %r1 = shard.reduce_scatter %p on @grid grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %r1 : tensor<2x8xf32>, tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<2x8xf32>
+  %r2 = shard.reduce_scatter %q on @grid grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %r2 : tensor<2x8xf32>, tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<2x8xf32>
+  return %sum : tensor<2x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// A sequential residual: `h = x + attn` is also read by the MLP, so it is
+// not inside the sum `h + mlp`, and both reduces stay.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @sequential_not_merged(
+// CHECK-COUNT-2: shard.all_reduce
+func.func @sequential_not_merged(%x: tensor<4x8xf32>, %attn: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r1 = shard.all_reduce %attn on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %h = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %r1 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %mlp = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%h : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  } -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %mlp on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %r2 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %sum : tensor<4x8xf32>
+}

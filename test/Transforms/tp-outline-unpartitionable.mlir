@@ -58,3 +58,51 @@ module {
     return %0 : tensor<2x8xf32>
   }
 }
+
+// -----
+
+// A depthwise convolution planned to split on its channels (tp.split_loop,
+// a loop no window reads): the call reads and writes split channels, and a
+// second callee with one rank's channels is what partition calls; after
+// inlining, each rank convolves its own channels, with no collective.
+#x = affine_map<(d0, d1, d2, d3) -> (d0 + d3, d1 + d2)>
+#w = affine_map<(d0, d1, d2, d3) -> (d1, d2, d3)>
+#y = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+module {
+  shard.grid @grid(shape = 2)
+  // CHECK-LABEL: func.func private @tp_replicated_0(
+  // CHECK-SAME: tensor<10x4xf32>, %{{.*}}: tensor<4x1x3xf32>, %{{.*}}: tensor<8x4xf32>) -> tensor<8x4xf32>
+  // CHECK-NOT: tp.split_loop
+  // CHECK-LABEL: func.func private @tp_replicated_0_local(
+  // CHECK-SAME: tensor<10x2xf32>, %{{.*}}: tensor<2x1x3xf32>, %{{.*}}: tensor<8x2xf32>) -> tensor<8x2xf32>
+  // CHECK: } -> tensor<8x2xf32>
+  // CHECK-LABEL: func.func @depthwise(
+  // CHECK: %[[X:.+]] = shard.shard %sharding_annotated to %{{.+}} annotate_for_users : tensor<10x4xf32>
+  // CHECK: %[[C:.+]] = call @tp_replicated_0(%[[X]], {{.*}} {tp.local_callee = @tp_replicated_0_local}
+  // CHECK: %[[SC:.+]] = shard.sharding @grid split_axes = {{\[\[}}], [0]]
+  // CHECK-NEXT: shard.shard %[[C]] to %[[SC]] : tensor<8x4xf32>
+
+  // ROUNDTRIP-LABEL: func.func @depthwise(
+  // ROUNDTRIP-NOT: shard.all
+  // ROUNDTRIP: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<10x2xf32>, tensor<2x1x3xf32>) outs(%{{.*}} : tensor<8x2xf32>)
+  // ROUNDTRIP-NOT: shard.all
+  // ROUNDTRIP: return %{{.*}} : tensor<8x2xf32>
+  // ROUNDTRIP-NOT: func.func private
+  func.func @depthwise(%x: tensor<10x4xf32>, %w: tensor<4x1x3xf32>, %init: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    %r = shard.sharding @grid split_axes = [[]] : !shard.sharding
+    %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+    %s0 = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+    %xs = shard.shard %x to %s annotate_for_users : tensor<10x4xf32>
+    %ws = shard.shard %w to %s0 annotate_for_users : tensor<4x1x3xf32>
+    %is = shard.shard %init to %s annotate_for_users : tensor<8x4xf32>
+    %0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%xs, %ws : tensor<10x4xf32>, tensor<4x1x3xf32>) outs(%is : tensor<8x4xf32>) attrs = {tp.split_loop = 1 : i64} {
+    ^bb0(%a: f32, %b: f32, %acc: f32):
+      %m = arith.mulf %a, %b : f32
+      %s2 = arith.addf %acc, %m : f32
+      linalg.yield %s2 : f32
+    } -> tensor<8x4xf32>
+    %y = shard.shard %0 to %s : tensor<8x4xf32>
+    %ys = shard.shard %y to %s annotate_for_users : tensor<8x4xf32>
+    return %ys : tensor<8x4xf32>
+  }
+}

@@ -370,3 +370,94 @@ func.func @row_and_result(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: te
   } -> tensor<2x16x64xf32>
   return %5, %2 : tensor<2x16x64xf32>, tensor<2x16x256xf32>
 }
+
+// -----
+
+// A causal depthwise Conv1d inside an MLP (torch's Pad + Conv with one
+// channel a group): the pad only pads the sequence, so the column split of
+// the channels passes it; the convolution reads the channels as d2 + d3, d3
+// over a group of one channel, outside its window (d1 + d4), so it keeps
+// them split too (tp.split_loop), with its filters split on the channel
+// dim; w2 is row-parallel.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#win = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 + d4, d2 + d3)>
+#filt = affine_map<(d0, d1, d2, d3, d4) -> (d2, d3, d4)>
+#out = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @mlp_causal_conv(
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "w1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = bias, dim = 0, block = 0>, tp.weight = "conv"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "w2"}
+// CHECK: tensor.pad %{{.*}} low[0, 2, 0] high[0, 0, 0]
+// CHECK: linalg.generic
+// CHECK-SAME: tp.split_loop = 2 : i64
+// CHECK-NOT: tp.replicated
+func.func @mlp_causal_conv(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256xf32> {tp.weight = "w1"}, %arg2: tensor<256x1x3xf32> {tp.weight = "conv"}, %arg3: tensor<256x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x256xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %padded = tensor.pad %2 low[0, 2, 0] high[0, 0, 0] {
+  ^bb0(%i: index, %j: index, %k: index):
+    tensor.yield %cst : f32
+  } : tensor<2x16x256xf32> to tensor<2x18x256xf32>
+  %c = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %3 = linalg.generic {indexing_maps = [#win, #filt, #out], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%padded, %arg2 : tensor<2x18x256xf32>, tensor<256x1x3xf32>) outs(%c : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %4 = tensor.empty() : tensor<2x16x64xf32>
+  %5 = linalg.fill ins(%cst : f32) outs(%4 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %6 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%3, %arg3 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%5 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %6 : tensor<2x16x64xf32>
+}
+
+// -----
+
+// Padding on the split dim itself (the hidden dim of an MLP) would put the
+// padding inside one rank's part: the split cannot pass, and w1 stays
+// whole.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @pad_split_dim(
+// CHECK-SAME: %arg1: tensor<64x256xf32> {tp.weight = "w1"}
+// CHECK: linalg.generic
+// CHECK-SAME: tp.replicated = "its output dim cannot stay split: 'tensor.pad' pads the split dim 2"
+func.func @pad_split_dim(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256xf32> {tp.weight = "w1"}, %arg2: tensor<258x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = tensor.empty() : tensor<2x16x256xf32>
+  %1 = linalg.fill ins(%cst : f32) outs(%0 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %padded = tensor.pad %2 low[0, 0, 1] high[0, 0, 1] {
+  ^bb0(%i: index, %j: index, %k: index):
+    tensor.yield %cst : f32
+  } : tensor<2x16x256xf32> to tensor<2x16x258xf32>
+  %4 = tensor.empty() : tensor<2x16x64xf32>
+  %5 = linalg.fill ins(%cst : f32) outs(%4 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %6 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%padded, %arg2 : tensor<2x16x258xf32>, tensor<258x64xf32>) outs(%5 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %6 : tensor<2x16x64xf32>
+}

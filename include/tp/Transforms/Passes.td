@@ -135,7 +135,11 @@ def OutlineUnpartitionable : Pass<"tp-outline-unpartitionable",
     private function, calls it with every tensor operand and result
     annotated as replicated, and marks the callee `tp.outlined`; partition
     then copies the call as it is, and `inline` after partition puts the op
-    back. Run after the plan, before `sharding-propagation`.
+    back. An op the plan splits on a loop that no window reads
+    (`tp.split_loop`: a depthwise convolution's channels) is called with
+    that split annotated instead, and given a second callee with one rank's
+    shapes (`tp.local_callee`), which partition calls. Run after the plan,
+    before `sharding-propagation`.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect",
                            "::mlir::func::FuncDialect"];
@@ -242,9 +246,13 @@ def MergeAllReduces : Pass<"tp-merge-all-reduces", "::mlir::func::FuncOp"> {
     and MLP read the same input and their outputs are added. After
     partition each ends in a `shard.all_reduce`; their sum is the all-reduce
     of the sum of the two partial results, so each rank adds them first and
-    one all-reduce remains: 1 per layer instead of 2. A bias added after
-    one of them (a row-parallel layer's bias) is added after the merged
-    reduce. Run after partition, before `tp-form-reduce-scatter`.
+    one all-reduce remains: 1 per layer instead of 2. The sum is read
+    through any association and order of elementwise adds whose inner adds
+    have no other use (`x + (attn + mlp)`, `(x + attn) + mlp`): the summed
+    reduces over the same grid axes become one, and the other terms (the
+    residual, a row-parallel layer's bias, which must count once) are added
+    after it. Run after partition and `tp-form-reduce-scatter`: the same
+    holds of reduce-scatters.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect",
                            "::mlir::tensor::TensorDialect"];

@@ -41,6 +41,9 @@ struct TensorParallelPlan {
   /// KV caches (tp.cache arguments) that split as the keys or values
   /// written into them, with the dim (their heads).
   llvm::MapVector<Value, int64_t> caches;
+  /// Ops that upstream partition cannot split (a depthwise convolution's
+  /// window) on the split channels, with the loop they split on.
+  llvm::MapVector<Operation *, unsigned> splitLoops;
   /// Weight contractions left replicated, with the reason.
   SmallVector<Replicated> replicated;
 };

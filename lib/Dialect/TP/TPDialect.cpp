@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
@@ -164,6 +165,22 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name
                                << "' must be an array of one static size per "
                                   "loop of a linalg op";
+    return success();
+  }
+  if (name == kSplitLoopAttrName) {
+    auto loop = dyn_cast<IntegerAttr>(attr.getValue());
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (!loop || !linalgOp || loop.getInt() < 0 ||
+        loop.getInt() >= static_cast<int64_t>(linalgOp.getNumLoops()))
+      return op->emitOpError() << "'" << name
+                               << "' must be the index of a loop of a linalg "
+                                  "op";
+    return success();
+  }
+  if (name == kLocalCalleeAttrName) {
+    if (!isa<FlatSymbolRefAttr>(attr.getValue()) || !isa<CallOpInterface>(op))
+      return op->emitOpError()
+             << "'" << name << "' must be a symbol on a call";
     return success();
   }
   if (name == kOpsetAttrName) {

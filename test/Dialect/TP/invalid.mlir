@@ -137,6 +137,22 @@ func.func @bad_loop_sizes(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @bad_split_loop(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{'tp.split_loop' must be the index of a loop of a linalg op}}
+  %0 = arith.negf %x {tp.split_loop = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @bad_local_callee(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @below {{'tp.local_callee' must be a symbol on a call}}
+  %0 = arith.negf %x {tp.local_callee = @f} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 // expected-error @below {{'tp.opset' must be an integer}}
 module attributes {tp.opset = "17"} {}
 

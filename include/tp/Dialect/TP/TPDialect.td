@@ -41,6 +41,13 @@ def TP_Dialect : Dialect {
       its weight whole.
     - `tp.embedding = V` on the linalg.generic of an embedding lookup
       (written as a reduction over a vocabulary of V).
+    - `tp.split_loop = L` on a linalg op that upstream partition cannot
+      split (a convolution's window), planned to split on its parallel loop
+      L all the same (a depthwise convolution on split channels);
+      tp-outline-unpartitionable then calls it through a per-rank callee.
+    - `tp.local_callee = @f` on the call tp-outline-unpartitionable made of
+      such an op: @f is its callee with this rank's shapes, which partition
+      calls instead.
     - `tp.loop_sizes = array<i64: ...>` on a linalg op whose body reads
       `linalg.index`: its loop sizes before partition, so that
       tp-offset-split-indices can make the indices of split loops global.
@@ -91,6 +98,9 @@ def TP_Dialect : Dialect {
         "tp.prefill_chunk";
     static constexpr llvm::StringLiteral kSplitOutputAttrName =
         "tp.split_output";
+    static constexpr llvm::StringLiteral kSplitLoopAttrName = "tp.split_loop";
+    static constexpr llvm::StringLiteral kLocalCalleeAttrName =
+        "tp.local_callee";
   }];
 }
 
