@@ -152,3 +152,60 @@ func.func @negative_sequence_not_divisible(%x: tensor<2x15x64xf32> {tp.input = "
   } -> tensor<2x15x64xf32>
   return %res : tensor<2x15x64xf32>
 }
+
+// -----
+
+// The stream is the embedding lookup itself (no position add, no norm: a
+// post-norm model's first layer reads it), and a column-parallel block reads
+// it directly. A copy of the lookup carries the sequence split; the lookup
+// (whose vocabulary loop the plan splits) and the block read as before.
+#ids = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+#table = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @embedding_stream(
+// CHECK: %[[LOOKUP:.*]] = linalg.generic {{.*}} attrs = {tp.embedding = 64 : i64}
+// CHECK: %[[COPY:.*]] = linalg.copy ins(%[[LOOKUP]] : tensor<2x16x64xf32>)
+// CHECK-NEXT: %[[SC:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[CS:.*]] = shard.shard %[[COPY]] to %[[SC]] : tensor<2x16x64xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[CS]], %{{.*}} : tensor<2x16x64xf32>, tensor<64x256xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[CS]] : tensor<2x16x64xf32>, tensor<2x16x64xf32>)
+func.func @embedding_stream(%x: tensor<2x16xi64> {tp.input = "input_ids"}, %wte: tensor<64x64xf32> {tp.weight = "wte"}, %w1: tensor<64x256xf32> {tp.weight = "w1"}, %w2: tensor<256x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e0 = tensor.empty() : tensor<2x16x64xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %h = linalg.generic {indexing_maps = [#ids, #table, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %wte : tensor<2x16xi64>, tensor<64x64xf32>) outs(%f0 : tensor<2x16x64xf32>) attrs = {tp.embedding = 64 : i64} {
+  ^bb0(%in: i64, %in_1: f32, %out: f32):
+    %i = arith.index_cast %in : i64 to index
+    %j = linalg.index 3 : index
+    %eq = arith.cmpi eq, %i, %j : index
+    %v = arith.select %eq, %in_1, %cst : f32
+    %s = arith.addf %out, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  %e1 = tensor.empty() : tensor<2x16x256xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %up = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h, %w1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %e3 = tensor.empty() : tensor<2x16x64xf32>
+  %f3 = linalg.fill ins(%cst : f32) outs(%e3 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %down = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%up, %w2 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%f3 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %e4 = tensor.empty() : tensor<2x16x64xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%down, %h : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e4 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %s = arith.addf %in, %in_1 : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  return %y : tensor<2x16x64xf32>
+}
