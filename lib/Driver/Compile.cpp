@@ -197,6 +197,14 @@ static LogicalResult checkOptions(MLIRContext &context,
              << "a prefill chunk of " << chunk << " tokens: each must be "
              << "at least 2 (a decode step takes 1) and below --max-seq "
              << options.maxSeq << " (it reads the cache written before it)";
+  if ((!options.loss.empty() || !options.freeze.empty()) &&
+      !options.gradients)
+    return emitError(loc) << (options.loss.empty() ? "--freeze" : "--loss")
+                          << " needs --gradients";
+  if (options.gradients && (options.maxSeq > 0 || options.stages > 1))
+    return emitError(loc) << "--gradients differentiates one forward pass: "
+                             "leave out "
+                          << (options.maxSeq > 0 ? "--max-seq" : "--pp");
   if (options.maxSeq > 0 && options.microbatches > 1)
     return emitError(loc) << "--microbatches with --max-seq: a decode step "
                              "runs all its sequences at once";
@@ -426,6 +434,12 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
                                  ? ArrayRef<std::string>{"logits"}
                                  : ArrayRef<std::string>{"*"};
   PassManager pm(&context, ModuleOp::getOperationName());
+  if (options.gradients) {
+    DifferentiateOptions differentiate;
+    differentiate.loss = options.loss;
+    differentiate.freeze = options.freeze;
+    pm.addPass(createDifferentiate(differentiate));
+  }
   if (options.maxSeq > 0) {
     KVCacheOptions cache;
     cache.maxSeq = options.maxSeq;

@@ -269,7 +269,10 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("max_seq", &mlir::tp::CompileOptions::maxSeq)
       .def_rw("max_batch", &mlir::tp::CompileOptions::maxBatch)
       .def_rw("prefill_len", &mlir::tp::CompileOptions::prefillLength)
-      .def_rw("prefill_chunks", &mlir::tp::CompileOptions::prefillChunks);
+      .def_rw("prefill_chunks", &mlir::tp::CompileOptions::prefillChunks)
+      .def_rw("gradients", &mlir::tp::CompileOptions::gradients)
+      .def_rw("loss", &mlir::tp::CompileOptions::loss)
+      .def_rw("freeze", &mlir::tp::CompileOptions::freeze);
 
   m.def("compile", &compile, "options"_a, "progress"_a = nb::none(),
         "Compiles options.model into the artifact folder options.output; "

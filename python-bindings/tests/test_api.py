@@ -303,3 +303,33 @@ def test_explain_and_is_model_supported():
         == (True, False, False)
     with pytest.raises(tp.CompileError, match="input_ids"):
         tp.is_model_supported(os.path.join(MODELS, "gpt2", "model.onnx"))
+
+
+def test_gradients(tmp_path):
+    """compile(gradients=True): the loss sum((x w)^2) and its gradient
+    2 x^T (x w), computed on 2 ranks; `freeze` leaves a weight out."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4,)).astype(np.float32)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["p"]),
+         helper.make_node("Add", ["p", "b"], ["q"]),
+         helper.make_node("Mul", ["q", "q"], ["s"]),
+         helper.make_node("ReduceSum", ["s"], ["loss"], keepdims=0)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    artifact = tp.compile(model.SerializeToString(), 2, gradients=True,
+                          output=tmp_path / "g.tpa")
+    got = tp.Session(artifact).run({"x": x})
+    q = x @ w + b
+    np.testing.assert_allclose(got["loss"], (q * q).sum(), rtol=1e-5)
+    np.testing.assert_allclose(got["grad.w"], 2 * x.T @ q, rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_allclose(got["grad.b"], 2 * q.sum(0), rtol=1e-5,
+                               atol=1e-5)
+    frozen = tp.compile(model.SerializeToString(), 1, gradients=True,
+                        freeze="^b$", output=tmp_path / "f.tpa")
+    assert "grad.b" not in tp.Session(frozen).run({"x": x})

@@ -68,7 +68,8 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
                  microbatches, sequence_parallel, strategy, config,
                  input_shapes, padding, cxx_flags="", explain_json="",
                  max_seq=None, max_batch=1, progress=None, build_cache=None,
-                 dtype=None, prefill_len=None, prefill_chunks=None):
+                 dtype=None, prefill_len=None, prefill_chunks=None,
+                 gradients=False, loss=None, freeze=None):
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
         options = _tp_mlir.CompileOptions()
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -96,6 +97,9 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
         options.max_batch = int(max_batch)
         options.prefill_len = -1 if prefill_len is None else int(prefill_len)
         options.prefill_chunks = [int(c) for c in (prefill_chunks or [])]
+        options.gradients = bool(gradients)
+        options.loss = loss or ""
+        options.freeze = freeze or ""
         if config is not None:
             if isinstance(config, dict):
                 config_path = os.path.join(scratch, "config.json")
@@ -117,7 +121,7 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
             config=None, input_shapes=None, padding=True, output=None,
             cxx_flags="", max_seq=None, max_batch=1, progress=None,
             build_cache=None, dtype=None, prefill_len=None,
-            prefill_chunks=None):
+            prefill_chunks=None, gradients=False, loss=None, freeze=None):
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
 
@@ -147,6 +151,10 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
     dtype: "bf16" or "f16" stores an f32 model's weights and activations
     in that type, computing and accumulating in f32 (tp-compile --dtype);
     None keeps the model's own types.
+    gradients: also compute the gradient of the model's scalar loss (the
+    output `loss`, or the only scalar one) with respect to every float
+    weight whose name `freeze` (a regex) does not match, as outputs named
+    grad.<weight> (tp-compile --gradients --loss --freeze).
     """
     if output is None:
         output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"), "model.tpa")
@@ -156,7 +164,8 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
                  config=config, input_shapes=input_shapes, padding=padding,
                  cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch,
                  progress=progress, build_cache=build_cache, dtype=dtype,
-                 prefill_len=prefill_len, prefill_chunks=prefill_chunks)
+                 prefill_len=prefill_len, prefill_chunks=prefill_chunks,
+                 gradients=gradients, loss=loss, freeze=freeze)
     return Artifact(output)
 
 

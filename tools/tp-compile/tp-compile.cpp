@@ -40,6 +40,21 @@ static cl::opt<int64_t>
     microbatches("microbatches", cl::init(1),
                  cl::desc("Micro-batches per step for the 1F1B schedule"),
                  cl::cat(category));
+static cl::opt<bool> gradients(
+    "gradients",
+    cl::desc("Also compute the gradient of the loss with respect to every "
+             "trainable weight, as outputs named grad.<weight>"),
+    cl::cat(category));
+static cl::opt<std::string>
+    loss("loss",
+         cl::desc("With --gradients: the output to differentiate (default: "
+                  "the only scalar float output)"),
+         cl::cat(category));
+static cl::opt<std::string>
+    freeze("freeze",
+           cl::desc("With --gradients: weights whose name matches this "
+                    "regex are not trained (no gradient)"),
+           cl::cat(category));
 static cl::opt<int64_t>
     maxSeq("max-seq", cl::init(0),
            cl::desc("Compile the decode step of a decoder exported with its "
@@ -129,6 +144,9 @@ int main(int argc, char **argv) {
   options.microbatches = microbatches;
   options.maxSeq = maxSeq;
   options.maxBatch = maxBatch;
+  options.gradients = gradients;
+  options.loss = loss;
+  options.freeze = freeze;
   options.prefillLength = prefillLength;
   options.prefillChunks.assign(prefillChunks.begin(), prefillChunks.end());
   options.strategy = strategy;

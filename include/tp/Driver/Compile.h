@@ -43,6 +43,13 @@ struct CompileOptions {
   /// reading the cache written so far (empty: kDefaultPrefillChunks).
   std::vector<int64_t> prefillChunks;
   bool padding = true;
+  /// --gradients: append the gradient of the loss with respect to every
+  /// trainable weight as outputs (tp-differentiate), named grad.<weight>.
+  bool gradients = false;
+  /// --loss: the output to differentiate (default: the only scalar one).
+  std::string loss;
+  /// --freeze: weights whose name matches this regex are not trained.
+  std::string freeze;
   bool explain = false; // the report goes to stdout
   /// If set, the plan as tp-explain's JSON goes to this file.
   std::string explainJson;

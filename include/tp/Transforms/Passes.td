@@ -41,6 +41,38 @@ def SplitFusedProjections : Pass<"tp-split-fused-projections",
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def Differentiate : Pass<"tp-differentiate", "::mlir::ModuleOp"> {
+  let summary = "Append to @main the gradient of its loss with respect to "
+                "every trainable weight";
+  let description = [{
+    Reverse mode on the imported IR. The loss is the output named `loss`,
+    or the only scalar float output. Every float `tp.weight` argument is
+    trainable unless its name matches `freeze` (a regex). Named linalg ops
+    are generalized first; one rule then differentiates every
+    `linalg.generic` whose body is arith/math on scalars and whose init is
+    unread, summed into or maxed into (elementwise ops, broadcasts,
+    contractions, sum and max reductions): for an input read through a
+    plain map m, a generic over the same loops writes dy times the body's
+    derivative (forward mode on its scalars) through m, summing over the
+    loops m leaves out. expand/collapse_shape, extract_slice, concat and
+    constant pads move the gradient back. The gradients are appended as
+    results named `grad.<weight>`, in argument order. An op on the path
+    from a weight to the loss without a rule is an error at its location
+    (the ONNX node).
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"",
+           "The output to differentiate (default: the only scalar float "
+           "output)">,
+    Option<"freeze", "freeze", "std::string", /*default=*/"",
+           "Weights whose name matches this regex are not trained">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def DropDeadOps : Pass<"tp-drop-dead-ops", "::mlir::func::FuncOp"> {
   let summary = "Erase side-effect-free ops whose results are never used";
   let description = [{
