@@ -39,6 +39,9 @@ std::vector<Shape> forwardShapes(const std::string &set) {
              {1536, 384}, {384, 1536}};
   else if (set == "gpt2") // fused QKV, output, MLP up and down
     layer = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
+  else if (set == "llama") // TinyLlama-1.1B: q, k, v, o, gate, up, down
+    layer = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
+             {5632, 2048}, {5632, 2048}, {2048, 5632}};
   else if (set == "head") // GPT-2's LM head alone
     layer = {{50304, 768}}, layers = 1;
   else

@@ -9,6 +9,9 @@ its own matrix, so that the weights stream as they do in a model:
           384 x 384; MLP 384 x 1536 and 1536 x 384)
   gpt2    6 layers of GPT-2-small's (fused QKV 768 x 2304, output, MLP)
   head    GPT-2's LM head, 768 x 50304
+  llama   6 layers of TinyLlama-1.1B's (q 2048 x 2048, k and v 2048 x 256,
+          output, MLP gate and up 2048 x 5632, down 5632 x 2048; not
+          by default: 1 GiB of weights)
 
 bench/packed_gemm.cpp is built with the flags of an artifact (-O3
 -march=native) against the header as it is in this checkout, and, with
@@ -97,7 +100,8 @@ def main():
         for shape_set in a.sets:
             for rows in a.rows:
                 # About 0.1 s of products per round.
-                flops = {"minilm": 2.12e7, "gpt2": 8.49e7, "head": 7.73e7}[shape_set] * rows
+                flops = {"minilm": 2.12e7, "gpt2": 8.49e7, "head": 7.73e7,
+                         "llama": 5.28e8}[shape_set] * rows
                 passes = max(3, int(0.1 * 90e9 / flops))
                 results = {name: [] for name in binaries}
                 for _ in range(a.rounds):

@@ -10,6 +10,8 @@
 
 #include "tp/Runtime/Session.h"
 
+#include "tp/Runtime/PrefillPlan.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -614,26 +616,21 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
   int64_t lastWritten = promptLength - 1;
 
   // The prompt runs in prefill chunks, each C tokens at cache_position p
-  // reading the cache written before it: at each p the smallest chunk that
-  // holds the rest of the prompt, else the largest that fits the context
-  // (p + C <= slots); the last one right-padded (masked: the padded
-  // positions' cache entries are overwritten by the steps after, before
-  // they are unmasked). Only what no chunk fits (the last positions of a
-  // prompt that nearly fills the context) goes through decode steps.
+  // reading the cache written before it, chosen by planPrefillChunks (the
+  // least work, so that the cost follows the prompt), the last one
+  // right-padded (masked: the padded positions' cache entries are
+  // overwritten by the steps after, before they are unmasked). Only what no
+  // chunk fits (the last positions of a prompt that nearly fills the
+  // context) goes through decode steps.
   int64_t first = 0;
-  std::vector<int64_t> chunkIds, chunkPositions;
-  while (first < promptLength && promptLength > 1) {
-    int64_t rest = promptLength - first, chosen = -1;
-    for (size_t c = 0; c < manifest.prefill.size(); ++c) {
-      int64_t length = manifest.prefill[c].length;
-      if (first + length > slots)
-        break;
-      chosen = static_cast<int64_t>(c);
-      if (length >= rest)
-        break;
-    }
-    if (chosen < 0)
-      break;
+  std::vector<int64_t> chunkIds, chunkPositions, chunkLengths;
+  for (const PrefillSpec &prefill : manifest.prefill)
+    chunkLengths.push_back(prefill.length);
+  std::vector<int64_t> plan;
+  if (promptLength > 1)
+    plan = planPrefillChunks(chunkLengths, promptLength, slots);
+  for (int64_t chosen : plan) {
+    int64_t rest = promptLength - first;
     const PrefillSpec &prefill = manifest.prefill[chosen];
     int64_t chunk = prefill.length, count = std::min(rest, chunk);
     findInput(prefill.inputs, manifest.dir, "input_ids", {rows, chunk}, true);

@@ -73,8 +73,8 @@ static cl::opt<int64_t> prefillLength(
 static cl::list<int64_t> prefillChunks(
     "prefill-chunks", cl::CommaSeparated,
     cl::desc("With --max-seq: the prompt runs in chunks of these sizes, each "
-             "reading the cache written before it, the smallest that holds "
-             "the rest of the prompt first (default 16,64,256: those below "
+             "reading the cache written before it, the sequence of them "
+             "with the least work (default 16,64,256: those below "
              "--max-seq)"),
     cl::cat(category));
 static cl::opt<std::string> strategy("strategy", cl::init("auto"),
