@@ -615,11 +615,19 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
       return func.emitError("tp-differentiate: no trainable weight");
 
     Operation *ret = func.getBody().front().getTerminator();
+    llvm::DenseSet<Operation *> forward;
+    for (Operation &op : func.getBody().front())
+      forward.insert(&op);
     Differentiator d;
     d.func = func;
     SmallVector<Value> gradients;
     if (failed(d.run(ret->getOperand(*lossIndex), weights, gradients)))
       return failure();
+    // Every op built here is the backward's: the planner splits the forward
+    // and lets the backward follow.
+    for (Operation &op : func.getBody().front())
+      if (!forward.contains(&op) && &op != ret)
+        op.setAttr(TPDialect::kBackwardAttrName, rewriter.getUnitAttr());
     // The gradients are new results, named after their weights.
     SmallVector<Value> operands(ret->getOperands());
     unsigned first = operands.size();

@@ -258,6 +258,10 @@ bool SplitTracker::follow(Value value, int64_t dim) {
   for (OpOperand &use : value.getUses()) {
     Operation *user = use.getOwner();
     bool ok = true;
+    // The backward (tp-differentiate's) reads the forward's values as they
+    // are split: sharding propagation carries the split into it.
+    if (user->hasAttr(TPDialect::kBackwardAttrName))
+      continue;
     if (isa<func::ReturnOp>(user)) {
       reachesResult = true;
     } else if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
@@ -457,7 +461,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
   });
   func.walk([&](linalg::LinalgOp op) {
     std::optional<unsigned> weightIdx = getWeightOperand(op);
-    if (!weightIdx || rowOps.contains(op))
+    if (!weightIdx || rowOps.contains(op) ||
+        op->hasAttr(TPDialect::kBackwardAttrName))
       return;
     Value weight = getWeightArg(op->getOperand(*weightIdx));
     auto out = getOutputDim(op, *weightIdx);

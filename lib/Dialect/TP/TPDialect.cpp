@@ -183,6 +183,11 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a symbol on a call";
     return success();
   }
+  if (name == kBackwardAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
   if (name == kOpsetAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be an integer";

@@ -48,6 +48,9 @@ def TP_Dialect : Dialect {
     - `tp.local_callee = @f` on the call tp-outline-unpartitionable made of
       such an op: @f is its callee with this rank's shapes, which partition
       calls instead.
+    - `tp.backward` (unit) on an op that tp-differentiate built: part of
+      the backward pass. The planner splits the forward; the backward's
+      splits follow from it through sharding propagation.
     - `tp.loop_sizes = array<i64: ...>` on a linalg op whose body reads
       `linalg.index`: its loop sizes before partition, so that
       tp-offset-split-indices can make the indices of split loops global.
@@ -101,6 +104,7 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kSplitLoopAttrName = "tp.split_loop";
     static constexpr llvm::StringLiteral kLocalCalleeAttrName =
         "tp.local_callee";
+    static constexpr llvm::StringLiteral kBackwardAttrName = "tp.backward";
   }];
 }
 
