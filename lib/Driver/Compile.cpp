@@ -433,13 +433,10 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.splitOutputs = options.maxSeq > 0
                                  ? ArrayRef<std::string>{"logits"}
                                  : ArrayRef<std::string>{"*"};
+  parallelize.gradients = options.gradients;
+  parallelize.loss = options.loss;
+  parallelize.freeze = options.freeze;
   PassManager pm(&context, ModuleOp::getOperationName());
-  if (options.gradients) {
-    DifferentiateOptions differentiate;
-    differentiate.loss = options.loss;
-    differentiate.freeze = options.freeze;
-    pm.addPass(createDifferentiate(differentiate));
-  }
   if (options.maxSeq > 0) {
     KVCacheOptions cache;
     cache.maxSeq = options.maxSeq;

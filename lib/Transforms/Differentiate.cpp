@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/TPAttrs.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 
@@ -27,6 +28,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Regex.h"
 
@@ -207,6 +211,147 @@ Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
   return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
 }
 
+/// The one `tensor.extract` in `op`'s body from a tensor defined outside
+/// it (a Gather at computed indices), if any; failure if there are several.
+FailureOr<tensor::ExtractOp> getCapturedRead(linalg::GenericOp op) {
+  tensor::ExtractOp found;
+  bool several = false;
+  op.getBody()->walk([&](tensor::ExtractOp extract) {
+    if (op->isAncestor(extract.getTensor().getParentBlock()->getParentOp()) &&
+        extract.getTensor().getParentBlock() != op->getBlock())
+      return;
+    several |= bool(found);
+    found = extract;
+  });
+  if (several)
+    return failure();
+  return found;
+}
+
+/// A gather (`tensor.extract` of a captured tensor `t` at computed
+/// indices) as a sum over t's gathered dims of the entry whose position
+/// equals the index: y[l] = sum_k (k == idx(l) ? f(t[k]) : 0), with t an
+/// operand. The sum is an ordinary reduction, which the rule for generics
+/// differentiates (t's gradient sums dy over the positions that read each
+/// entry: a scatter-add). A dim indexed by a loop itself stays that loop.
+FailureOr<linalg::GenericOp> rewriteGatherAsSum(OpBuilder &b,
+                                                linalg::GenericOp op,
+                                                tensor::ExtractOp extract) {
+  Location loc = op.getLoc();
+  auto tableType = dyn_cast<RankedTensorType>(extract.getTensor().getType());
+  if (op->getNumResults() != 1 || op.getNumReductionLoops() != 0 ||
+      !op.getRegionOutputArgs()[0].use_empty() || !tableType ||
+      !tableType.hasStaticShape() ||
+      extract->getParentRegion() != &op.getRegion())
+    return failure();
+  MLIRContext *ctx = b.getContext();
+  unsigned loops = op.getNumLoops();
+  // Each dim of the table: the loop that indexes it directly, or a new
+  // reduction loop over its positions.
+  SmallVector<AffineExpr> tableExprs;
+  SmallVector<std::pair<unsigned, Value>> gathered; // (new loop, index)
+  llvm::SmallDenseSet<unsigned> direct;
+  for (Value index : extract.getIndices()) {
+    auto loop = index.getDefiningOp<linalg::IndexOp>();
+    if (loop && direct.insert(loop.getDim()).second) {
+      tableExprs.push_back(getAffineDimExpr(loop.getDim(), ctx));
+      continue;
+    }
+    unsigned newLoop = loops + gathered.size();
+    tableExprs.push_back(getAffineDimExpr(newLoop, ctx));
+    gathered.push_back({newLoop, index});
+  }
+  unsigned newLoops = loops + gathered.size();
+  SmallVector<AffineMap> maps;
+  for (AffineMap map : op.getIndexingMapsArray())
+    maps.push_back(AffineMap::get(newLoops, 0, map.getResults(), ctx));
+  AffineMap outMap = maps.pop_back_val();
+  maps.push_back(AffineMap::get(newLoops, 0, tableExprs, ctx));
+  maps.push_back(outMap);
+  SmallVector<utils::IteratorType> iterators(loops,
+                                             utils::IteratorType::parallel);
+  iterators.append(gathered.size(), utils::IteratorType::reduction);
+  SmallVector<Value> inputs(op.getDpsInputs());
+  inputs.push_back(extract.getTensor());
+  auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+  Value init = zeros(b, loc, resultType);
+  Block *oldBody = op.getBody();
+  unsigned numInputs = op.getNumDpsInputs();
+  auto sum = linalg::GenericOp::create(
+      b, loc, resultType, inputs, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        IRMapping mapping;
+        for (unsigned i = 0; i < numInputs; ++i)
+          mapping.map(oldBody->getArgument(i), args[i]);
+        mapping.map(extract.getResult(), args[numInputs]);
+        for (Operation &inner : oldBody->without_terminator())
+          if (&inner != extract.getOperation())
+            nb.clone(inner, mapping);
+        Value match;
+        for (auto [newLoop, index] : gathered) {
+          Value position = linalg::IndexOp::create(nb, nloc, newLoop);
+          Value equal =
+              arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq,
+                                    position, mapping.lookup(index));
+          match = match ? arith::AndIOp::create(nb, nloc, match, equal)
+                        : equal;
+        }
+        Value y = mapping.lookupOrDefault(
+            oldBody->getTerminator()->getOperand(0));
+        Value zero = arith::ConstantOp::create(
+            nb, nloc, nb.getZeroAttr(resultType.getElementType()));
+        Value picked =
+            match ? arith::SelectOp::create(nb, nloc, match, y, zero) : y;
+        Value acc = args.back();
+        Value total =
+            gathered.empty() ? picked
+                             : arith::AddFOp::create(nb, nloc, acc, picked);
+        linalg::YieldOp::create(nb, nloc, total);
+      });
+  return sum;
+}
+
+/// `grad` without the inputs its body no longer reads once the forward
+/// ops the derivative does not need are gone (the derivative of a bias add
+/// reads neither operand): the backward stashes only what it uses, and
+/// leaves the forward's values single-use where they were.
+linalg::GenericOp dropUnusedInputs(OpBuilder &b, linalg::GenericOp grad) {
+  Block *body = grad.getBody();
+  SmallVector<Operation *> ops;
+  for (Operation &inner : body->without_terminator())
+    ops.push_back(&inner);
+  for (Operation *inner : llvm::reverse(ops))
+    if (inner->use_empty() && isMemoryEffectFree(inner))
+      inner->erase();
+  SmallVector<unsigned> kept;
+  for (unsigned i = 0, e = grad.getNumDpsInputs(); i < e; ++i)
+    if (!body->getArgument(i).use_empty())
+      kept.push_back(i);
+  if (kept.size() == grad.getNumDpsInputs())
+    return grad;
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  for (unsigned i : kept) {
+    inputs.push_back(grad.getDpsInputs()[i]);
+    maps.push_back(grad.getIndexingMapsArray()[i]);
+  }
+  maps.push_back(grad.getIndexingMapsArray().back());
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(grad);
+  auto trimmed = linalg::GenericOp::create(
+      b, grad.getLoc(), grad->getResultTypes(), inputs, grad.getDpsInits(),
+      maps, grad.getIteratorTypesArray());
+  trimmed.getRegion().takeBody(grad.getRegion());
+  llvm::BitVector dropped(trimmed.getBody()->getNumArguments());
+  for (unsigned i = 0, e = grad.getNumDpsInputs(); i < e; ++i)
+    if (!llvm::is_contained(kept, i))
+      dropped.set(i);
+  trimmed.getBody()->eraseArguments(dropped);
+  grad->replaceAllUsesWith(trimmed);
+  grad->erase();
+  return trimmed;
+}
+
 /// How a generic's body combines its value with the init: y = f(ins)
 /// (the init unread), y = init + f(ins) (a sum), or y = max(init, f(ins)).
 enum class Accumulation { None, Sum, Max };
@@ -239,6 +384,11 @@ struct Differentiator {
     it->second = sum.getResult(0);
   }
 
+  /// Marks what depends on `weights`; a gather from such a value becomes
+  /// a sum (rewriteGatherAsSum). Run before `run`.
+  LogicalResult findActive(ArrayRef<BlockArgument> weights);
+  /// Appends the backward from `loss`; `results` are the weights'
+  /// gradients.
   LogicalResult run(Value loss, ArrayRef<BlockArgument> weights,
                     SmallVectorImpl<Value> &results);
   LogicalResult backward(OpBuilder &b, Operation *op);
@@ -401,6 +551,7 @@ LogicalResult Differentiator::backwardGeneric(OpBuilder &b,
     if (failed(status))
       return op.emitError("tp-differentiate: cannot differentiate the body "
                           "of this op");
+    grad = dropUnusedInputs(b, grad);
     accumulate(b, loc, x, grad.getResult(0));
   }
   return success();
@@ -479,18 +630,66 @@ LogicalResult Differentiator::backward(OpBuilder &b, Operation *op) {
          << op->getName() << "' on the path from a weight to the loss";
 }
 
+LogicalResult Differentiator::findActive(ArrayRef<BlockArgument> weights) {
+  Block &block = func.getBody().front();
+  // Forward: what depends on a weight, read as an operand or inside a body
+  // (a Gather's table).
+  for (BlockArgument w : weights)
+    active.insert(w);
+  auto readsActive = [&](Operation &op) {
+    bool reads = false;
+    op.walk([&](Operation *inner) {
+      reads |= llvm::any_of(inner->getOperands(),
+                            [&](Value v) { return active.contains(v); });
+    });
+    return reads;
+  };
+  for (Operation &op : llvm::make_early_inc_range(
+           block.without_terminator())) {
+    if (!readsActive(op))
+      continue;
+    // A gather from a value that depends on a weight becomes a sum the
+    // rule for generics differentiates.
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      FailureOr<tensor::ExtractOp> read = getCapturedRead(generic);
+      if (failed(read))
+        return generic.emitError("tp-differentiate: no differentiation rule "
+                                 "for a generic reading several tensors "
+                                 "inside its body");
+      if (*read && active.contains(read->getTensor())) {
+        OpBuilder b(generic);
+        FailureOr<linalg::GenericOp> sum =
+            rewriteGatherAsSum(b, generic, *read);
+        if (failed(sum))
+          return generic.emitError("tp-differentiate: no differentiation "
+                                   "rule for this gather from a value that "
+                                   "depends on a weight");
+        Operation *init = generic.getDpsInits()[0].getDefiningOp();
+        generic->replaceAllUsesWith(*sum);
+        generic->erase();
+        // Its init (an empty, or a fill of one) is dead now; partition
+        // cannot leave a dead tensor unannotated.
+        while (init && init->use_empty() && isMemoryEffectFree(init)) {
+          Operation *next = init->getNumOperands()
+                                ? init->getOperands().back().getDefiningOp()
+                                : nullptr;
+          init->erase();
+          init = next;
+        }
+        active.insert(sum->getResult(0));
+        continue;
+      }
+    }
+    for (Value r : op.getResults())
+      if (isa<FloatType>(getElementTypeOrSelf(r.getType())))
+        active.insert(r);
+  }
+  return success();
+}
+
 LogicalResult Differentiator::run(Value loss, ArrayRef<BlockArgument> weights,
                                   SmallVectorImpl<Value> &results) {
   Block &block = func.getBody().front();
-  // Forward: what depends on a weight.
-  for (BlockArgument w : weights)
-    active.insert(w);
-  for (Operation &op : block.without_terminator())
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value v) { return active.contains(v); }))
-      for (Value r : op.getResults())
-        if (isa<FloatType>(getElementTypeOrSelf(r.getType())))
-          active.insert(r);
   if (!active.contains(loss))
     return func.emitError("tp-differentiate: the loss does not depend on any "
                           "trainable weight");
@@ -572,6 +771,50 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
     return *found;
   }
 
+  /// Each trainable initializer's name with its gradient: a weight's own,
+  /// or the pieces of a fused one concatenated in their order.
+  FailureOr<SmallVector<std::pair<StringAttr, Value>>>
+  joinPieces(func::FuncOp func, ArrayRef<BlockArgument> weights,
+             ArrayRef<Value> gradients) {
+    llvm::MapVector<StringAttr, SmallVector<std::pair<LayoutAttr, Value>>>
+        byName;
+    for (auto [w, g] : llvm::zip_equal(weights, gradients)) {
+      auto name = func.getArgAttrOfType<StringAttr>(w.getArgNumber(),
+                                                    TPDialect::kWeightAttrName);
+      byName[name].push_back({getLayout(func, w.getArgNumber()), g});
+    }
+    SmallVector<std::pair<StringAttr, Value>> named;
+    OpBuilder b = OpBuilder::atBlockTerminator(&func.getBody().front());
+    for (auto &[name, pieces] : byName) {
+      LayoutAttr first = pieces.front().first;
+      if (pieces.size() == 1 && (!first || !first.isPiece())) {
+        named.push_back({name, pieces.front().second});
+        continue;
+      }
+      if (llvm::any_of(pieces, [](const auto &p) {
+            return !p.first || !p.first.isPiece();
+          }))
+        return func.emitError("tp-differentiate: weight '")
+               << name.getValue() << "' is both whole and in pieces";
+      llvm::sort(pieces, [](const auto &a, const auto &b) {
+        return a.first.getSliceOffset() < b.first.getSliceOffset();
+      });
+      int64_t dim = pieces.front().first.getDim(), next = 0;
+      SmallVector<Value> parts;
+      for (auto &[layout, g] : pieces) {
+        if (layout.getDim() != dim ||
+            layout.getSliceOffset() != next)
+          return func.emitError("tp-differentiate: the pieces of weight '")
+                 << name.getValue() << "' do not tile it along one dim";
+        next += layout.getSliceSize();
+        parts.push_back(g);
+      }
+      named.push_back(
+          {name, tensor::ConcatOp::create(b, func.getLoc(), dim, parts)});
+    }
+    return named;
+  }
+
   LogicalResult differentiate(func::FuncOp func) {
     if (!func.getBody().hasOneBlock())
       return func.emitError("tp-differentiate: @main has more than one block");
@@ -615,37 +858,43 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
       return func.emitError("tp-differentiate: no trainable weight");
 
     Operation *ret = func.getBody().front().getTerminator();
+    Differentiator d;
+    d.func = func;
+    if (failed(d.findActive(weights)))
+      return failure();
     llvm::DenseSet<Operation *> forward;
     for (Operation &op : func.getBody().front())
       forward.insert(&op);
-    Differentiator d;
-    d.func = func;
     SmallVector<Value> gradients;
     if (failed(d.run(ret->getOperand(*lossIndex), weights, gradients)))
       return failure();
-    // Every op built here is the backward's: the planner splits the forward
-    // and lets the backward follow.
+    // Every op built here is the backward's (marked below): the planner
+    // splits the forward and lets the backward follow.
+    // The gradients are new results, named after their weights; the
+    // pieces of a fused weight (tp-split-fused-weights) are joined back
+    // into one gradient of the initializer.
+    FailureOr<SmallVector<std::pair<StringAttr, Value>>> outputs =
+        joinPieces(func, weights, gradients);
+    if (failed(outputs))
+      return failure();
     for (Operation &op : func.getBody().front())
       if (!forward.contains(&op) && &op != ret)
         op.setAttr(TPDialect::kBackwardAttrName, rewriter.getUnitAttr());
-    // The gradients are new results, named after their weights.
     SmallVector<Value> operands(ret->getOperands());
     unsigned first = operands.size();
-    llvm::append_range(operands, gradients);
-    ret->setOperands(operands);
     SmallVector<Type> types(func.getResultTypes());
     SmallVector<DictionaryAttr> attrs;
     for (unsigned i = 0; i < first; ++i)
       attrs.push_back(func.getResultAttrDict(i));
     Builder b(func.getContext());
-    for (auto [g, w] : llvm::zip_equal(gradients, weights)) {
+    for (auto [name, g] : *outputs) {
+      operands.push_back(g);
       types.push_back(g.getType());
-      auto name = func.getArgAttrOfType<StringAttr>(w.getArgNumber(),
-                                                    TPDialect::kWeightAttrName);
       attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
           TPDialect::kOutputAttrName,
           b.getStringAttr("grad." + name.getValue()))));
     }
+    ret->setOperands(operands);
     func.setType(FunctionType::get(func.getContext(),
                                    func.getArgumentTypes(), types));
     func.setAllResultAttrs(attrs);

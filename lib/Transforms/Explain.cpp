@@ -126,6 +126,57 @@ struct SplitOutputInfo {
   int64_t dim, size;
 };
 
+/// What a training program (tp-differentiate's `tp.backward` ops) holds
+/// per rank besides the weights: the gradients it returns, counted as each
+/// rank computes them (before an output's gather), and the stash, the
+/// forward values the backward reads.
+struct TrainingMemory {
+  bool backward = false;
+  int64_t gradientBytes = 0, stashBytes = 0, stashValues = 0;
+};
+
+TrainingMemory getTrainingMemory(func::FuncOp func) {
+  TrainingMemory memory;
+  Block &block = func.getBody().front();
+  // The backward follows the forward in the block; constants may have
+  // been hoisted or shared, so the first non-constant backward op marks
+  // where it starts.
+  Operation *start = nullptr;
+  for (Operation &op : block)
+    if (op.hasAttr(TPDialect::kBackwardAttrName) &&
+        !op.hasTrait<OpTrait::ConstantLike>()) {
+      start = &op;
+      break;
+    }
+  if (!start)
+    return memory;
+  memory.backward = true;
+  llvm::DenseSet<Value> stash;
+  for (Operation *op = start; op; op = op->getNextNode())
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || def->getBlock() != &block || !def->isBeforeInBlock(start) ||
+          def->hasTrait<OpTrait::ConstantLike>() ||
+          !isa<RankedTensorType>(operand.getType()))
+        continue;
+      if (stash.insert(operand).second)
+        memory.stashBytes += bytesOf(operand.getType());
+    }
+  memory.stashValues = stash.size();
+  Operation *ret = block.getTerminator();
+  for (OpOperand &operand : ret->getOpOperands()) {
+    auto name = func.getResultAttrOfType<StringAttr>(
+        operand.getOperandNumber(), TPDialect::kOutputAttrName);
+    if (!name || !name.getValue().starts_with("grad."))
+      continue;
+    Value g = operand.get();
+    if (auto gather = g.getDefiningOp<shard::AllGatherOp>())
+      g = gather.getInput();
+    memory.gradientBytes += bytesOf(g.getType());
+  }
+  return memory;
+}
+
 SmallVector<SplitOutputInfo> getSplitOutputs(func::FuncOp func) {
   SmallVector<SplitOutputInfo> splits;
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
@@ -285,6 +336,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       collectives.push_back(std::move(c));
     });
 
+    TrainingMemory training = getTrainingMemory(func);
+
     bool tensorParallel = llvm::any_of(weights, [](const WeightInfo &w) {
       return w.role != SplitRole::Replicated;
     });
@@ -298,12 +351,12 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                      [](Operation &op) { return isResidualAdd(&op); });
     if (json)
       printJSON(func, devices, weights, collectives, replicated, weightBytes,
-                modelBytes, activationBytes, largestActivation, tensorParallel,
-                sequenceParallel, pipelineParallel);
+                modelBytes, activationBytes, largestActivation, training,
+                tensorParallel, sequenceParallel, pipelineParallel);
     else
       printText(func, devices, gridName, weights, collectives, replicated,
                 weightBytes, modelBytes, activationBytes, largestActivation,
-                tensorParallel, sequenceParallel, pipelineParallel);
+                training, tensorParallel, sequenceParallel, pipelineParallel);
   }
 
   void printText(func::FuncOp func, int64_t devices, StringRef gridName,
@@ -312,8 +365,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  ArrayRef<std::pair<std::string, std::string>> replicated,
                  int64_t weightBytes, int64_t modelBytes,
                  int64_t activationBytes, int64_t largestActivation,
-                 bool tensorParallel, bool sequenceParallel,
-                 bool pipelineParallel) {
+                 const TrainingMemory &training, bool tensorParallel,
+                 bool sequenceParallel, bool pipelineParallel) {
     llvm::raw_ostream &os = *this->os;
     os << "tp-explain: @" << func.getName() << " on " << devices << " device(s)"
        << (gridName.empty() ? "" : " (grid @") << gridName
@@ -375,6 +428,11 @@ struct Explain : tp::impl::ExplainBase<Explain> {
     os << "per device: weights " << weightBytes << " B (whole model "
        << modelBytes << " B), activations " << activationBytes
        << " B produced, largest " << largestActivation << " B\n";
+    if (training.backward)
+      os << "training per device: gradients " << training.gradientBytes
+         << " B (of the weights above), stash " << training.stashBytes
+         << " B (" << training.stashValues
+         << " forward values the backward reads)\n";
     os << "support (tensor, sequence, pipeline): ("
        << (tensorParallel ? "true" : "false") << ", "
        << (sequenceParallel ? "true" : "false") << ", "
@@ -387,8 +445,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  ArrayRef<std::pair<std::string, std::string>> replicated,
                  int64_t weightBytes, int64_t modelBytes,
                  int64_t activationBytes, int64_t largestActivation,
-                 bool tensorParallel, bool sequenceParallel,
-                 bool pipelineParallel) {
+                 const TrainingMemory &training, bool tensorParallel,
+                 bool sequenceParallel, bool pipelineParallel) {
     llvm::json::Array w, c, r;
     for (const WeightInfo &x : weights) {
       llvm::json::Object weight{{"name", x.name},
@@ -433,6 +491,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"model_weight_bytes", modelBytes},
         {"activation_bytes_per_device", activationBytes},
         {"largest_activation_bytes", largestActivation},
+        {"gradient_bytes_per_device", training.gradientBytes},
+        {"stash_bytes_per_device", training.stashBytes},
         {"support", llvm::json::Object{{"tensor", tensorParallel},
                                        {"sequence", sequenceParallel},
                                        {"pipeline", pipelineParallel}}}};

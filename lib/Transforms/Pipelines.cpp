@@ -49,6 +49,15 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pad.devices = options.devices;
     pm.addNestedPass<func::FuncOp>(createPadAttentionHeads(pad));
   }
+  // The backward is built on the forward as the planner reads it (batch
+  // dims unflattened, fused projections cut, vocabularies and heads
+  // padded), so that the plan splits both together.
+  if (options.gradients) {
+    DifferentiateOptions differentiate;
+    differentiate.loss = options.loss;
+    differentiate.freeze = options.freeze;
+    pm.addPass(createDifferentiate(differentiate));
+  }
   pm.addPass(createPlanTensorParallel(plan));
   if (options.sequenceParallel)
     pm.addPass(createPlanSequenceParallel());
@@ -58,6 +67,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pm.addPass(createOutlineUnpartitionable());
     OpPassManager &func = pm.nest<func::FuncOp>();
     func.addPass(shard::createShardingPropagation());
+    func.addPass(createAnnotateInits());
     func.addPass(createCheckPartitionable());
     func.addPass(shard::createPartition());
     func.addPass(createOffsetVocabLookups());

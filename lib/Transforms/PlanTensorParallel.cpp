@@ -16,6 +16,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "tp/Dialect/TP/TPAttrs.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_PLANTENSORPARALLEL
@@ -85,6 +87,64 @@ struct PlanTensorParallel
     }
   }
 
+  /// Splits each `grad.<weight>` result of tp-differentiate as `plan`
+  /// splits its weight (or, for a fused weight's concatenated pieces, each
+  /// piece's gradient as its piece).
+  void annotateGradients(func::FuncOp func, const TensorParallelPlan &plan,
+                         OpBuilder &b) {
+    llvm::StringMap<SmallVector<std::pair<Value, int64_t>>> splitWeights;
+    for (auto [weight, split] : plan.splits) {
+      auto arg = dyn_cast<BlockArgument>(weight);
+      if (!arg)
+        continue;
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    TPDialect::kWeightAttrName);
+      if (name)
+        splitWeights[name.getValue()].push_back({weight, split.dim});
+    }
+    auto split = [&](Value grad, Value weight, int64_t dim) {
+      if (grad.getType() != weight.getType() || !grad.getDefiningOp() ||
+          !grad.getDefiningOp()->hasAttr(TPDialect::kBackwardAttrName))
+        return;
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfterValue(grad);
+      auto shardOp = shard::ShardOp::create(
+          b, grad.getLoc(), grad, createSplitSharding(b, grad.getLoc(), dim),
+          /*annotate_for_users=*/false);
+      grad.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+    };
+    Operation *ret = func.getBody().front().getTerminator();
+    for (OpOperand &operand : ret->getOpOperands()) {
+      auto name = func.getResultAttrOfType<StringAttr>(
+          operand.getOperandNumber(), TPDialect::kOutputAttrName);
+      if (!name || !name.getValue().starts_with("grad."))
+        continue;
+      auto it = splitWeights.find(name.getValue().drop_front(5));
+      if (it == splitWeights.end())
+        continue;
+      Value grad = operand.get();
+      if (it->second.size() == 1) {
+        split(grad, it->second.front().first, it->second.front().second);
+        continue;
+      }
+      // tp-differentiate concatenates the pieces in their order.
+      auto concat = grad.getDefiningOp<tensor::ConcatOp>();
+      SmallVector<std::pair<Value, int64_t>> pieces(it->second);
+      if (!concat || concat.getInputs().size() != pieces.size() ||
+          llvm::any_of(pieces, [](auto &p) {
+            LayoutAttr layout = getLayout(p.first);
+            return !layout || !layout.isPiece();
+          }))
+        continue;
+      llvm::sort(pieces, [](auto &a, auto &b) {
+        return getLayout(a.first).getSliceOffset() <
+               getLayout(b.first).getSliceOffset();
+      });
+      for (auto [piece, weight] : llvm::zip_equal(concat.getInputs(), pieces))
+        split(piece, weight.first, weight.second);
+    }
+  }
+
   LogicalResult annotate(func::FuncOp func, const TensorParallelPlan &plan) {
     OpBuilder b(func.getBody());
     MLIRContext *ctx = &getContext();
@@ -125,6 +185,32 @@ struct PlanTensorParallel
       auto shardOp = shard::ShardOp::create(b, cache.getLoc(), cache, sharding,
                                             /*annotate_for_users=*/true);
       cache.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+    }
+    // A sum or max over a split dim reads its operand split, so that
+    // sharding propagation splits its reduction loop (a partial result,
+    // all-reduced) rather than gathering the operand; a model input read
+    // with a split value is read split rather than gathering the value.
+    for (auto [operand, dim] : plan.splitOperands) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(operand->getOwner());
+      Location loc = operand->getOwner()->getLoc();
+      auto shardOp = shard::ShardOp::create(
+          b, loc, operand->get(), createSplitSharding(b, loc, dim),
+          /*annotate_for_users=*/true);
+      operand->set(shardOp.getResult());
+    }
+    // A weight's gradient splits as the weight: each rank computes its
+    // part (an embedding's scatter-add into its rows of the vocabulary).
+    annotateGradients(func, plan, b);
+    // The backward keeps the splits of the forward values it reads.
+    for (auto [value, dim] : plan.backwardSplits) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfterValue(value);
+      Location loc = value.getLoc();
+      auto shardOp = shard::ShardOp::create(
+          b, loc, value, createSplitSharding(b, loc, dim),
+          /*annotate_for_users=*/false);
+      value.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
     // Windows on split channels: tp-outline-unpartitionable gives each rank
     // its part.

@@ -219,6 +219,42 @@ static bool isUnpadBeforeResult(tensor::ExtractSliceOp slice) {
          slice.hasUnitStride();
 }
 
+/// How a reduction generic combines into its one result: add or max of
+/// the init and one value, as upstream partition all-reduces a partial
+/// result (it gives ranks other than the first the neutral init).
+static bool isSumOrMax(linalg::LinalgOp op) {
+  if (op->getNumResults() != 1 || op.getNumDpsInits() != 1)
+    return false;
+  Block *body = op.getBlock();
+  Value out = body->getArgument(op.getNumDpsInputs());
+  Operation *combine = body->getTerminator()->getOperand(0).getDefiningOp();
+  if (!combine || !out.hasOneUse() || *out.getUsers().begin() != combine ||
+      combine->getNumOperands() != 2)
+    return false;
+  return isa<arith::AddFOp, arith::MaximumFOp, arith::MaxNumFOp>(combine);
+}
+
+/// A sum or max over `loop`, the split dim of the operand `use`, whose
+/// result has at most one entry per entry of the operand without its split
+/// dim: the reduction leaves a small partial result (the statistics of a
+/// softmax over a split vocabulary), not a large one (attention scores
+/// contracted over split features, which would all-reduce [batch, heads,
+/// seq, seq]).
+static bool isSmallReduction(linalg::LinalgOp op, OpOperand &use,
+                             unsigned loop) {
+  if (linalg::isaContractionOpInterface(op) && getWeightOperand(op))
+    return false;
+  if (!isSumOrMax(op))
+    return false;
+  auto split = dyn_cast<RankedTensorType>(use.get().getType());
+  auto result = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (!split || !result || !split.hasStaticShape() ||
+      !result.hasStaticShape() || ShapedType::isDynamic(ranges[loop]))
+    return false;
+  return result.getNumElements() * ranges[loop] <= split.getNumElements();
+}
+
 namespace {
 
 /// Where a split dim goes, walking forward from one column contraction.
@@ -238,32 +274,69 @@ struct SplitTracker {
   llvm::MapVector<Value, int64_t> caches;
   /// Ops upstream partition cannot split, with the loop they split on.
   llvm::MapVector<Operation *, unsigned> splitLoops;
+  /// Operands read split though their value is not (see
+  /// TensorParallelPlan::splitOperands), with the dim.
+  llvm::MapVector<OpOperand *, int64_t> splitOperands;
+  /// Values of the backward that keep the split (see
+  /// TensorParallelPlan::backwardSplits), with the dim; -1 where two paths
+  /// disagree.
+  llvm::MapVector<Value, int64_t> backwardSplits;
+  /// The split ends in a sum or max over it.
+  bool reachesReduction = false;
   bool reachesResult = false;
   /// The failure is a dim that does not divide by the device count.
   bool uneven = false;
   std::string failure;
 
 private:
+  /// In the forward, ends the walk with the reason; in the backward, only
+  /// stops this path (sharding propagation decides past it).
   bool fail(Operation *op, const Twine &why) {
+    if (inBackward)
+      return true;
     failure = ("'" + op->getName().getStringRef() + "' " + why).str();
     return false;
   }
+  bool followUse(OpOperand &use, int64_t dim);
   bool followLinalg(linalg::LinalgOp op, OpOperand &use, int64_t dim);
   DenseSet<std::pair<Value, int64_t>> visited;
+  /// Walking the backward (ops tp-differentiate built), which reads the
+  /// forward's split values: the split is followed to keep the gradients
+  /// split as their forward values are, and nothing it meets there changes
+  /// the forward's plan.
+  bool inBackward = false;
 };
 
 bool SplitTracker::follow(Value value, int64_t dim) {
   if (!visited.insert({value, dim}).second)
     return true;
+  if (inBackward) {
+    auto [it, inserted] = backwardSplits.try_emplace(value, dim);
+    if (!inserted && it->second != dim) {
+      it->second = -1;
+      return true;
+    }
+  }
   for (OpOperand &use : value.getUses()) {
     Operation *user = use.getOwner();
-    bool ok = true;
-    // The backward (tp-differentiate's) reads the forward's values as they
-    // are split: sharding propagation carries the split into it.
-    if (user->hasAttr(TPDialect::kBackwardAttrName))
+    if (!inBackward && user->hasAttr(TPDialect::kBackwardAttrName)) {
+      inBackward = true;
+      followUse(use, dim);
+      inBackward = false;
       continue;
+    }
+    if (!followUse(use, dim))
+      return false;
+  }
+  return true;
+}
+
+bool SplitTracker::followUse(OpOperand &use, int64_t dim) {
+  Operation *user = use.getOwner();
+  {
+    bool ok = true;
     if (isa<func::ReturnOp>(user)) {
-      reachesResult = true;
+      reachesResult |= !inBackward;
     } else if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
       ok = followLinalg(op, use, dim);
     } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
@@ -280,7 +353,7 @@ bool SplitTracker::follow(Value value, int64_t dim) {
         }
       int64_t size = resultType.getDimSize(outer);
       if (size % devices != 0) {
-        uneven = true;
+        uneven = !inBackward;
         return fail(user, "splits dim " + Twine(dim) + " into dim " +
                               Twine(outer) + " of size " + Twine(size) +
                               " (heads), which " + Twine(devices) +
@@ -312,7 +385,7 @@ bool SplitTracker::follow(Value value, int64_t dim) {
     } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
                slice && isUnpadBeforeResult(slice)) {
       // Padded logits dropped before the result: gathered, then sliced.
-      reachesResult = true;
+      reachesResult |= !inBackward;
     } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user)) {
       auto srcType = slice.getSourceType();
       if (slice.getResultType().getRank() != srcType.getRank() ||
@@ -363,6 +436,23 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
   unsigned loop = *plain;
   if (op.getIteratorTypesArray()[loop] == utils::IteratorType::reduction) {
     std::optional<unsigned> weightIdx = getWeightOperand(user);
+    // The backward's sums over the split dim (the input gradient of a
+    // column-parallel product, the softmax's over a split vocabulary) run
+    // on each rank's part, then one all-reduce.
+    if (inBackward) {
+      if (isSumOrMax(op) && (weightIdx || isSmallReduction(op, use, loop)))
+        splitOperands[&use] = dim;
+      return true;
+    }
+    // A sum or max over the split dim into a result no larger than one
+    // entry per split row (a softmax's statistics over the vocabulary, the
+    // target's logit of a cross-entropy): each rank reduces its part, one
+    // all-reduce completes it, and the split ends here.
+    if (!weightIdx && isSmallReduction(op, use, loop)) {
+      splitOperands[&use] = dim;
+      reachesReduction = true;
+      return true;
+    }
     if (!weightIdx && op.getNumDpsInputs() == 2)
       return fail(user, "contracts the split dim with another activation "
                         "(one head's features, which every query head "
@@ -401,8 +491,12 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
         getPlainDim(op.getMatchingIndexingMap(input), loop, ranges);
     if (!d)
       continue;
-    if (auto weight = getReshapedWeight(input->get(), *d))
-      biases[weight->first] = weight->second;
+    if (auto weight = getReshapedWeight(input->get(), *d)) {
+      if (!inBackward)
+        biases[weight->first] = weight->second;
+    }
+    else if (isModelInput(input->get()))
+      splitOperands[input] = *d;
   }
   return follow(user->getResult(0), *resultDim);
 }
@@ -482,11 +576,19 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
       return replicate(op,
                        "its output dim cannot stay split: " + tracker.failure,
                        tracker.uneven);
-    if (tracker.rows.empty() && !tracker.reachesResult)
+    // A split that is reduced and also gathered at a result pays for both
+    // (a norm's statistics all-reduced, then the normed value gathered):
+    // the contraction runs whole instead.
+    if (tracker.reachesResult && tracker.reachesReduction)
+      return replicate(op, "its output is both reduced over its output dim "
+                           "and gathered at a function result");
+    bool gathered = tracker.reachesResult || tracker.reachesReduction;
+    if (tracker.rows.empty() && !gathered)
       return replicate(op, "its output reaches no row-parallel contraction");
-    if (tracker.rows.empty() == false && tracker.reachesResult)
+    if (tracker.rows.empty() == false && gathered)
       return replicate(op, "its output reaches both a row-parallel "
-                           "contraction and a function result");
+                           "contraction and a function result or a "
+                           "reduction");
     for (auto &entry : tracker.rows) {
       if (columnOps.contains(entry.first))
         return replicate(op, "its row-parallel partner is already column-"
@@ -539,6 +641,11 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
       plan.caches[cache] = dim;
     for (auto &[splitOp, loop] : tracker.splitLoops)
       plan.splitLoops[splitOp] = loop;
+    for (auto &[operand, dim] : tracker.splitOperands)
+      plan.splitOperands[operand] = dim;
+    for (auto &[value, dim] : tracker.backwardSplits)
+      if (dim >= 0)
+        plan.backwardSplits[value] = dim;
   });
   return plan;
 }

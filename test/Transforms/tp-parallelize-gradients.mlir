@@ -1,5 +1,7 @@
 // RUN: tp-opt %s --tp-differentiate --tp-parallelize=devices=2 | FileCheck %s
 // RUN: tp-opt %s --tp-differentiate --tp-parallelize=devices=2 | grep -c shard.all_reduce | FileCheck %s --check-prefix=TWO
+// RUN: tp-opt %s --tp-parallelize="devices=2 gradients=true" | FileCheck %s
+// RUN: tp-opt %s --tp-parallelize="devices=2 gradients=true" --tp-explain -o /dev/null | FileCheck %s --check-prefix=EXPLAIN
 
 // The forward and its backward planned together (Megatron's f/g pair):
 // w1 column-parallel, w2 row-parallel, as in inference; the backward reads
@@ -16,6 +18,12 @@
 // CHECK: shard.all_reduce {{.*}} : tensor<4x8xf32>
 // CHECK: shard.all_gather {{.*}} gather_axis = 1 : tensor<8x8xf32> -> tensor<8x16xf32>
 // TWO: 2
+// Each rank holds the gradients of its part of the weights (g whole, 32 B;
+// w1 and w2 halves, 256 B each) and the forward values the backward reads:
+// the scaled input, the hidden pre- and post-ReLU, the output and the
+// loss's seed.
+// EXPLAIN: per device: weights 544 B (whole model 1056 B)
+// EXPLAIN: training per device: gradients 544 B (of the weights above), stash {{[0-9]+}} B ({{[0-9]+}} forward values the backward reads)
 
 #id = affine_map<(m, n) -> (m, n)>
 #col = affine_map<(m, n) -> (n)>

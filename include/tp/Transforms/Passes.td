@@ -115,6 +115,21 @@ def UnshareValues : Pass<"tp-unshare-values", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def AnnotateInits : Pass<"tp-annotate-inits", "::mlir::func::FuncOp"> {
+  let summary = "Give a tensor.empty left unannotated the sharding its "
+                "users read it with";
+  let description = [{
+    Run after `sharding-propagation`. Propagation annotates a
+    `tensor.empty`'s result from its user, except where the user's chain
+    reaches no annotated value downstream (an elementwise op on replicated
+    inputs alone that only feeds a rank-0 result, such as a loss's count of
+    the targets it does not ignore): the empty is then read through
+    `annotate_for_users` `shard.shard` ops but has no result annotation,
+    which partition requires. Where every such read agrees, the result is
+    annotated with that sharding.
+  }];
+}
+
 def CheckPartitionable : Pass<"tp-check-partitionable",
                               "::mlir::func::FuncOp"> {
   let summary = "Check that a function is fully annotated before "

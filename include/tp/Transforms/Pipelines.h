@@ -54,6 +54,22 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
                      "computing in f32 (tp-convert-dtype; empty or f32: "
                      "the model's own types)"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> gradients{
+      *this, "gradients",
+      llvm::cl::desc("Append the gradient of the scalar loss with respect to "
+                     "every trainable weight (tp-differentiate), after the "
+                     "forward is normalized for planning and before the "
+                     "plan, which then splits forward and backward together"),
+      llvm::cl::init(false)};
+  PassOptions::Option<std::string> loss{
+      *this, "loss",
+      llvm::cl::desc("With gradients: the output to differentiate"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> freeze{
+      *this, "freeze",
+      llvm::cl::desc("With gradients: weights whose name matches this regex "
+                     "are not trained"),
+      llvm::cl::init("")};
   PassOptions::ListOption<std::string> splitOutputs{
       *this, "split-outputs",
       llvm::cl::desc("Model outputs that each rank returns its block of "

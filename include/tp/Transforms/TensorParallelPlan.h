@@ -44,6 +44,17 @@ struct TensorParallelPlan {
   /// Ops that upstream partition cannot split (a depthwise convolution's
   /// window) on the split channels, with the loop they split on.
   llvm::MapVector<Operation *, unsigned> splitLoops;
+  /// Operands an op reads split on a dim though their value is not: the
+  /// operand of a sum or max over a split dim (a vocabulary-parallel softmax
+  /// or loss: each rank reduces its part, one all-reduce completes it), and
+  /// model inputs read elementwise with a split value (one-hot labels
+  /// against split log-probabilities: each rank reads its part).
+  llvm::MapVector<OpOperand *, int64_t> splitOperands;
+  /// Values of the backward (tp-differentiate's ops) that keep a split of
+  /// the forward values they are computed from, with the dim: the
+  /// gradients stay split as their forward values are, rather than as
+  /// sharding propagation would guess between a split and a whole operand.
+  llvm::MapVector<Value, int64_t> backwardSplits;
   /// Weight contractions left replicated, with the reason.
   SmallVector<Replicated> replicated;
 };

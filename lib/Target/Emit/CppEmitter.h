@@ -146,15 +146,16 @@ public:
   LogicalResult emitFill(linalg::FillOp op);
   LogicalResult emitTensorOp(Operation *op);
   /// Where the targets differ in emitTensorOp: copying a box of `sizes`
-  /// (walked with `srcSteps`) from `srcOffsets` of `src` to `dstOffsets` of
-  /// `dst`; filling a buffer with a value; zeroing it; from_elements.
+  /// (walked with `srcSteps` in `src`, `dstSteps` in `dst`) from
+  /// `srcOffsets` of `src` to `dstOffsets` of `dst`; filling a buffer with a value; zeroing it; from_elements.
   virtual LogicalResult emitBoxCopy(Operation *op, Value dst,
                                     ArrayRef<int64_t> dstShape,
                                     ArrayRef<int64_t> dstOffsets, Value src,
                                     ArrayRef<int64_t> srcShape,
                                     ArrayRef<int64_t> srcOffsets,
                                     ArrayRef<int64_t> sizes,
-                                    ArrayRef<int64_t> srcSteps);
+                                    ArrayRef<int64_t> srcSteps,
+                                    ArrayRef<int64_t> dstSteps);
   virtual LogicalResult emitFillBuffer(Operation *op, Value result,
                                        StringRef value);
   virtual void emitZeroBuffer(Value result);

@@ -55,7 +55,8 @@ public:
                             ArrayRef<int64_t> srcShape,
                             ArrayRef<int64_t> srcOffsets,
                             ArrayRef<int64_t> sizes,
-                            ArrayRef<int64_t> srcSteps) override;
+                            ArrayRef<int64_t> srcSteps,
+                            ArrayRef<int64_t> dstSteps) override;
   LogicalResult emitFillBuffer(Operation *op, Value result,
                                StringRef value) override;
   void emitZeroBuffer(Value result) override;

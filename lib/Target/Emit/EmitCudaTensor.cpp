@@ -60,7 +60,8 @@ LogicalResult CudaEmitter::emitBoxCopy(Operation *op, Value dst,
                                        ArrayRef<int64_t> srcShape,
                                        ArrayRef<int64_t> srcOffsets,
                                        ArrayRef<int64_t> sizes,
-                                       ArrayRef<int64_t> srcSteps) {
+                                       ArrayRef<int64_t> srcSteps,
+                                       ArrayRef<int64_t> dstSteps) {
   if (sizes.size() > kMaxBoxRank)
     return op->emitError("CUDA code generation supports copies of rank up "
                          "to ")
@@ -72,6 +73,7 @@ LogicalResult CudaEmitter::emitBoxCopy(Operation *op, Value dst,
     dstBase += dstOffsets[d] * dstStrides[d];
     srcBase += srcOffsets[d] * srcStrides[d];
     srcStrides[d] *= srcSteps[d];
+    dstStrides[d] *= dstSteps[d];
   }
   auto list = [&](ArrayRef<int64_t> values) {
     std::string text = "{";

@@ -61,14 +61,15 @@ LogicalResult CppEmitter::emitBoxCopy(Operation *, Value dst,
                                       ArrayRef<int64_t> srcShape,
                                       ArrayRef<int64_t> srcOffsets,
                                       ArrayRef<int64_t> sizes,
-                                      ArrayRef<int64_t> srcSteps) {
+                                      ArrayRef<int64_t> srcSteps,
+                                      ArrayRef<int64_t> dstSteps) {
   std::string elementType =
       scalarType(cast<ShapedType>(dst.getType()).getElementType());
   unsigned rank = sizes.size();
   SmallVector<int64_t> dstStrides = stridesOf(dstShape);
   SmallVector<int64_t> srcStrides = stridesOf(srcShape);
   // The innermost dim is one memcpy when it is contiguous in both.
-  bool innerRun = rank > 0 && srcSteps.back() == 1;
+  bool innerRun = rank > 0 && srcSteps.back() == 1 && dstSteps.back() == 1;
   unsigned loops = innerRun ? rank - 1 : rank;
   std::string prefix = "j" + std::to_string(nextId++) + "_";
   os << "{\n";
@@ -80,7 +81,8 @@ LogicalResult CppEmitter::emitBoxCopy(Operation *, Value dst,
   for (unsigned d = 0; d < rank; ++d) {
     std::string index = d < loops ? prefix + std::to_string(d) : "0";
     dstOffset += " + (" + std::to_string(dstOffsets[d]) + "LL + " + index +
-                 ") * " + std::to_string(dstStrides[d]) + "LL";
+                 " * " + std::to_string(dstSteps[d]) + "LL) * " +
+                 std::to_string(dstStrides[d]) + "LL";
     srcOffset += " + (" + std::to_string(srcOffsets[d]) + "LL + " + index +
                  " * " + std::to_string(srcSteps[d]) + "LL) * " +
                  std::to_string(srcStrides[d]) + "LL";
@@ -151,21 +153,21 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     return emitBoxCopy(op, result, sizes, zeros(sizes.size()),
                        slice.getSource(), slice.getSourceType().getShape(),
                        slice.getStaticOffsets(), sizes,
-                       slice.getStaticStrides());
+                       slice.getStaticStrides(), ones(sizes.size()));
   }
   if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
     if (ShapedType::isDynamicShape(insert.getStaticOffsets()) ||
         ShapedType::isDynamicShape(insert.getStaticSizes()) ||
-        !insert.hasUnitStride())
-      return op->emitError("code generation needs static unit-stride "
-                           "insert_slice");
+        ShapedType::isDynamicShape(insert.getStaticStrides()))
+      return op->emitError("code generation needs static insert_slice "
+                           "bounds");
     if (failed(allocate(result, op)))
       return failure();
     copy(result, insert.getDest());
     ArrayRef<int64_t> sizes = insert.getStaticSizes();
     return emitBoxCopy(op, result, resultShape, insert.getStaticOffsets(),
                        insert.getSource(), sizes, zeros(sizes.size()), sizes,
-                       ones(sizes.size()));
+                       ones(sizes.size()), insert.getStaticStrides());
   }
   if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
     if (failed(allocate(result, op)))
@@ -177,7 +179,8 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
       SmallVector<int64_t> dstOffsets = zeros(shape.size());
       dstOffsets[dim] = offset;
       if (failed(emitBoxCopy(op, result, resultShape, dstOffsets, input, shape,
-                             zeros(shape.size()), shape, ones(shape.size()))))
+                             zeros(shape.size()), shape, ones(shape.size()),
+                             ones(shape.size()))))
         return failure();
       offset += shape[dim];
     }
@@ -205,7 +208,7 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
     auto shape = pad.getSourceType().getShape();
     return emitBoxCopy(op, result, resultShape, pad.getStaticLow(),
                        pad.getSource(), shape, zeros(shape.size()), shape,
-                       ones(shape.size()));
+                       ones(shape.size()), ones(shape.size()));
   }
   if (auto fromElements = dyn_cast<tensor::FromElementsOp>(op)) {
     if (failed(allocate(result, op)))

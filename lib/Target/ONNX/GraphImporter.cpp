@@ -830,6 +830,7 @@ const ConverterMap &mlir::tp::onnx_import::getConverters() {
     populateConvConverters(map);
     populateSequenceConverters(map);
     populateLoopConverters(map);
+    populateLossConverters(map);
     return map;
   }();
   return converters;

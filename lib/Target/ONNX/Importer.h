@@ -177,6 +177,7 @@ void populateResizeConverters(ConverterMap &map);
 void populateConvConverters(ConverterMap &map);
 void populateSequenceConverters(ConverterMap &map);
 void populateLoopConverters(ConverterMap &map);
+void populateLossConverters(ConverterMap &map);
 /// Whether converters of `opType` accept sequence-valued inputs.
 bool acceptsSequences(StringRef opType);
 const ConverterMap &getConverters();
@@ -229,6 +230,11 @@ Value buildReduction(
     OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> axes,
     bool keepDims, double init,
     function_ref<Value(OpBuilder &, Location, Value acc, Value x)> combine);
+
+/// Softmax of a float tensor over `axes`, or with `log` its logarithm,
+/// (x - max) - log(sum(exp(x - max))).
+Value buildSoftmax(OpBuilder &b, Location loc, Value input,
+                   ArrayRef<int64_t> axes, bool log);
 
 /// Scalar arithmetic that picks the float or integer arith op.
 Value createAdd(OpBuilder &b, Location loc, Value x, Value y);

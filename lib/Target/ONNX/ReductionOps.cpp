@@ -169,39 +169,8 @@ LogicalResult convertSoftmax(NodeContext &ctx, bool log) {
   SmallVector<int64_t> axes;
   for (int64_t d = *axis; d < (ctx.opset >= 13 ? *axis + 1 : rank); ++d)
     axes.push_back(d);
-  OpBuilder &b = ctx.b;
-  Location loc = ctx.loc;
-  Value input = ctx.operand(0);
-  Type elementType = getTensorType(input).getElementType();
-  Value max =
-      buildReduction(b, loc, input, axes, /*keepDims=*/true, -kInf,
-                     [](OpBuilder &nb, Location nloc, Value acc, Value v) {
-                       return createMax(nb, nloc, acc, v);
-                     });
-  Value shifted =
-      buildElementwise(b, loc, ValueRange{input, max}, x.shape, elementType,
-                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
-                         return arith::SubFOp::create(nb, nloc, s[0], s[1]);
-                       });
-  Value exp =
-      buildElementwise(b, loc, shifted, x.shape, elementType,
-                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
-                         return math::ExpOp::create(nb, nloc, s[0]);
-                       });
-  Value sum =
-      buildReduction(b, loc, exp, axes, /*keepDims=*/true, 0.0,
-                     [](OpBuilder &nb, Location nloc, Value acc, Value v) {
-                       return createAdd(nb, nloc, acc, v);
-                     });
-  Value result = buildElementwise(
-      b, loc, ValueRange{log ? shifted : exp, sum}, x.shape, elementType,
-      [&](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
-        if (log)
-          return arith::SubFOp::create(nb, nloc, s[0],
-                                       math::LogOp::create(nb, nloc, s[1]));
-        return arith::DivFOp::create(nb, nloc, s[0], s[1]);
-      });
-  ctx.setResult(0, result, x.dtype);
+  ctx.setResult(0, buildSoftmax(ctx.b, ctx.loc, ctx.operand(0), axes, log),
+                x.dtype);
   return success();
 }
 
@@ -455,6 +424,42 @@ LogicalResult convertArgExtreme(NodeContext &ctx, bool isMax) {
 }
 
 } // namespace
+
+Value mlir::tp::onnx_import::buildSoftmax(OpBuilder &b, Location loc,
+                                          Value input, ArrayRef<int64_t> axes,
+                                          bool log) {
+  auto type = getTensorType(input);
+  ArrayRef<int64_t> shape = type.getShape();
+  Type elementType = type.getElementType();
+  Value max =
+      buildReduction(b, loc, input, axes, /*keepDims=*/true, -kInf,
+                     [](OpBuilder &nb, Location nloc, Value acc, Value v) {
+                       return createMax(nb, nloc, acc, v);
+                     });
+  Value shifted =
+      buildElementwise(b, loc, ValueRange{input, max}, shape, elementType,
+                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
+                         return arith::SubFOp::create(nb, nloc, s[0], s[1]);
+                       });
+  Value exp =
+      buildElementwise(b, loc, shifted, shape, elementType,
+                       [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
+                         return math::ExpOp::create(nb, nloc, s[0]);
+                       });
+  Value sum =
+      buildReduction(b, loc, exp, axes, /*keepDims=*/true, 0.0,
+                     [](OpBuilder &nb, Location nloc, Value acc, Value v) {
+                       return createAdd(nb, nloc, acc, v);
+                     });
+  return buildElementwise(
+      b, loc, ValueRange{log ? shifted : exp, sum}, shape, elementType,
+      [&](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
+        if (log)
+          return arith::SubFOp::create(nb, nloc, s[0],
+                                       math::LogOp::create(nb, nloc, s[1]));
+        return arith::DivFOp::create(nb, nloc, s[0], s[1]);
+      });
+}
 
 void mlir::tp::onnx_import::populateReductionConverters(ConverterMap &map) {
   auto reduce = [](ReduceKind kind, int64_t since) {
