@@ -45,3 +45,31 @@ func.func @main(%w: tensor<2xf32> {tp.weight = "w"}) -> (tensor<f32> {tp.output 
   %l = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A body reading two tensors that depend on weights (a gather from each):
+// no rule, an error rather than a silently missing gradient.
+#g = affine_map<(d0) -> (d0)>
+#s = affine_map<(d0) -> ()>
+func.func @main(%ids: tensor<2xi64> {tp.input = "ids"}, %a: tensor<4xf32> {tp.weight = "a"}, %b: tensor<4xf32> {tp.weight = "b"}) -> (tensor<f32> {tp.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<2xf32>
+  // expected-error @+1 {{tp-differentiate: no differentiation rule for a generic reading several tensors inside its body}}
+  %r = linalg.generic {indexing_maps = [#g, #g], iterator_types = ["parallel"]} ins(%ids : tensor<2xi64>) outs(%e0 : tensor<2xf32>) {
+  ^bb0(%i: i64, %o: f32):
+    %k = arith.index_cast %i : i64 to index
+    %x = tensor.extract %a[%k] : tensor<4xf32>
+    %y = tensor.extract %b[%k] : tensor<4xf32>
+    %z = arith.mulf %x, %y : f32
+    linalg.yield %z : f32
+  } -> tensor<2xf32>
+  %e1 = tensor.empty() : tensor<f32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<f32>) -> tensor<f32>
+  %l = linalg.generic {indexing_maps = [#g, #s], iterator_types = ["reduction"]} ins(%r : tensor<2xf32>) outs(%f1 : tensor<f32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = arith.addf %o, %v : f32
+    linalg.yield %t : f32
+  } -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -436,11 +436,17 @@ LogicalResult convertGather(NodeContext &ctx) {
         }));
     return success();
   }
-  // A single known index (x[:, 0]) is a slice.
-  if (constIndices && q == 0) {
+  // Known indices that are a run of consecutive positions (x[:, 0],
+  // Falcon's fused K/V heads x[..., [-2], :], positions 0..s-1 into a
+  // table) are a slice, viewed as the indices' shape: the planner and the
+  // code generators read slices, not gathers.
+  bool run = constIndices && !constIndices->ints.empty();
+  for (size_t k = 1; run && k < constIndices->ints.size(); ++k)
+    run = constIndices->ints[k] == constIndices->ints[0] + int64_t(k);
+  if (run) {
     SmallVector<int64_t> offsets(rank, 0), sizes = data.shape, strides(rank, 1);
     offsets[*axis] = constIndices->ints[0];
-    sizes[*axis] = 1;
+    sizes[*axis] = constIndices->ints.size();
     Value input = ctx.operand(0);
     auto type =
         RankedTensorType::get(sizes, getTensorType(input).getElementType());
