@@ -142,6 +142,10 @@ class Attention(nn.Module):
                     qkv[:, :, :, -1])
         # kv_tail, Falcon-7B: K and V are the last heads of the projection.
         qkv = qkv.view(b, s, h + 2 * kv, d)
+        if kv == 1:
+            # transformers' Falcon (multi_query) picks them with index
+            # lists, which export as Gather at constant indices.
+            return qkv[:, :, :-2], qkv[:, :, [-2]], qkv[:, :, [-1]]
         return qkv[:, :, :h], qkv[:, :, h:h + kv], qkv[:, :, h + kv:]
 
     def rotary(self, x, cos, sin):
