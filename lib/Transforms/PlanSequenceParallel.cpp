@@ -180,7 +180,8 @@ void gatherForWholeProjections(func::FuncOp func, shard::GridOp grid) {
   SmallVector<OpOperand *> reads;
   func.walk([&](linalg::LinalgOp op) {
     OpOperand *input = getActivationOperand(op);
-    if (!input || getSplitRole(op))
+    if (!input || getSplitRole(op) ||
+        op->hasAttr(TPDialect::kBackwardAttrName))
       return;
     if (llvm::any_of(input->get().getUsers(), [&](Operation *user) {
           auto other = dyn_cast<linalg::LinalgOp>(user);
@@ -218,8 +219,10 @@ struct PlanSequenceParallel
       devices *= d;
     module.walk([&](func::FuncOp func) {
       SmallVector<linalg::LinalgOp> rows;
+      // Blocks of the forward: the backward (tp.backward ops) reads the
+      // same weights, and follows the forward's splits through propagation.
       func.walk([&](linalg::LinalgOp op) {
-        if (isRowParallel(op))
+        if (isRowParallel(op) && !op->hasAttr(TPDialect::kBackwardAttrName))
           rows.push_back(op);
       });
       gatherForWholeProjections(func, grid);
@@ -233,7 +236,9 @@ struct PlanSequenceParallel
       func.walk([&](linalg::LinalgOp op) {
         OpOperand *input = getActivationOperand(op);
         llvm::SmallPtrSet<Operation *, 32> seen;
-        if (input && !getSplitRole(op) && readsSplitStream(input->get(), seen))
+        if (input && !getSplitRole(op) &&
+            !op->hasAttr(TPDialect::kBackwardAttrName) &&
+            readsSplitStream(input->get(), seen))
           whole.push_back(op);
       });
       for (linalg::LinalgOp op : whole)
