@@ -16,6 +16,9 @@
 #   make zoo-deps  torch (Debian) + transformers (PyPI) to rebuild the zoo
 #   make bench-deps  torch (Debian) + tensor_parallel/transformers (PyPI, into
 #                bench/.cache/site) for bench/tensor_parallel_cpu.py
+#   make bench-training  one training step (forward + backward, no optimizer)
+#                of a GPT-2-small-shaped model: torch vs tp-compile
+#                --gradients on 1 and 2 ranks (bench/training.py)
 #   make archgen  sample ARCHGEN_COUNT (200) transformer architectures
 #                (utils/archgen) and check each at 1, 2, 4 ranks and SP
 
@@ -31,7 +34,7 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
 PIP_PACKAGES := -r requirements.txt
 
 .PHONY: deps build demo python check check-sanitized check-cuda-zoo fuzz clean \
-  bench-deps zoo-deps zoo-site archgen
+  bench-deps zoo-deps zoo-site archgen bench-training
 
 deps:
 	$(SUDO) apt-get update -qq
@@ -157,6 +160,21 @@ zoo-deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-torch python3-onnx python3-pip
 	$(MAKE) zoo-site
+
+# One training step (forward + loss + gradients; tp-compile has no optimizer
+# yet) of a GPT-2-small-shaped GPT2LMHeadModel with its own loss, batch 8 x
+# 128: torch on one thread vs tp-compile --gradients on 1 and 2 ranks
+# (bench/training.py; results in bench/results/training_*.txt). Debian's
+# python3 with the zoo site's transformers (installed by zoo-site if it is
+# missing). BENCH_TRAINING_FLAGS adds options, e.g. a quick run:
+# BENCH_TRAINING_FLAGS="--layers 1 --hidden 64 --heads 4 --vocab 512
+# --batch 2 --seq 16".
+BENCH_TRAINING_FLAGS ?=
+
+bench-training: build
+	test -d $(ZOO_SITE)/transformers || $(MAKE) zoo-site
+	PYTHONPATH=$(ZOO_SITE) HF_HUB_OFFLINE=1 /usr/bin/python3 bench/training.py \
+	  --build-bin $(BUILD)/bin $(BENCH_TRAINING_FLAGS)
 
 # The architecture generator's sweep (docs/user-guide.md, "The architecture
 # generator"): ARCHGEN_COUNT samples from ARCHGEN_SEED (default: the clock),
