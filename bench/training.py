@@ -57,10 +57,14 @@ Run with Debian's python3 (torch 1.13) and transformers 4.47 from the zoo
 site (`make zoo-site`), or `make bench-training`:
 
   PYTHONPATH=test/models/hf/.cache/site HF_HUB_OFFLINE=1 \\
-      /usr/bin/python3 bench/training.py              # ~6 minutes on 2 cores
+      /usr/bin/python3 bench/training.py --tp-repeat 2   # 7.5 min on 2 cores
   PYTHONPATH=test/models/hf/.cache/site HF_HUB_OFFLINE=1 \\
       /usr/bin/python3 bench/training.py --layers 1 --hidden 64 --heads 4 \\
-      --vocab 512 --batch 2 --seq 16 --repeat 3      # smoke, ~30 s
+      --vocab 512 --batch 2 --seq 16                 # smoke, ~15 s
+
+(2026-12-06: a tp-mlir step at the full size is about a minute on 1 rank,
+dominated by the embedding's gradient, so each default tp-run sample costs
+two minutes: results/training_gpt2_small.txt.)
 """
 
 import argparse
@@ -158,19 +162,22 @@ def gradient_mapping(wrapper, path):
 
 
 def run_logged(cmd, env, log):
-    """Runs cmd with stdout + stderr to the file log; returns (exit
-    status, output, peak RSS in bytes or None). The RSS is from
-    /usr/bin/time: a child of this process inherits its peak RSS (torch's)
-    through fork, a grandchild does not."""
+    """Runs cmd with stdout to the file log and stderr to log.err; returns
+    (exit status, stdout then stderr, peak RSS in bytes or None). Apart,
+    so that tp-compile's progress on stderr does not cut --explain's lines.
+    The RSS is from /usr/bin/time: a child of this process inherits its
+    peak RSS (torch's) through fork, a grandchild does not."""
     rss_file = log + ".rss"
     timed = os.path.exists("/usr/bin/time")
     if timed:
         cmd = ["/usr/bin/time", "-o", rss_file, "-f", "%M"] + cmd
-    with open(log, "w") as f:
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT,
+    with open(log, "w") as out, open(log + ".err", "w") as err:
+        code = subprocess.run(cmd, stdout=out, stderr=err,
                               env=env).returncode
-    with open(log) as f:
-        text = f.read()
+    text = ""
+    for name in (log, log + ".err"):
+        with open(name, errors="replace") as f:
+            text += f.read().rstrip("\n") + "\n"
     rss = None
     if timed and os.path.exists(rss_file):
         with open(rss_file) as f:
