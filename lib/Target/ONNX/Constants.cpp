@@ -148,8 +148,11 @@ ConstTensor ConstTensor::castTo(DType to) const {
       r.floats[i] = roundFloat(getAsDouble(i), to);
     else if (to == TensorProto::BOOL)
       r.ints[i] = getAsDouble(i) != 0.0;
+    else if (isFloat() && to == TensorProto::INT32 &&
+             !(std::abs(floats[i]) < 2147483648.0))
+      r.ints[i] = std::numeric_limits<int32_t>::min(); // cvttsd2si, 32-bit
     else if (isFloat())
-      r.ints[i] = wrapInt(static_cast<int64_t>(std::trunc(floats[i])), to);
+      r.ints[i] = wrapInt(truncToInt64(floats[i]), to);
     else
       r.ints[i] = wrapInt(ints[i], to);
   }

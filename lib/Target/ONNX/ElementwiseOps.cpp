@@ -83,7 +83,7 @@ LogicalResult foldElementwise(NodeContext &ctx, const ElementwiseSpec &spec,
     if (r.isFloat())
       r.floats[flat] = v;
     else
-      r.ints[flat] = static_cast<int64_t>(std::trunc(v));
+      r.ints[flat] = truncToInt64(v);
   }
   ctx.setConstResult(0, r.castTo(resultDType));
   return success();

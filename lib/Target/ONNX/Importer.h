@@ -19,6 +19,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -32,6 +33,16 @@ bool isUnsignedDType(DType t);
 StringRef dtypeName(DType t);
 /// The MLIR element type of an ONNX dtype, or null if unsupported.
 Type getElementType(MLIRContext *ctx, DType t);
+
+/// Float to integer as a cast on x86-64 computes it (cvttsd2si, which
+/// onnxruntime's folds give): truncation toward zero, and the "integer
+/// indefinite" INT64_MIN for NaN and values out of range, where a C++
+/// cast would be undefined (a -inf mask cast to int64).
+inline int64_t truncToInt64(double v) {
+  if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0))
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
 
 /// A tensor whose contents are known at import time: shape arithmetic,
 /// small initializers, Constant nodes. Integers (and bools) live in `ints`,
@@ -48,7 +59,7 @@ struct ConstTensor {
     return isFloat() ? floats[i] : static_cast<double>(ints[i]);
   }
   int64_t getAsInt(int64_t i) const {
-    return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
+    return isFloat() ? truncToInt64(floats[i]) : ints[i];
   }
   /// Resizes storage for numel() elements of the current dtype.
   void allocate();
