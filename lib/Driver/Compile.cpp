@@ -89,6 +89,31 @@ std::string mlir::tp::formatDiagnostic(Diagnostic &diag, StringRef tool) {
 /// place only when it is complete: a failed compile leaves an existing
 /// artifact at `path` as it was. Refuses to replace anything at `path` that
 /// is not an artifact.
+/// The training artifact's loss: `--loss`, or the only scalar output that
+/// is no gradient (tp-differentiate has checked that it exists).
+static FailureOr<std::string> findLossOutput(ModuleOp module,
+                                             StringRef wanted) {
+  if (!wanted.empty())
+    return wanted.str();
+  SmallVector<std::string> scalars;
+  module.walk([&](func::FuncOp func) {
+    if (func.isPrivate())
+      return;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto name =
+          func.getResultAttrOfType<StringAttr>(i, TPDialect::kOutputAttrName);
+      auto type = dyn_cast<RankedTensorType>(func.getResultTypes()[i]);
+      if (name && type && type.getRank() == 0 &&
+          !name.getValue().starts_with("grad."))
+        scalars.push_back(name.getValue().str());
+    }
+  });
+  if (scalars.size() != 1)
+    return module.emitError("--train: ")
+           << scalars.size() << " scalar outputs; name the loss with --loss";
+  return scalars.front();
+}
+
 static LogicalResult writeArtifactAtomically(ModuleOp module, StringRef path,
                                              const ArtifactOptions &options) {
   namespace fs = llvm::sys::fs;
@@ -197,14 +222,35 @@ static LogicalResult checkOptions(MLIRContext &context,
              << "a prefill chunk of " << chunk << " tokens: each must be "
              << "at least 2 (a decode step takes 1) and below --max-seq "
              << options.maxSeq << " (it reads the cache written before it)";
-  if ((!options.loss.empty() || !options.freeze.empty()) &&
-      !options.gradients)
+  bool gradients = options.gradients || options.train;
+  if ((!options.loss.empty() || !options.freeze.empty()) && !gradients)
     return emitError(loc) << (options.loss.empty() ? "--freeze" : "--loss")
-                          << " needs --gradients";
-  if (options.gradients && (options.maxSeq > 0 || options.stages > 1))
-    return emitError(loc) << "--gradients differentiates one forward pass: "
-                             "leave out "
+                          << " needs --gradients or --train";
+  if (gradients && (options.maxSeq > 0 || options.stages > 1))
+    return emitError(loc) << (options.train ? "--train" : "--gradients")
+                          << " differentiates one forward pass: leave out "
                           << (options.maxSeq > 0 ? "--max-seq" : "--pp");
+  if (const std::optional<::tp::rt::TrainingSpec> &train = options.train) {
+    if (train->optimizer != "adamw" && train->optimizer != "sgd")
+      return emitError(loc) << "unknown --train '" << train->optimizer
+                            << "'; expected adamw or sgd";
+    if (options.target == "cuda")
+      return emitError(loc) << "--train runs on --target cpu; the CUDA "
+                               "target does not train yet";
+    if (!options.dtype.empty() && options.dtype != "f32")
+      return emitError(loc) << "--train with --dtype " << options.dtype
+                            << ": mixed-precision training is not built "
+                               "yet; train in f32";
+    if (!(train->lr >= 0) || !(train->eps > 0) || !(train->weightDecay >= 0) ||
+        !(train->clipNorm >= 0) || !(train->beta1 >= 0 && train->beta1 < 1) ||
+        !(train->beta2 >= 0 && train->beta2 < 1) ||
+        !(train->momentum >= 0 && train->momentum <= 1) ||
+        train->accumulate < 1)
+      return emitError(loc)
+             << "--train: --lr, --weight-decay and --clip-norm must be 0 or "
+                "more, --eps positive, --betas and --momentum in [0, 1), "
+                "--accumulate at least 1";
+  }
   if (options.maxSeq > 0 && options.microbatches > 1)
     return emitError(loc) << "--microbatches with --max-seq: a decode step "
                              "runs all its sequences at once";
@@ -433,7 +479,12 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.splitOutputs = options.maxSeq > 0
                                  ? ArrayRef<std::string>{"logits"}
                                  : ArrayRef<std::string>{"*"};
-  parallelize.gradients = options.gradients;
+  parallelize.gradients = options.gradients || options.train.has_value();
+  // Training: each rank updates its own weights from its own gradients,
+  // which stay split as the weights are (none is gathered, whatever dim
+  // it is split on).
+  parallelize.perArgumentGradients = options.train.has_value();
+  parallelize.splitDimZero = options.train.has_value();
   parallelize.loss = options.loss;
   parallelize.freeze = options.freeze;
   PassManager pm(&context, ModuleOp::getOperationName());
@@ -451,9 +502,19 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     explainOptions.output = options.explainJson;
     pm.addPass(createExplain(explainOptions));
   }
+  if (options.train)
+    (*module)->setAttr(TPDialect::kMutableWeightsAttrName,
+                       UnitAttr::get(&context));
   if (failed(checkInterrupted(context, options, "planning")) ||
       failed(pm.run(*module)))
     return failure();
+  std::optional<::tp::rt::TrainingSpec> training = options.train;
+  if (training) {
+    FailureOr<std::string> loss = findLossOutput(*module, options.loss);
+    if (failed(loss))
+      return failure();
+    training->loss = *loss;
+  }
   if (!options.writeArtifact)
     return success();
   if (failed(checkInterrupted(context, options, "writing the artifact")))
@@ -493,6 +554,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   artifactOptions.target = options.target;
   artifactOptions.maxSeq = options.maxSeq;
   artifactOptions.maxBatch = options.maxSeq > 0 ? options.maxBatch : 0;
+  artifactOptions.training = training;
   artifactOptions.onProgress = [&options](uint64_t done, uint64_t total) {
     if (options.progress && !options.progress(done, total))
       return false;

@@ -66,9 +66,10 @@ public:
   int fd = -1;
 };
 
-/// SHA256SUMS: "<64 hex>  <name>" per line.
-std::map<std::string, std::string> parseChecksums(const std::string &text,
-                                                  const std::string &path) {
+} // namespace
+
+std::map<std::string, std::string>
+tp::rt::parseChecksums(const std::string &text, const std::string &path) {
   std::map<std::string, std::string> sums;
   size_t begin = 0, line = 1;
   while (begin < text.size()) {
@@ -86,6 +87,7 @@ std::map<std::string, std::string> parseChecksums(const std::string &text,
   return sums;
 }
 
+namespace {
 /// The checksum SHA256SUMS records for `name`.
 const std::string &recorded(const Manifest &manifest, const std::string &name) {
   auto it = manifest.checksums.find(name);

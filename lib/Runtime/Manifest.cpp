@@ -14,6 +14,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -108,6 +109,18 @@ public:
       fail(prefix + "missing integer '" + key + "'");
     if (*value < min || *value > max)
       fail(prefix + "'" + key + "' is " + std::to_string(*value) +
+           ", outside [" + std::to_string(min) + ", " + std::to_string(max) +
+           "]");
+    return *value;
+  }
+  /// A finite number in [min, max].
+  double number(const llvm::json::Object &in, const char *key, double min,
+                double max, const std::string &what) const {
+    std::optional<double> value = in.getNumber(key);
+    if (!value)
+      fail(what + ": missing number '" + key + "'");
+    if (!std::isfinite(*value) || *value < min || *value > max)
+      fail(what + ": '" + key + "' is " + std::to_string(*value) +
            ", outside [" + std::to_string(min) + ", " + std::to_string(max) +
            "]");
     return *value;
@@ -341,7 +354,7 @@ static bool carries(const TensorSpec &arg, const TensorSpec &whole,
     if (static_cast<int64_t>(d) == whole.splitDim) {
       // Each block is at most the whole (a 32-bit count of blocks cannot
       // overflow it), and together they cover it.
-      if (d == 0 || dim < 1 || dim > whole.shape[d] ||
+      if ((d == 0 && microbatches > 1) || dim < 1 || dim > whole.shape[d] ||
           dim * tp < whole.shape[d])
         return false;
     } else if (dim != whole.shape[d]) {
@@ -550,6 +563,35 @@ Manifest tp::rt::parseManifest(const std::string &json,
                      where);
         manifest.prefill.push_back(std::move(chunk));
       }
+  }
+
+  if (const llvm::json::Value *training = root.get("training")) {
+    const llvm::json::Object &in = reader.object(training, "'training'");
+    TrainingSpec spec;
+    spec.optimizer = reader.string(in, "optimizer");
+    if (spec.optimizer != "adamw" && spec.optimizer != "sgd")
+      reader.fail("training: unknown optimizer '" + spec.optimizer +
+                  "' (adamw or sgd)");
+    spec.lr = reader.number(in, "lr", 0, 1e6, "training");
+    spec.beta1 = reader.number(in, "beta1", 0, 1, "training");
+    spec.beta2 = reader.number(in, "beta2", 0, 1, "training");
+    spec.eps = reader.number(in, "eps", 0, 1e6, "training");
+    spec.weightDecay = reader.number(in, "weight_decay", 0, 1e6, "training");
+    spec.momentum = reader.number(in, "momentum", 0, 1, "training");
+    spec.clipNorm = reader.number(in, "clip_norm", 0, 1e30, "training");
+    spec.accumulate = reader.integer(in, "accumulate", 1, 1 << 20, "training");
+    spec.loss = reader.string(in, "loss");
+    if (manifest.maxSeq > 0 || manifest.pp > 1)
+      reader.fail("training: an artifact that trains has one stage and no "
+                  "'generation'");
+    auto loss = std::find_if(
+        manifest.outputs.begin(), manifest.outputs.end(),
+        [&](const TensorSpec &o) { return o.name == spec.loss; });
+    if (loss == manifest.outputs.end() || loss->numElements() != 1 ||
+        loss->dtype != "F32")
+      reader.fail("training: the loss '" + spec.loss +
+                  "' is not a scalar F32 model output");
+    manifest.training = std::move(spec);
   }
 
   const llvm::json::Array &ranks = reader.array(root, "ranks");

@@ -144,6 +144,19 @@ std::string tp::rt::printManifest(const Manifest &manifest) {
               });
           });
       });
+    if (const std::optional<TrainingSpec> &training = manifest.training)
+      json.attributeObject("training", [&] {
+        json.attribute("optimizer", training->optimizer);
+        json.attribute("lr", training->lr);
+        json.attribute("beta1", training->beta1);
+        json.attribute("beta2", training->beta2);
+        json.attribute("eps", training->eps);
+        json.attribute("weight_decay", training->weightDecay);
+        json.attribute("momentum", training->momentum);
+        json.attribute("clip_norm", training->clipNorm);
+        json.attribute("accumulate", training->accumulate);
+        json.attribute("loss", training->loss);
+      });
     json.attributeArray("ranks", [&] {
       for (const RankSpec &rank : manifest.rankSpecs)
         json.object([&] {

@@ -390,6 +390,12 @@ public:
   int blasThreads = 0;
   RunTiming timing;
 
+  /// This process's binding of rank `rank` of the main program, for
+  /// training; throws for a CUDA artifact or a rank elsewhere.
+  const BoundRank &trainingRank(int32_t rank) const;
+  /// The ranks this process binds.
+  std::vector<int32_t> localRanks() const;
+
 private:
   /// Throws unless `index` names a program of the artifact.
   void checkProgram(int index) const {
@@ -1158,6 +1164,44 @@ void Session::Impl::broadcastFromRoot(std::vector<char> &data) {
                 std::to_string(bytes) + " bytes");
   data.resize(bytes);
   context.recv(0, data.data(), bytes, site);
+}
+
+std::vector<int32_t> Session::getLocalRanks() const {
+  return impl->localRanks();
+}
+
+std::vector<int32_t> Session::Impl::localRanks() const {
+  if (mpi)
+    return {mpiRank};
+  std::vector<int32_t> ranks(bound.size());
+  for (size_t r = 0; r < ranks.size(); ++r)
+    ranks[r] = static_cast<int32_t>(r);
+  return ranks;
+}
+
+const BoundRank &Session::Impl::trainingRank(int32_t rank) const {
+  if (cuda)
+    throw Error(artifact + ": a --target cuda artifact keeps its weights "
+                           "and results on the GPU");
+  if (mpi ? rank != mpiRank
+          : rank < 0 || rank >= static_cast<int32_t>(bound.size()))
+    throw Error("rank " + std::to_string(rank) + " is not in this process");
+  return bound.at(mpi ? 0 : rank);
+}
+
+char *Session::getRankWeightFile(int32_t rank) {
+  return impl->trainingRank(rank).weights->data.get();
+}
+
+const char *Session::getRankOutput(int32_t rank,
+                                   const std::string &name) const {
+  const BoundRank &bound = impl->trainingRank(rank);
+  Program program = mainProgram(impl->manifest);
+  std::vector<size_t> slots = outputSlots(program);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (program.outputs[i].name == name)
+      return bound.outputs.at(slots[i]).data();
+  throw Error(impl->artifact + " has no output '" + name + "'");
 }
 
 OutputBlocks Session::getOutputBlocks(const std::string &name,

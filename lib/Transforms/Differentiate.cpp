@@ -772,7 +772,8 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
   }
 
   /// Each trainable initializer's name with its gradient: a weight's own,
-  /// or the pieces of a fused one concatenated in their order.
+  /// or the pieces of a fused one concatenated in their order (with
+  /// perArgument, each piece's own under its artifact name).
   FailureOr<SmallVector<std::pair<StringAttr, Value>>>
   joinPieces(func::FuncOp func, ArrayRef<BlockArgument> weights,
              ArrayRef<Value> gradients) {
@@ -787,6 +788,16 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
     OpBuilder b = OpBuilder::atBlockTerminator(&func.getBody().front());
     for (auto &[name, pieces] : byName) {
       LayoutAttr first = pieces.front().first;
+      if (perArgument) {
+        for (auto &[layout, g] : pieces)
+          named.push_back(
+              {StringAttr::get(func.getContext(),
+                               getPieceName(name.getValue(), layout,
+                                            cast<RankedTensorType>(g.getType())
+                                                .getRank())),
+               g});
+        continue;
+      }
       if (pieces.size() == 1 && (!first || !first.isPiece())) {
         named.push_back({name, pieces.front().second});
         continue;

@@ -56,6 +56,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     DifferentiateOptions differentiate;
     differentiate.loss = options.loss;
     differentiate.freeze = options.freeze;
+    differentiate.perArgument = options.perArgumentGradients;
     pm.addPass(createDifferentiate(differentiate));
   }
   pm.addPass(createPlanTensorParallel(plan));
@@ -103,6 +104,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     SplitOutputsOptions split;
     split.names.assign(options.splitOutputs.begin(),
                        options.splitOutputs.end());
+    split.dimZero = options.splitDimZero;
     pm.addNestedPass<func::FuncOp>(createSplitOutputs(split));
   }
   // Mixed precision last: the planning passes match the model's own ops.

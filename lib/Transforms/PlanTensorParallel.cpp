@@ -92,15 +92,23 @@ struct PlanTensorParallel
   /// piece's gradient as its piece).
   void annotateGradients(func::FuncOp func, const TensorParallelPlan &plan,
                          OpBuilder &b) {
+    // By initializer (the pieces of a fused weight together), and by
+    // argument as the artifact names it (a piece's own gradient).
     llvm::StringMap<SmallVector<std::pair<Value, int64_t>>> splitWeights;
+    llvm::StringMap<std::pair<Value, int64_t>> splitArguments;
     for (auto [weight, split] : plan.splits) {
       auto arg = dyn_cast<BlockArgument>(weight);
       if (!arg)
         continue;
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     TPDialect::kWeightAttrName);
-      if (name)
-        splitWeights[name.getValue()].push_back({weight, split.dim});
+      if (!name)
+        continue;
+      splitWeights[name.getValue()].push_back({weight, split.dim});
+      splitArguments[getPieceName(
+          name.getValue(), getLayout(func, arg.getArgNumber()),
+          cast<RankedTensorType>(arg.getType()).getRank())] = {weight,
+                                                               split.dim};
     }
     auto split = [&](Value grad, Value weight, int64_t dim) {
       if (grad.getType() != weight.getType() || !grad.getDefiningOp() ||
@@ -119,10 +127,16 @@ struct PlanTensorParallel
           operand.getOperandNumber(), TPDialect::kOutputAttrName);
       if (!name || !name.getValue().starts_with("grad."))
         continue;
-      auto it = splitWeights.find(name.getValue().drop_front(5));
+      Value grad = operand.get();
+      StringRef weightName = name.getValue().drop_front(5);
+      if (auto arg = splitArguments.find(weightName);
+          arg != splitArguments.end()) {
+        split(grad, arg->second.first, arg->second.second);
+        continue;
+      }
+      auto it = splitWeights.find(weightName);
       if (it == splitWeights.end())
         continue;
-      Value grad = operand.get();
       if (it->second.size() == 1) {
         split(grad, it->second.front().first, it->second.front().second);
         continue;

@@ -29,7 +29,8 @@ namespace {
 /// The gather of a returned value `v`, and the size of its gathered dim in
 /// `v`: `all_gather(x)` itself, or a slice of it from 0 that drops padding
 /// on the gathered dim only.
-std::optional<std::pair<shard::AllGatherOp, int64_t>> getGather(Value v) {
+std::optional<std::pair<shard::AllGatherOp, int64_t>> getGather(Value v,
+                                                                 bool dimZero) {
   Value gathered = v;
   auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
   if (slice)
@@ -37,9 +38,10 @@ std::optional<std::pair<shard::AllGatherOp, int64_t>> getGather(Value v) {
   auto gather = gathered.getDefiningOp<shard::AllGatherOp>();
   if (!gather || !gathered.hasOneUse() || gather.getGridAxes().size() != 1)
     return std::nullopt;
-  // Dim 0 is the batch, which micro-batches cut: the runtime joins those.
+  // Dim 0 is the batch, which micro-batches cut: the runtime joins those
+  // (unless dimZero says that no micro-batches cut it).
   int64_t dim = gather.getGatherAxis().getSExtValue();
-  if (dim == 0)
+  if (dim == 0 && !dimZero)
     return std::nullopt;
   auto type = cast<RankedTensorType>(gather.getResult().getType());
   if (!slice)
@@ -74,7 +76,7 @@ struct SplitOutputs : tp::impl::SplitOutputsBase<SplitOutputs> {
           index, TPDialect::kOutputAttrName);
       if (!name || !(all || wanted.contains(name.getValue())))
         continue;
-      auto found = getGather(operand.get());
+      auto found = getGather(operand.get(), dimZero);
       if (!found)
         continue;
       auto [gather, size] = *found;

@@ -1,6 +1,6 @@
 //===- tp-compile.cpp - ONNX model to a tp-mlir artifact ------------------===//
 //
-// A command line over tp::compileModel (include/tp/Driver/Compile.h):
+// A command line over mlir::tp::compileModel (include/tp/Driver/Compile.h):
 // import, plan and split, write the artifact folder and, for --target cpu
 // or cuda, the library built from its emitted C++ or CUDA.
 //
@@ -11,6 +11,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
@@ -55,6 +56,41 @@ static cl::opt<std::string>
            cl::desc("With --gradients: weights whose name matches this "
                     "regex are not trained (no gradient)"),
            cl::cat(category));
+static cl::opt<std::string> train(
+    "train",
+    cl::desc("Compile a training step: the loss, the gradients and the "
+             "optimizer the runtime applies after each step (adamw or sgd; "
+             "tp-run --train)"),
+    cl::value_desc("adamw|sgd"), cl::cat(category));
+static cl::opt<double> learningRate(
+    "lr", cl::init(1e-3),
+    cl::desc("With --train: the learning rate (tp-run --lr overrides it)"),
+    cl::cat(category));
+static cl::list<double>
+    betas("betas", cl::CommaSeparated,
+          cl::desc("With --train adamw: beta1,beta2 (default 0.9,0.999)"),
+          cl::cat(category));
+static cl::opt<double> eps("eps", cl::init(1e-8),
+                           cl::desc("With --train adamw: epsilon"),
+                           cl::cat(category));
+static cl::opt<double> weightDecay(
+    "weight-decay",
+    cl::desc("With --train: decoupled weight decay for adamw (default "
+             "0.01), L2 added to the gradient for sgd (default 0)"),
+    cl::cat(category));
+static cl::opt<double> momentum("momentum", cl::init(0),
+                                cl::desc("With --train sgd: momentum"),
+                                cl::cat(category));
+static cl::opt<double> clipNorm(
+    "clip-norm", cl::init(0),
+    cl::desc("With --train: clip the gradients to this global norm (0: "
+             "none)"),
+    cl::cat(category));
+static cl::opt<int64_t> accumulate(
+    "accumulate", cl::init(1),
+    cl::desc("With --train: micro-batches whose gradients are averaged "
+             "into each step"),
+    cl::cat(category));
 static cl::opt<int64_t>
     maxSeq("max-seq", cl::init(0),
            cl::desc("Compile the decode step of a decoder exported with its "
@@ -135,7 +171,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "tp-mlir compiler: ONNX model -> artifact\n");
-  tp::CompileOptions options;
+  mlir::tp::CompileOptions options;
   options.model = inputPath;
   options.output = outputPath;
   options.devices = devices;
@@ -147,6 +183,36 @@ int main(int argc, char **argv) {
   options.gradients = gradients;
   options.loss = loss;
   options.freeze = freeze;
+  if (train.getNumOccurrences()) {
+    ::tp::rt::TrainingSpec spec;
+    spec.optimizer = train;
+    spec.lr = learningRate;
+    if (!betas.empty()) {
+      if (betas.size() != 2) {
+        llvm::WithColor::error(llvm::errs(), "tp-compile")
+            << "--betas takes two values, beta1,beta2\n";
+        return 1;
+      }
+      spec.beta1 = betas[0];
+      spec.beta2 = betas[1];
+    }
+    spec.eps = eps;
+    spec.weightDecay = weightDecay.getNumOccurrences() ? double(weightDecay)
+                       : train == "adamw"                ? 0.01
+                                                         : 0.0;
+    spec.momentum = momentum;
+    spec.clipNorm = clipNorm;
+    spec.accumulate = accumulate;
+    options.train = spec;
+  } else if (learningRate.getNumOccurrences() || betas.getNumOccurrences() ||
+             eps.getNumOccurrences() || weightDecay.getNumOccurrences() ||
+             momentum.getNumOccurrences() || clipNorm.getNumOccurrences() ||
+             accumulate.getNumOccurrences()) {
+    llvm::WithColor::error(llvm::errs(), "tp-compile")
+        << "--lr, --betas, --eps, --weight-decay, --momentum, --clip-norm "
+           "and --accumulate need --train\n";
+    return 1;
+  }
   options.prefillLength = prefillLength;
   options.prefillChunks.assign(prefillChunks.begin(), prefillChunks.end());
   options.strategy = strategy;
@@ -165,15 +231,15 @@ int main(int argc, char **argv) {
       options.buildCache = dir;
 
   DialectRegistry registry;
-  tp::registerCompileDialects(registry);
+  mlir::tp::registerCompileDialects(registry);
   MLIRContext context(registry);
   // Print every diagnostic, warnings included (MLIR's default handler shows
   // only errors): the planner explains each weight it leaves whole.
   context.getDiagEngine().registerHandler([](Diagnostic &diag) {
-    llvm::errs() << tp::formatDiagnostic(diag, "tp-compile");
+    llvm::errs() << mlir::tp::formatDiagnostic(diag, "tp-compile");
     return success();
   });
-  if (failed(tp::compileModel(context, options)))
+  if (failed(mlir::tp::compileModel(context, options)))
     return 1;
   llvm::errs() << "tp-compile: wrote " << outputPath << " (" << devices << " x "
                << stages << " ranks)\n";

@@ -22,6 +22,11 @@ static cl::opt<std::string> output("o", cl::Required,
                                    cl::desc("safetensors file to write"),
                                    cl::value_desc("full.safetensors"),
                                    cl::cat(category));
+static cl::opt<std::string>
+    checkpoint("checkpoint",
+               cl::desc("The weights of this training checkpoint (tp-run "
+                        "--train --save) instead of the artifact's"),
+               cl::value_desc("CKPT"), cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("No progress on stderr"),
                            cl::cat(category));
 
@@ -31,7 +36,7 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv, "Rebuild a model's unsharded weights from a tp artifact\n");
   std::string error;
-  if (!mlir::tp::exportWeights(artifact, output, !quiet, error)) {
+  if (!mlir::tp::exportWeights(artifact, output, !quiet, error, checkpoint)) {
     llvm::WithColor::error(llvm::errs(), "tp-export-weights") << error << "\n";
     return 1;
   }

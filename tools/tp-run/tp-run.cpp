@@ -12,10 +12,13 @@
 
 #include "tp/Runtime/Npy.h"
 #include "tp/Runtime/Session.h"
+#include "tp/Runtime/Trainer.h"
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <malloc.h>
 #include <map>
@@ -50,6 +53,13 @@ struct Options {
   int64_t topK = 0;
   double topP = 1.0, temperature = 1.0;
   uint64_t seed = 0;
+  // --train: optimizer steps over the micro-batches in --data.
+  bool train = false;
+  int64_t steps = 1;
+  std::string data;
+  double lr = -1; // the artifact's
+  std::string save, resume;
+  int64_t saveEvery = 0;
 };
 
 [[noreturn]] void usage(const std::string &message) {
@@ -62,7 +72,9 @@ struct Options {
                "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
                "[--input attention_mask=FILE.npy] [--eos ID] [--num-beams K] "
                "[--sample [--top-k K] [--top-p P] [--temperature T] "
-               "[--seed N]] [--output-dir DIR]\n";
+               "[--seed N]] [--output-dir DIR]\n"
+               "       tp-run ARTIFACT --train --data DIR [--steps N] [--lr LR] "
+               "[--save CKPT [--save-every N]] [--resume CKPT]\n";
   std::exit(2);
 }
 
@@ -172,6 +184,26 @@ Options parseOptions(int argc, char **argv) {
       if (seed < 0)
         usage("--seed needs 0 or more");
       options.seed = static_cast<uint64_t>(seed);
+    } else if (arg == "--train") {
+      options.train = true;
+    } else if (matches(arg, "--steps")) {
+      options.steps = integer(value(i, "--steps"), "--steps");
+      if (options.steps < 1)
+        usage("--steps needs 1 or more");
+    } else if (matches(arg, "--data")) {
+      options.data = value(i, "--data");
+    } else if (matches(arg, "--lr")) {
+      options.lr = number(value(i, "--lr"), "--lr");
+      if (options.lr < 0)
+        usage("--lr needs 0 or more");
+    } else if (matches(arg, "--save")) {
+      options.save = value(i, "--save");
+    } else if (matches(arg, "--save-every")) {
+      options.saveEvery = integer(value(i, "--save-every"), "--save-every");
+      if (options.saveEvery < 1)
+        usage("--save-every needs 1 or more");
+    } else if (matches(arg, "--resume")) {
+      options.resume = value(i, "--resume");
     } else if (arg == "--quiet") {
       options.quiet = true;
     } else if (matches(arg, "--trace")) {
@@ -192,6 +224,16 @@ Options parseOptions(int argc, char **argv) {
     usage("no artifact given");
   if (options.generate < 0 && (options.sample || options.eos >= 0))
     usage("--sample and --eos go with --generate");
+  if (!options.train &&
+      (!options.data.empty() || !options.save.empty() ||
+       !options.resume.empty() || options.lr >= 0 || options.saveEvery))
+    usage("--data, --lr, --save, --save-every and --resume go with --train");
+  if (options.train && (options.data.empty() || !options.inputs.empty() ||
+                        options.generate >= 0))
+    usage("--train reads its micro-batches from --data DIR (no --input, no "
+          "--generate)");
+  if (options.saveEvery && options.save.empty())
+    usage("--save-every needs --save CKPT");
   return options;
 }
 
@@ -354,6 +396,101 @@ std::string tracePath(const std::string &path, int32_t mpiRank) {
          path.substr(dot);
 }
 
+/// --data DIR's micro-batches: its sub-folders named 0, 1, 2, ... in
+/// order, each one micro-batch's inputs as <input name>.npy.
+std::vector<std::map<std::string, NpyArray>>
+readMicrobatches(const std::string &dir, const Manifest &manifest) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int64_t, fs::path>> folders;
+  std::error_code ec;
+  for (const fs::directory_entry &entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_directory() && !name.empty() &&
+        std::all_of(name.begin(), name.end(), ::isdigit))
+      folders.emplace_back(std::stoll(name), entry.path());
+  }
+  if (ec)
+    throw Error("--data " + dir + ": " + ec.message());
+  if (folders.empty())
+    throw Error("--data " + dir +
+                " holds no micro-batch: sub-folders 0, 1, ... each with "
+                "<input>.npy");
+  std::sort(folders.begin(), folders.end());
+  std::vector<std::map<std::string, NpyArray>> batches;
+  for (const auto &[index, folder] : folders) {
+    std::map<std::string, NpyArray> &batch = batches.emplace_back();
+    for (const TensorSpec &input : manifest.inputs) {
+      fs::path file = folder / (input.name + ".npy");
+      if (!fs::exists(file))
+        throw Error(file.string() + " is missing: each micro-batch of --data "
+                                    "holds every model input");
+      batch[input.name] = readNpy(file.string());
+    }
+  }
+  return batches;
+}
+
+/// tp-run --train: --steps optimizer steps, each over the artifact's
+/// `accumulate` micro-batches of --data in turn (cycling), printing the
+/// loss, the gradient norm and tokens per second (a token is an element of
+/// the first integer input, input_ids).
+int train(const Options &options, Session &session) {
+  const Manifest &manifest = session.getManifest();
+  Trainer trainer(session);
+  if (!options.resume.empty())
+    trainer.resume(options.resume);
+  std::vector<std::map<std::string, NpyArray>> batches =
+      readMicrobatches(options.data, manifest);
+  int64_t tokens = 0;
+  for (const TensorSpec &input : manifest.inputs)
+    if (input.dtype[0] == 'I') {
+      tokens = input.numElements();
+      break;
+    }
+  int64_t accumulate = manifest.training->accumulate;
+  bool root = session.getMpiRank() <= 0;
+  double seconds = 0;
+  int64_t next = trainer.getStep() * accumulate;
+  for (int64_t s = 0; s < options.steps; ++s) {
+    std::vector<std::map<std::string, InputView>> step;
+    for (int64_t k = 0; k < accumulate; ++k, ++next) {
+      size_t index = static_cast<size_t>(next % batches.size());
+      std::map<std::string, InputView> &inputs = step.emplace_back();
+      for (const auto &[name, array] : batches[index])
+        inputs[name] = {dtypeOfDescr(array.descr), array.shape,
+                        array.data.data(),
+                        options.data + "/" + std::to_string(index) + "/" +
+                            name + ".npy"};
+    }
+    TrainStep result = trainer.step(step, options.lr);
+    seconds += result.seconds;
+    if (root && !options.quiet)
+      std::cout << "step " << result.step << ": loss "
+                << std::setprecision(9) << result.loss << std::setprecision(4)
+                << " grad norm " << result.gradNorm << " lr " << result.lr
+                << " (" << std::setprecision(3) << result.seconds * 1e3
+                << " ms, "
+                << static_cast<double>(tokens * accumulate) / result.seconds
+                << " tokens/s)" << std::setprecision(6) << "\n"
+                << std::flush;
+    bool last = s + 1 == options.steps;
+    if (!options.save.empty() &&
+        (last || (options.saveEvery && result.step % options.saveEvery == 0))) {
+      trainer.save(options.save);
+      if (root && !options.quiet)
+        std::cout << "saved step " << result.step << " -> " << options.save
+                  << "\n";
+    }
+  }
+  if (root)
+    std::cout << "trained " << options.steps << " steps on "
+              << manifest.ranks << " ranks: "
+              << static_cast<double>(tokens * accumulate * options.steps) /
+                     seconds
+              << " tokens/s\n";
+  return 0;
+}
+
 int runSession(const Options &options, Session &session);
 
 int run(const Options &options) {
@@ -384,6 +521,8 @@ int runSession(const Options &options, Session &session) {
                 " ranks (tp " + std::to_string(manifest.tp) + " x pp " +
                 std::to_string(manifest.pp) + "), not " +
                 std::to_string(options.ranks));
+  if (options.train)
+    return train(options, session);
   std::map<std::string, NpyArray> arrays = readInputs(options);
   if (options.generate >= 0)
     return generate(options, session, arrays);

@@ -9,6 +9,8 @@
 #ifndef TP_DRIVER_COMPILE_H
 #define TP_DRIVER_COMPILE_H
 
+#include "tp/Runtime/Artifact.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 
@@ -50,6 +52,12 @@ struct CompileOptions {
   std::string loss;
   /// --freeze: weights whose name matches this regex are not trained.
   std::string freeze;
+  /// --train OPTIMIZER (with --lr, --betas, --eps, --weight-decay,
+  /// --momentum, --clip-norm, --accumulate): a training artifact. The
+  /// gradients of --gradients, one per weight argument and each rank's
+  /// own block, which the runtime's Trainer applies the optimizer to
+  /// (`loss` is filled in by the compile).
+  std::optional<::tp::rt::TrainingSpec> train;
   bool explain = false; // the report goes to stdout
   /// If set, the plan as tp-explain's JSON goes to this file.
   std::string explainJson;

@@ -106,6 +106,25 @@ struct PrefillSpec {
   std::vector<TensorSpec> inputs, outputs;
 };
 
+/// A training artifact's optimizer (tp-compile --train; `training` in the
+/// manifest): what the runtime's Trainer applies to each rank's weights
+/// after every step, from the gradients the step returns as outputs
+/// `grad.<weight>` (each rank's block, split as its weight).
+struct TrainingSpec {
+  /// "adamw" (torch.optim.AdamW) or "sgd" (torch.optim.SGD).
+  std::string optimizer;
+  /// The default learning rate (tp-run --lr overrides it at run time).
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = 0, momentum = 0;
+  /// Clip the gradients to this global norm (0: no clipping).
+  double clipNorm = 0;
+  /// Micro-batches whose gradients are averaged into one step.
+  int64_t accumulate = 1;
+  /// The model output that is the loss.
+  std::string loss;
+};
+
 struct Manifest {
   std::string dir;
   /// The model tp-compile read, and the partitioned module beside it.
@@ -117,6 +136,8 @@ struct Manifest {
   int64_t maxSeq = 0, maxBatch = 0;
   /// The prefill chunk programs, by ascending length; empty: none.
   std::vector<PrefillSpec> prefill;
+  /// A training artifact's optimizer; absent for inference.
+  std::optional<TrainingSpec> training;
   std::vector<StageSpec> stages;
   std::vector<TensorSpec> inputs, outputs;
   std::vector<RankSpec> rankSpecs;
@@ -170,6 +191,11 @@ RankWeights loadRankWeights(const Manifest &manifest, int32_t rank);
 /// file in errors.
 void checkSafeTensorsHeader(const RankSpec &spec, const char *data,
                             uint64_t size, const std::string &path);
+
+/// SHA256SUMS's text (`path` names it in errors): "<64 hex>  <name>" per
+/// line, as file name -> SHA-256. Throws Error for a malformed line.
+std::map<std::string, std::string> parseChecksums(const std::string &text,
+                                                  const std::string &path);
 
 /// Bytes per element of a safetensors dtype name; 0 if unknown.
 int64_t dtypeNameBytes(const std::string &dtype);

@@ -190,6 +190,21 @@ public:
   /// threads).
   void broadcastFromRoot(std::vector<char> &data);
 
+  /// Training (Trainer) reads and writes the ranks' memory directly. The
+  /// ranks of this process: all of them with threads, one under MPI.
+  std::vector<int32_t> getLocalRanks() const;
+  /// Rank `rank`'s weight file as loaded: the whole safetensors image
+  /// (header and weights, RankSpec::bytes long), in the memory the model
+  /// library reads the weights from on every run. A --target cpu artifact
+  /// whose weights are updated in place (tp-compile --train) keeps no copy
+  /// of them. Throws Error for a rank not in this process or a CUDA
+  /// artifact (its weights live on the GPU).
+  char *getRankWeightFile(int32_t rank);
+  /// Rank `rank`'s result for model output `name` of the last run of the
+  /// main program: its block of a split output, its own copy of a whole
+  /// one. Throws Error as getRankWeightFile does, or for an unknown name.
+  const char *getRankOutput(int32_t rank, const std::string &name) const;
+
   /// Runs a generation artifact's prefill chunk `chunk` (its inputs and
   /// outputs are manifest.prefill[chunk]'s), which writes the KV caches the
   /// decode step reads. Throws Error as run() does, and for an artifact

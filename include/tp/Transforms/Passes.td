@@ -56,7 +56,8 @@ def Differentiate : Pass<"tp-differentiate", "::mlir::ModuleOp"> {
     derivative (forward mode on its scalars) through m, summing over the
     loops m leaves out. expand/collapse_shape, extract_slice, concat and
     constant pads move the gradient back. The gradients are appended as
-    results named `grad.<weight>`, in argument order. An op on the path
+    results named `grad.<weight>`, in argument order (with `per-argument`,
+    one per argument: `grad.<weight>[a:b]` for a piece). An op on the path
     from a weight to the loss without a rule is an error at its location
     (the ONNX node).
   }];
@@ -66,6 +67,12 @@ def Differentiate : Pass<"tp-differentiate", "::mlir::ModuleOp"> {
            "output)">,
     Option<"freeze", "freeze", "std::string", /*default=*/"",
            "Weights whose name matches this regex are not trained">,
+    Option<"perArgument", "per-argument", "bool", /*default=*/"false",
+           "One gradient per weight argument, named after the argument as "
+           "the artifact names it (grad.<initializer>[a:b] for a piece of a "
+           "fused weight), instead of joining the pieces into one gradient "
+           "of the initializer: what an optimizer updating each rank's "
+           "arguments in place reads (tp-compile --train)">,
   ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
@@ -324,7 +331,10 @@ def SplitOutputs : Pass<"tp-split-outputs", "::mlir::func::FuncOp"> {
   let options = [
     ListOption<"names", "names", "std::string",
                "Model outputs (tp.output names) to return as blocks; * for "
-               "all">
+               "all">,
+    Option<"dimZero", "dim-zero", "bool", /*default=*/"false",
+           "Also outputs gathered on dim 0, which is then no batch that "
+           "micro-batches cut (a weight's gradient split by rows)">
   ];
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }

@@ -70,6 +70,17 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
       llvm::cl::desc("With gradients: weights whose name matches this regex "
                      "are not trained"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> perArgumentGradients{
+      *this, "per-argument-gradients",
+      llvm::cl::desc("With gradients: one gradient per weight argument "
+                     "(tp-differentiate per-argument), as training updates "
+                     "them"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> splitDimZero{
+      *this, "split-dim-zero",
+      llvm::cl::desc("Split outputs gathered on dim 0 too (tp-split-outputs "
+                     "dim-zero): no micro-batches cut it"),
+      llvm::cl::init(false)};
   PassOptions::ListOption<std::string> splitOutputs{
       *this, "split-outputs",
       llvm::cl::desc("Model outputs that each rank returns its block of "

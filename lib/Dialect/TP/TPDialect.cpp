@@ -188,6 +188,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be a unit attribute";
     return success();
   }
+  if (name == kMutableWeightsAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<ModuleOp>(op))
+      return op->emitOpError()
+             << "'" << name << "' must be a unit attribute on a module";
+    return success();
+  }
   if (name == kOpsetAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be an integer";

@@ -357,6 +357,7 @@ static ::tp::rt::Manifest getManifest(const ArtifactPlan &plan,
   manifest.stages = getStageSpecs(plan, plan.stageFuncs);
   manifest.inputs = getSignatureSpecs(plan.inputs, "input");
   manifest.outputs = getSignatureSpecs(plan.outputs, "output");
+  manifest.training = options.training;
   if (options.maxSeq > 0) {
     manifest.maxSeq = options.maxSeq;
     manifest.maxBatch = options.maxBatch;

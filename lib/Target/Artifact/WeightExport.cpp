@@ -20,6 +20,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -264,7 +265,8 @@ static bool isInside(StringRef path, StringRef dir) {
 }
 
 bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
-                             bool progress, std::string &error) {
+                             bool progress, std::string &error,
+                             StringRef checkpointDir) {
   // The runtime's reader: SHA256SUMS, then the manifest's schema, which
   // also checks each part's shape against its cut of the initializer.
   ::tp::rt::Manifest manifest;
@@ -280,12 +282,40 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
     return false;
   }
   int64_t tpDevices = manifest.tp;
+  // A training checkpoint (tp-run --train --save) holds each rank's weight
+  // file as training left it, under the artifact's file names, with its
+  // own checksums.
+  StringRef weightsDir = artifactDir;
+  if (!checkpointDir.empty()) {
+    weightsDir = checkpointDir;
+    try {
+      std::string sumsPath = checkpointDir.str() + "/SHA256SUMS";
+      auto text = llvm::MemoryBuffer::getFile(sumsPath);
+      if (!text)
+        throw ::tp::rt::Error("cannot read " + sumsPath + ": " +
+                              text.getError().message() +
+                              " (is this a tp-run --save checkpoint?)");
+      std::map<std::string, std::string> sums =
+          ::tp::rt::parseChecksums((*text)->getBuffer().str(), sumsPath);
+      for (::tp::rt::RankSpec &rank : manifest.rankSpecs) {
+        auto it = sums.find(rank.file);
+        if (it == sums.end())
+          throw ::tp::rt::Error(sumsPath + " has no checksum for " +
+                                rank.file + ": not a checkpoint of " +
+                                artifactDir.str());
+        rank.sha256 = it->second;
+      }
+    } catch (const ::tp::rt::Error &e) {
+      error = e.what();
+      return false;
+    }
+  }
 
   std::vector<std::unique_ptr<RankReader>> files;
   std::vector<Weight> weights;
   llvm::StringMap<size_t> indexOf;
   for (const ::tp::rt::RankSpec &rank : manifest.rankSpecs) {
-    llvm::SmallString<256> path(artifactDir);
+    llvm::SmallString<256> path(weightsDir);
     llvm::sys::path::append(path, rank.file);
     if (!verifyChecksum(std::string(path), rank.bytes, rank.sha256, error))
       return false;

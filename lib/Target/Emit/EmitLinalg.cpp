@@ -275,7 +275,9 @@ static constexpr int64_t kPackedWeightMaxRows = 128;
 static constexpr int64_t kPackedInPlaceColumns = 32;
 
 /// The name of the weight argument `value` is, or is a reshape of (the same
-/// memory on every call); null for anything else.
+/// memory on every call); null for anything else, and for every weight of
+/// a module whose weights an optimizer updates between runs
+/// (tp.mutable_weights), which no packed copy may outlive.
 static StringAttr residentWeight(Value value) {
   while (Operation *def = value.getDefiningOp()) {
     if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(
@@ -286,6 +288,9 @@ static StringAttr residentWeight(Value value) {
   auto arg = cast<BlockArgument>(value);
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
   if (!func || !arg.getOwner()->isEntryBlock())
+    return {};
+  auto module = func->getParentOfType<ModuleOp>();
+  if (module && module->hasAttr(tp::TPDialect::kMutableWeightsAttrName))
     return {};
   return func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                            tp::TPDialect::kWeightAttrName);

@@ -62,7 +62,7 @@ std::map<std::string, std::vector<float>> readSafeTensors(StringRef path) {
 struct ArtifactWriterTest : ::testing::Test {
   ArtifactWriterTest() {
     context
-        .loadDialect<func::FuncDialect, shard::ShardDialect, tp::TPDialect>();
+        .loadDialect<func::FuncDialect, shard::ShardDialect, mlir::tp::TPDialect>();
     EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("tp-artifact", dir));
   }
   ~ArtifactWriterTest() override { llvm::sys::fs::remove_directories(dir); }
@@ -126,10 +126,10 @@ TEST_F(ArtifactWriterTest, PiecesPaddingAndReplicas) {
 )";
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   ASSERT_TRUE(module);
-  tp::ArtifactOptions options;
+  mlir::tp::ArtifactOptions options;
   options.progress = false;
   options.chunkBytes = 12; // less than a row: runs cross chunk boundaries
-  ASSERT_TRUE(succeeded(tp::writeArtifact(*module, path("a.tpa"), options)));
+  ASSERT_TRUE(succeeded(mlir::tp::writeArtifact(*module, path("a.tpa"), options)));
 
   for (int t = 0; t < 2; ++t) {
     auto rank = readSafeTensors(
@@ -154,7 +154,7 @@ TEST_F(ArtifactWriterTest, PiecesPaddingAndReplicas) {
   }
 
   std::string error;
-  ASSERT_TRUE(tp::exportWeights(path("a.tpa"), path("full.safetensors"),
+  ASSERT_TRUE(mlir::tp::exportWeights(path("a.tpa"), path("full.safetensors"),
                                 /*progress=*/false, error))
       << error;
   auto full = readSafeTensors(path("full.safetensors"));
@@ -200,9 +200,9 @@ std::string writeWith(ArtifactWriterTest &test, StringRef arg) {
     message = diag.str();
     return success();
   });
-  tp::ArtifactOptions options;
+  mlir::tp::ArtifactOptions options;
   options.progress = false;
-  if (succeeded(tp::writeArtifact(*module, test.path("a.tpa"), options)))
+  if (succeeded(mlir::tp::writeArtifact(*module, test.path("a.tpa"), options)))
     return "";
   return message;
 }

@@ -105,6 +105,11 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kLocalCalleeAttrName =
         "tp.local_callee";
     static constexpr llvm::StringLiteral kBackwardAttrName = "tp.backward";
+    /// Unit, on the module: an optimizer updates the weights in place
+    /// between runs (tp-compile --train), so code generation keeps no
+    /// copy of a weight across runs (no packed weights).
+    static constexpr llvm::StringLiteral kMutableWeightsAttrName =
+        "tp.mutable_weights";
   }];
 }
 

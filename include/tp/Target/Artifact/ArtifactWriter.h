@@ -8,12 +8,14 @@
 #ifndef TP_TARGET_ARTIFACT_ARTIFACTWRITER_H
 #define TP_TARGET_ARTIFACT_ARTIFACTWRITER_H
 
+#include "tp/Runtime/Artifact.h"
 #include "tp/Runtime/ArtifactFormat.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace mlir::tp {
@@ -32,6 +34,9 @@ struct ArtifactOptions {
   /// Generation: the decode step's longest context and batch (--max-seq,
   /// --max-batch), recorded in the manifest; 0 for one forward pass.
   int64_t maxSeq = 0, maxBatch = 0;
+  /// Training (tp-compile --train): the optimizer, recorded in the
+  /// manifest for the runtime to apply.
+  std::optional<::tp::rt::TrainingSpec> training;
   /// Writes the emitted source and compiled library into the folder (given
   /// as its argument) and returns their file names; runs after the weight
   /// shards and before the manifest, so a folder with a manifest is whole.

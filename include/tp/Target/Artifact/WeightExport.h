@@ -18,8 +18,11 @@ namespace mlir::tp {
 /// manifest's size and SHA-256, then writes each weight once, unsharded, to
 /// the safetensors file `outPath`, streaming in bounded chunks. Returns
 /// false with `error` set on failure; a corrupted rank file is named.
+/// With `checkpointDir` (tp-run --train --save), the rank files are the
+/// checkpoint's, checked against its SHA256SUMS: the trained weights.
 bool exportWeights(llvm::StringRef artifactDir, llvm::StringRef outPath,
-                   bool progress, std::string &error);
+                   bool progress, std::string &error,
+                   llvm::StringRef checkpointDir = "");
 
 } // namespace mlir::tp
 

@@ -1,0 +1,489 @@
+//===- Trainer.cpp - the optimizer over a training artifact ---------------===//
+//
+// Trainer::step runs the artifact's program (forward, loss and backward,
+// split as planned) once per micro-batch, then updates each rank's weights
+// in place from its own gradient blocks: the same arithmetic as torch's
+// AdamW and SGD, per element, on each rank's shard. A gradient the plan
+// keeps whole is the same on every rank (it was all-reduced), so every
+// rank applies the same update to its copy and the copies stay equal.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tp/Runtime/Trainer.h"
+
+#include "tp/Runtime/Sha256.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace tp::rt;
+
+namespace {
+
+/// A trainable weight of one rank: its memory, its gradient output, and
+/// its optimizer states (split as the weight is).
+struct Param {
+  const WeightSpec *spec = nullptr;
+  float *weight = nullptr;
+  std::string grad;
+  int64_t size = 0;
+  /// The gradient is the rank's block of a split one: it counts once per
+  /// rank in the global norm. A whole one counts on one rank only.
+  bool split = false;
+  /// AdamW: exp_avg and exp_avg_sq; SGD: the momentum buffer (first).
+  std::vector<float> first, second;
+  /// The sum of the micro-batches' gradients (accumulate > 1).
+  std::vector<float> accumulated;
+};
+
+struct LocalRank {
+  int32_t rank = 0;
+  std::vector<Param> params;
+};
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error("cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+void writeFile(const std::string &path, const void *data, size_t bytes) {
+  std::FILE *file = std::fopen(path.c_str(), "wb");
+  if (!file)
+    throw Error("cannot write " + path + ": " + std::strerror(errno));
+  bool ok = std::fwrite(data, 1, bytes, file) == bytes;
+  ok = std::fflush(file) == 0 && ok;
+  ok = ::fsync(fileno(file)) == 0 && ok;
+  ok = std::fclose(file) == 0 && ok;
+  if (!ok)
+    throw Error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+std::string stateFileName(int32_t rank) {
+  return "rank-" + std::to_string(rank) + ".state.safetensors";
+}
+
+} // namespace
+
+class Trainer::Impl {
+public:
+  explicit Impl(Session &session);
+  TrainStep step(const std::vector<std::map<std::string, InputView>> &batches,
+                 double lr);
+  void save(const std::string &dir);
+  void resume(const std::string &dir);
+
+  Session &session;
+  const Manifest &manifest;
+  const TrainingSpec &spec;
+  std::vector<LocalRank> ranks;
+  int64_t steps = 0;
+
+private:
+  /// The sum of `value` over every process (one per rank under MPI).
+  double sumOverProcesses(double value);
+  void update(Param &param, const float *grad, double scale, double lr);
+  std::string stateHeader(const LocalRank &rank) const;
+};
+
+Trainer::Impl::Impl(Session &session)
+    : session(session), manifest(session.getManifest()),
+      spec([&]() -> const TrainingSpec & {
+        if (!session.getManifest().training)
+          throw Error(session.getManifest().dir +
+                      " was not compiled for training: compile it with "
+                      "tp-compile --train adamw|sgd");
+        return *session.getManifest().training;
+      }()) {
+  std::map<std::string, const TensorSpec *> outputs;
+  for (const TensorSpec &output : manifest.outputs)
+    outputs[output.name] = &output;
+  const StageSpec &stage = manifest.stages.at(0);
+  std::map<std::string, const TensorSpec *> results;
+  for (const TensorSpec &result : stage.results)
+    results[result.name] = &result;
+  for (int32_t r : session.getLocalRanks()) {
+    LocalRank &local = ranks.emplace_back();
+    local.rank = r;
+    char *file = session.getRankWeightFile(r);
+    for (const WeightSpec &weight : manifest.rankSpecs.at(r).weights) {
+      std::string grad = "grad." + weight.name;
+      auto output = outputs.find(grad);
+      if (output == outputs.end())
+        continue; // frozen (--freeze), or no float weight
+      const TensorSpec *result = results.at(grad);
+      if (weight.dtype != "F32" || result->dtype != "F32" ||
+          result->shape != weight.shape)
+        throw Error(manifest.dir + ": rank " + std::to_string(r) +
+                    ": gradient '" + grad + "' is " + result->dtype + " " +
+                    formatShape(result->shape) + " but its weight is " +
+                    weight.dtype + " " + formatShape(weight.shape));
+      Param param;
+      param.spec = &weight;
+      param.weight = reinterpret_cast<float *>(file + weight.fileOffset);
+      param.grad = grad;
+      param.size = static_cast<int64_t>(weight.bytes / sizeof(float));
+      param.split = output->second->splitDim >= 0;
+      if (spec.optimizer == "adamw") {
+        param.first.assign(param.size, 0.f);
+        param.second.assign(param.size, 0.f);
+      } else if (spec.momentum > 0) {
+        param.first.assign(param.size, 0.f);
+      }
+      if (spec.accumulate > 1)
+        param.accumulated.assign(param.size, 0.f);
+      local.params.push_back(std::move(param));
+    }
+    if (local.params.empty())
+      throw Error(manifest.dir + ": rank " + std::to_string(r) +
+                  " has no trainable weight with a gradient");
+  }
+}
+
+double Trainer::Impl::sumOverProcesses(double value) {
+  if (session.getMpiRank() < 0)
+    return value;
+  std::vector<char> mine(sizeof(double));
+  std::memcpy(mine.data(), &value, sizeof(double));
+  std::vector<std::vector<char>> all = session.gatherFromLastStage(mine);
+  std::vector<char> total(sizeof(double));
+  if (session.getMpiRank() == 0) {
+    double sum = 0;
+    for (const std::vector<char> &part : all) {
+      double v;
+      std::memcpy(&v, part.data(), sizeof(double));
+      sum += v;
+    }
+    std::memcpy(total.data(), &sum, sizeof(double));
+  }
+  session.broadcastFromRoot(total);
+  double sum;
+  std::memcpy(&sum, total.data(), sizeof(double));
+  return sum;
+}
+
+/// One element at a time, in float, as torch's single-tensor AdamW and
+/// SGD compute it; `scale` folds the accumulation's mean and the clip.
+void Trainer::Impl::update(Param &param, const float *grad, double scale,
+                           double lr) {
+  float *w = param.weight;
+  int64_t n = param.size;
+  float s = static_cast<float>(scale);
+  if (spec.optimizer == "adamw") {
+    double t = static_cast<double>(steps);
+    double bias1 = 1 - std::pow(spec.beta1, t);
+    double bias2 = 1 - std::pow(spec.beta2, t);
+    float decay = static_cast<float>(1 - lr * spec.weightDecay);
+    float beta1 = static_cast<float>(spec.beta1);
+    float beta2 = static_cast<float>(spec.beta2);
+    float stepSize = static_cast<float>(lr / bias1);
+    float bias2Sqrt = static_cast<float>(std::sqrt(bias2));
+    float eps = static_cast<float>(spec.eps);
+    float *m = param.first.data(), *v = param.second.data();
+    for (int64_t i = 0; i < n; ++i) {
+      float g = grad[i] * s;
+      w[i] *= decay;
+      m[i] = m[i] * beta1 + g * (1 - beta1);
+      v[i] = v[i] * beta2 + g * g * (1 - beta2);
+      float denom = std::sqrt(v[i]) / bias2Sqrt + eps;
+      w[i] -= stepSize * (m[i] / denom);
+    }
+    return;
+  }
+  float decay = static_cast<float>(spec.weightDecay);
+  float rate = static_cast<float>(lr);
+  float momentum = static_cast<float>(spec.momentum);
+  float *buffer = param.first.empty() ? nullptr : param.first.data();
+  for (int64_t i = 0; i < n; ++i) {
+    float d = grad[i] * s + decay * w[i];
+    if (buffer)
+      d = buffer[i] = steps == 1 ? d : buffer[i] * momentum + d;
+    w[i] -= rate * d;
+  }
+}
+
+TrainStep
+Trainer::Impl::step(const std::vector<std::map<std::string, InputView>> &batches,
+                    double lr) {
+  if (static_cast<int64_t>(batches.size()) != spec.accumulate)
+    throw Error("a training step of " + manifest.dir + " takes " +
+                std::to_string(spec.accumulate) +
+                " micro-batches (tp-compile --accumulate), got " +
+                std::to_string(batches.size()));
+  if (lr < 0)
+    lr = spec.lr;
+  auto start = std::chrono::steady_clock::now();
+  TrainStep result;
+  result.step = steps + 1;
+  result.lr = lr;
+  double loss = 0;
+  for (const std::map<std::string, InputView> &batch : batches) {
+    session.runInPlace(batch);
+    loss += *reinterpret_cast<const float *>(
+        session.getRankOutput(ranks.front().rank, spec.loss));
+    if (spec.accumulate == 1)
+      break;
+    for (LocalRank &local : ranks)
+      for (Param &param : local.params) {
+        auto *grad = reinterpret_cast<const float *>(
+            session.getRankOutput(local.rank, param.grad));
+        for (int64_t i = 0; i < param.size; ++i)
+          param.accumulated[i] += grad[i];
+      }
+  }
+  loss /= static_cast<double>(spec.accumulate);
+  result.loss = loss;
+  auto gradientOf = [&](const LocalRank &local, const Param &param) {
+    return spec.accumulate > 1
+               ? param.accumulated.data()
+               : reinterpret_cast<const float *>(
+                     session.getRankOutput(local.rank, param.grad));
+  };
+  // The global norm: each split gradient's blocks once, each whole one on
+  // the stage's first rank only.
+  double mean = 1.0 / static_cast<double>(spec.accumulate);
+  double squares = 0;
+  for (const LocalRank &local : ranks)
+    for (const Param &param : local.params) {
+      if (!param.split && manifest.rankSpecs.at(local.rank).tpIndex != 0)
+        continue;
+      const float *grad = gradientOf(local, param);
+      double sum = 0;
+      for (int64_t i = 0; i < param.size; ++i)
+        sum += static_cast<double>(grad[i]) * grad[i];
+      squares += sum * mean * mean;
+    }
+  squares = sumOverProcesses(squares);
+  result.gradNorm = std::sqrt(squares);
+  if (!std::isfinite(loss) || !std::isfinite(result.gradNorm))
+    throw Error("training step " + std::to_string(result.step) + ": the " +
+                (std::isfinite(loss) ? "gradient norm" : "loss") +
+                " is not finite (loss " + std::to_string(loss) +
+                "); no weight was updated");
+  double scale = mean;
+  if (spec.clipNorm > 0)
+    scale *= std::min(1.0, spec.clipNorm / (result.gradNorm + 1e-6));
+  ++steps;
+  for (LocalRank &local : ranks)
+    for (Param &param : local.params) {
+      update(param, gradientOf(local, param), scale, lr);
+      if (spec.accumulate > 1)
+        std::fill(param.accumulated.begin(), param.accumulated.end(), 0.f);
+    }
+  std::chrono::duration<double> elapsed =
+      std::chrono::steady_clock::now() - start;
+  result.seconds = elapsed.count();
+  return result;
+}
+
+/// The states file's safetensors header: per trainable weight, its
+/// states (`exp_avg.`, `exp_avg_sq.` or `momentum_buffer.` + the weight's
+/// name) in order, and the step.
+std::string Trainer::Impl::stateHeader(const LocalRank &local) const {
+  llvm::json::Object header;
+  uint64_t offset = 0;
+  auto add = [&](const std::string &name, const Param &param) {
+    llvm::json::Array shape;
+    for (int64_t d : param.spec->shape)
+      shape.push_back(d);
+    uint64_t bytes = static_cast<uint64_t>(param.size) * sizeof(float);
+    header[name] = llvm::json::Object{
+        {"dtype", "F32"},
+        {"shape", std::move(shape)},
+        {"data_offsets", llvm::json::Array{offset, offset + bytes}}};
+    offset += bytes;
+  };
+  for (const Param &param : local.params) {
+    if (spec.optimizer == "adamw") {
+      add("exp_avg." + param.spec->name, param);
+      add("exp_avg_sq." + param.spec->name, param);
+    } else if (!param.first.empty()) {
+      add("momentum_buffer." + param.spec->name, param);
+    }
+  }
+  header["__metadata__"] = llvm::json::Object{
+      {"step", std::to_string(steps)},
+      {"optimizer", spec.optimizer},
+      {"rank", std::to_string(local.rank)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(header));
+  os.flush();
+  // safetensors pads the header with spaces to 8 bytes.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+void Trainer::Impl::save(const std::string &dir) {
+  namespace fs = std::filesystem;
+  std::string building = dir + ".partial";
+  bool root = session.getMpiRank() <= 0;
+  if (root) {
+    std::error_code ec;
+    fs::remove_all(building, ec);
+    if (!fs::create_directories(building, ec) || ec)
+      throw Error("cannot create " + building + ": " + ec.message());
+  }
+  std::vector<char> none;
+  session.broadcastFromRoot(none); // the folder exists for every process
+  std::string sums;
+  for (const LocalRank &local : ranks) {
+    const RankSpec &rank = manifest.rankSpecs.at(local.rank);
+    const char *image = session.getRankWeightFile(local.rank);
+    writeFile(building + "/" + rank.file, image, rank.bytes);
+    sums += sha256Hex(image, rank.bytes) + "  " + rank.file + "\n";
+    std::string header = stateHeader(local);
+    std::string state(8, '\0');
+    uint64_t length = header.size();
+    std::memcpy(state.data(), &length, 8); // little-endian hosts
+    state += header;
+    for (const Param &param : local.params)
+      for (const std::vector<float> *s : {&param.first, &param.second})
+        if (!s->empty())
+          state.append(reinterpret_cast<const char *>(s->data()),
+                       s->size() * sizeof(float));
+    writeFile(building + "/" + stateFileName(local.rank), state.data(),
+              state.size());
+    sums += sha256Hex(state.data(), state.size()) + "  " +
+            stateFileName(local.rank) + "\n";
+  }
+  std::vector<char> mine(sums.begin(), sums.end());
+  std::vector<std::vector<char>> all = session.gatherFromLastStage(mine);
+  if (root) {
+    std::string lines;
+    for (const std::vector<char> &part : all)
+      lines.append(part.begin(), part.end());
+    llvm::json::Object info{
+        {"format", "tp-checkpoint"},
+        {"format_version", 1},
+        {"step", steps},
+        {"optimizer", spec.optimizer},
+        {"ranks", manifest.ranks},
+        {"manifest_sha256", manifest.checksums.count("manifest.json")
+                                ? manifest.checksums.at("manifest.json")
+                                : std::string()}};
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::json::Value(std::move(info)) << "\n";
+    os.flush();
+    writeFile(building + "/trainer.json", text.data(), text.size());
+    lines += sha256Hex(text.data(), text.size()) + "  trainer.json\n";
+    writeFile(building + "/SHA256SUMS", lines.data(), lines.size());
+    // Replace an older checkpoint only once the new one is whole.
+    std::error_code ec;
+    std::string old = dir + ".old";
+    fs::remove_all(old, ec);
+    if (fs::exists(dir))
+      fs::rename(dir, old, ec);
+    if (ec)
+      throw Error("cannot replace " + dir + ": " + ec.message());
+    fs::rename(building, dir, ec);
+    if (ec)
+      throw Error("cannot rename " + building + " to " + dir + ": " +
+                  ec.message());
+    fs::remove_all(old, ec);
+  }
+  session.broadcastFromRoot(none);
+}
+
+void Trainer::Impl::resume(const std::string &dir) {
+  std::map<std::string, std::string> sums =
+      parseChecksums(readFile(dir + "/SHA256SUMS"), dir + "/SHA256SUMS");
+  auto checked = [&](const std::string &name) {
+    auto it = sums.find(name);
+    if (it == sums.end())
+      throw Error(dir + "/SHA256SUMS has no checksum for " + name +
+                  " (is this a checkpoint of this artifact?)");
+    std::string bytes = readFile(dir + "/" + name);
+    if (sha256Hex(bytes.data(), bytes.size()) != it->second)
+      throw Error(dir + "/" + name +
+                  ": checksum mismatch: the checkpoint is corrupted");
+    return bytes;
+  };
+  std::string infoText = checked("trainer.json");
+  llvm::Expected<llvm::json::Value> info = llvm::json::parse(infoText);
+  if (!info) {
+    llvm::consumeError(info.takeError());
+    throw Error(dir + "/trainer.json is not JSON");
+  }
+  const llvm::json::Object *object = info->getAsObject();
+  std::optional<int64_t> step = object ? object->getInteger("step") : std::nullopt;
+  std::optional<llvm::StringRef> optimizer =
+      object ? object->getString("optimizer") : std::nullopt;
+  std::optional<llvm::StringRef> manifestSum =
+      object ? object->getString("manifest_sha256") : std::nullopt;
+  if (!step || *step < 0 || !optimizer || !manifestSum)
+    throw Error(dir + "/trainer.json lacks its step, optimizer or "
+                      "manifest_sha256");
+  if (*optimizer != spec.optimizer)
+    throw Error(dir + " was written by " + optimizer->str() + ", not " +
+                spec.optimizer);
+  auto sum = manifest.checksums.find("manifest.json");
+  if (sum != manifest.checksums.end() && *manifestSum != sum->second)
+    throw Error(dir + " is a checkpoint of another artifact (its manifest's "
+                      "sha256 is not " +
+                manifest.dir + "'s)");
+  for (LocalRank &local : ranks) {
+    const RankSpec &rank = manifest.rankSpecs.at(local.rank);
+    std::string image = checked(rank.file);
+    if (image.size() != rank.bytes)
+      throw Error(dir + "/" + rank.file + " has " +
+                  std::to_string(image.size()) + " bytes, the artifact's " +
+                  std::to_string(rank.bytes));
+    checkSafeTensorsHeader(rank, image.data(), image.size(),
+                           dir + "/" + rank.file);
+    std::string state = checked(stateFileName(local.rank));
+    // The states of this artifact's weights in this order, at the step.
+    int64_t saved = steps;
+    steps = *step;
+    std::string header = stateHeader(local);
+    steps = saved;
+    uint64_t length = 0;
+    if (state.size() >= 8)
+      std::memcpy(&length, state.data(), 8);
+    uint64_t expected = 8 + header.size();
+    for (const Param &param : local.params)
+      expected += (param.first.size() + param.second.size()) * sizeof(float);
+    if (state.size() != expected || length != header.size() ||
+        state.compare(8, length, header) != 0)
+      throw Error(dir + "/" + stateFileName(local.rank) +
+                  " does not hold the optimizer states of rank " +
+                  std::to_string(local.rank) + "'s weights");
+    std::memcpy(session.getRankWeightFile(local.rank), image.data(),
+                image.size());
+    const char *data = state.data() + 8 + length;
+    for (Param &param : local.params)
+      for (std::vector<float> *s : {&param.first, &param.second})
+        if (!s->empty()) {
+          std::memcpy(s->data(), data, s->size() * sizeof(float));
+          data += s->size() * sizeof(float);
+        }
+  }
+  steps = *step;
+}
+
+Trainer::Trainer(Session &session) : impl(std::make_unique<Impl>(session)) {}
+Trainer::~Trainer() = default;
+
+TrainStep Trainer::step(
+    const std::vector<std::map<std::string, InputView>> &microbatches,
+    double lr) {
+  return impl->step(microbatches, lr);
+}
+
+int64_t Trainer::getStep() const { return impl->steps; }
+
+void Trainer::save(const std::string &dir) { impl->save(dir); }
+
+void Trainer::resume(const std::string &dir) { impl->resume(dir); }

@@ -1,0 +1,314 @@
+"""tp-compile --train and tp-run --train against torch's own training loop.
+
+Builds small transformers models as run_zoo_gradients.py does (2 layers,
+random O(1) weights, eval mode, untied embeddings: a tied embedding is
+exported twice, and two initializers train as two weights), exports each
+with its loss, then trains the same initial weights for --steps steps on
+four fixed micro-batches taken in turn:
+
+  torch:    AdamW(lr 1e-3, weight_decay 0.01) after clip_grad_norm_(1.0)
+            (--optimizer sgd: SGD(lr 0.05, momentum 0.9), no clipping);
+            with --accumulate K, the mean of K micro-batches' gradients
+  tp-mlir:  tp-compile --train adamw --clip-norm 1.0 ... --devices N
+            [--sequence-parallel], then tp-run --train --data DIR --steps S
+            --save CKPT
+
+and compares the loss of every step (|got - torch| <= 1e-4 |torch|), and
+the weights after the last step, exported unsplit from the checkpoint by
+tp-export-weights --checkpoint, against torch's parameters (max |got -
+torch| <= 1e-4 max(1, max |torch|)). --resume K also trains K steps, saves,
+and resumes from that checkpoint for the rest: the losses after it must be
+the ones of the run that did not stop (rel 1e-6). One line per run:
+
+    llama tp=2: 20 steps, loss 5.2687 -> 3.1021, max loss rel diff 3.1e-07,
+    weights max abs diff 2.4e-07 ok
+
+Run (transformers 4.47 installed with --target, see `make zoo-deps`):
+  PYTHONPATH=test/models/hf/.cache/site HF_HUB_OFFLINE=1 \\
+  /usr/bin/python3 utils/reference-run/run_training.py \\
+      --tp-compile build/bin/tp-compile --tp-run build/bin/tp-run \\
+      --tp-export-weights build/bin/tp-export-weights \\
+      [--models gpt2 llama bert] [--configs tp=1 tp=2 tp=4 tp=2,sp] \\
+      [--steps 20] [--optimizer adamw|sgd] [--accumulate K] [--resume K]
+"""
+
+import argparse
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_zoo_gradients as zoo  # noqa: E402
+
+LOSS_RTOL = 1e-4
+WEIGHT_TOL = 1e-4
+RESUME_RTOL = 1e-6
+# Parameters whose gradient never exceeds this are noise (torch_training).
+NOISE = 1e-6
+MICROBATCHES = 4
+
+
+def build(name):
+    config_cls, model_cls, kind, config = zoo.FAMILIES[name]
+    torch.manual_seed(0)
+    cfg = config_cls(vocab_size=zoo.VOCAB, tie_word_embeddings=False,
+                     **config)
+    cfg._attn_implementation = "eager"
+    model = zoo.load_redraw()(model_cls(cfg).eval())
+    return zoo.Loss(model, kind), kind
+
+
+def microbatches(kind, pad_id):
+    """MICROBATCHES fixed batches of the export's shapes."""
+    out = []
+    for k in range(MICROBATCHES):
+        gen = torch.Generator().manual_seed(10 + k)
+        ids = torch.randint(3, zoo.VOCAB, (zoo.BATCH, zoo.SEQ), generator=gen)
+        mask = torch.ones(zoo.BATCH, zoo.SEQ, dtype=torch.int64)
+        if kind == "causal":
+            labels = ids.clone()
+            labels[0, 1 + k] = -100
+        else:
+            labels = torch.full_like(ids, -100)
+            for b, s in [(0, 1 + k), (1, 4), (1, 6 - k % 2)]:
+                labels[b, s] = ids[b, s]
+                ids[b, s] = 2
+        out.append({"input_ids": ids, "attention_mask": mask,
+                    "labels": labels})
+    return out
+
+
+def torch_training(model, batches, args):
+    params = [p for p in model.parameters()]
+    if args.optimizer == "adamw":
+        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
+    else:
+        opt = torch.optim.SGD(params, lr=0.05, momentum=0.9)
+    losses, next_batch = [], 0
+    largest = {p: torch.zeros_like(p) for p in params}
+    for _ in range(args.steps):
+        opt.zero_grad()
+        total = 0.0
+        for _ in range(args.accumulate):
+            batch = batches[next_batch % len(batches)]
+            next_batch += 1
+            loss = model(*batch.values()) / args.accumulate
+            loss.backward()
+            total += loss.item()
+        for p in params:
+            largest[p] = torch.maximum(largest[p], p.grad.abs())
+        if args.optimizer == "adamw":
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(total)
+    names = {p: n[len("model."):] for n, p in model.named_parameters()}
+    # A gradient that is 0 in exact arithmetic (an attention key's bias:
+    # softmax ignores what it adds to a whole row of scores) is rounding
+    # noise in torch and here alike, which Adam scales up to full steps:
+    # such entries follow the noise and are not compared.
+    # (An entry whose gradient is exactly 0, an embedding row no token
+    # reads, only decays: it is compared.)
+    masks = {names[p]: ((g > 0) & (g <= NOISE)).numpy()
+             for p, g in largest.items()}
+    noise = {n: m for n, m in masks.items() if m.any()}
+    return losses, noise
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        assert entry["dtype"] == "F32", entry["dtype"]
+        out[name] = np.frombuffer(data[8 + length + begin:8 + length + end],
+                                  np.float32).reshape(entry["shape"])
+    return out
+
+
+def parse_losses(text):
+    return [float(x) for x in re.findall(r"^step \d+: loss (\S+)", text,
+                                         re.M)]
+
+
+def run(command):
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{os.path.basename(command[0])}: " +
+                           zoo.first_lines(done.stderr or done.stdout))
+    return done.stdout
+
+
+def check(name, config, folder, ex, torch_losses, torch_params, args):
+    ranks = int(re.search(r"tp=(\d+)", config).group(1))
+    tag = config.replace("=", "").replace(",", "-")
+    artifact = os.path.join(folder, f"{tag}.tpa")
+    command = [args.tp_compile, os.path.join(folder, "model.onnx"),
+               "--train", args.optimizer, "--devices", str(ranks),
+               "--target", "cpu", "-o", artifact,
+               "--accumulate", str(args.accumulate)]
+    if args.optimizer == "adamw":
+        command += ["--lr", "1e-3", "--weight-decay", "0.01",
+                    "--clip-norm", "1.0"]
+    else:
+        command += ["--lr", "0.05", "--momentum", "0.9"]
+    if ex["frozen"]:
+        command += ["--freeze", zoo.freeze_regex(ex["frozen"])]
+    if "sp" in config.split(","):
+        command.append("--sequence-parallel")
+    head = f"{name} {config}:"
+    data = os.path.join(folder, "data")
+    ckpt = os.path.join(folder, f"{tag}.ckpt")
+    try:
+        run(command)
+        train = [args.tp_run, artifact, "--train", "--data", data]
+        got = parse_losses(run(train + ["--steps", str(args.steps), "--save",
+                                        ckpt]))
+        full = os.path.join(folder, f"{tag}.safetensors")
+        run([args.tp_export_weights, artifact, "--checkpoint", ckpt, "-o",
+             full, "--quiet"])
+        resumed = None
+        if args.resume:
+            part = os.path.join(folder, f"{tag}-part.ckpt")
+            first = parse_losses(run(train + ["--steps", str(args.resume),
+                                              "--save", part]))
+            rest = parse_losses(run(train + [
+                "--steps", str(args.steps - args.resume), "--resume", part]))
+            resumed = first + rest
+    except RuntimeError as e:
+        return False, f"{head} FAIL: {e}"
+    problems = []
+    if len(got) != args.steps:
+        problems.append(f"{len(got)} steps printed")
+    worst = 0.0
+    for step, (g, w) in enumerate(zip(got, torch_losses), 1):
+        rel = abs(g - w) / abs(w)
+        worst = max(worst, rel)
+        if not rel <= LOSS_RTOL:
+            problems.append(f"step {step}: loss {g:.7g} != torch's {w:.7g}")
+            break
+    weights = read_safetensors(full)
+    wdiff = 0.0
+    for init, (param, transposed) in ex["mapping"].items():
+        if init not in weights:
+            problems.append(f"no exported weight {init}")
+            continue
+        got_w = weights[init].T if transposed else weights[init]
+        want = torch_params[param]
+        if got_w.shape != want.shape:
+            problems.append(f"weight {param} shape {got_w.shape}")
+            continue
+        keep = ~ex["noise"].get(param, np.zeros(want.shape, bool))
+        diff = float(np.abs(got_w - want)[keep].max(initial=0.0))
+        wdiff = max(wdiff, diff)
+        if not diff <= WEIGHT_TOL * max(1.0, float(np.abs(want).max())):
+            problems.append(f"weight {param} differs by {diff:.2g}")
+    if resumed is not None:
+        if len(resumed) != len(got) or any(
+                abs(a - b) > RESUME_RTOL * abs(b)
+                for a, b in zip(resumed, got)):
+            problems.append(f"resumed at step {args.resume}: losses "
+                            f"{resumed[args.resume:args.resume + 2]} != "
+                            f"{got[args.resume:args.resume + 2]}")
+    status = "ok" if not problems else "FAIL: " + "; ".join(problems[:3])
+    resume_note = f", resumed at {args.resume}" if args.resume else ""
+    return not problems, (
+        f"{head} {len(got)} steps, loss {got[0] if got else 0:.5g} -> "
+        f"{got[-1] if got else 0:.5g}, max loss rel diff {worst:.2g}, "
+        f"weights max abs diff {wdiff:.2g}{resume_note} {status}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tp-compile", default="tp-compile")
+    parser.add_argument("--tp-run", default="tp-run")
+    parser.add_argument("--tp-export-weights", default="tp-export-weights")
+    parser.add_argument("--models", nargs="*",
+                        default=["gpt2", "llama", "bert"])
+    parser.add_argument("--configs", nargs="*",
+                        default=["tp=1", "tp=2", "tp=4", "tp=2,sp"])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--optimizer", choices=["adamw", "sgd"],
+                        default="adamw")
+    parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--resume", type=int, default=0)
+    parser.add_argument("--keep", metavar="DIR")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    root = args.keep or tempfile.mkdtemp(prefix="tp-training-")
+    passed = failed = 0
+    for name in args.models:
+        folder = os.path.join(root, name)
+        os.makedirs(folder, exist_ok=True)
+        model, kind = build(name)
+        cfg = model.model.config
+        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        batches = microbatches(kind, pad_id)
+        path = os.path.join(folder, "model.onnx")
+        torch.onnx.export(model, tuple(batches[0].values()), path,
+                          input_names=list(batches[0]), output_names=["loss"],
+                          opset_version=14)
+        for k, batch in enumerate(batches):
+            os.makedirs(os.path.join(folder, "data", str(k)), exist_ok=True)
+            for key, value in batch.items():
+                np.save(os.path.join(folder, "data", str(k), f"{key}.npy"),
+                        value.numpy())
+        # The initializers' parameters, by value, before training.
+        params = {n[len("model."):]: p.detach().numpy().copy()
+                  for n, p in model.named_parameters()}
+        by_value = {}
+        for n, p in params.items():
+            for transposed, v in [(False, p)] + ([(True, p.T)]
+                                                 if p.ndim == 2 else []):
+                by_value.setdefault(
+                    (v.shape, np.ascontiguousarray(v).tobytes()),
+                    (n, transposed))
+        _, initializers = zoo.read_onnx(path)
+        ex = {"mapping": {}, "frozen": []}
+        for init, (dtype, array) in initializers.items():
+            if dtype != 1:
+                continue
+            key = (array.shape, array.tobytes())
+            if key in by_value:
+                ex["mapping"][init] = by_value[key]
+            else:
+                ex["frozen"].append(init)
+        uses = {}
+        for init, (param, _) in ex["mapping"].items():
+            uses.setdefault(param, []).append(init)
+        tied = [p for p, inits in uses.items() if len(inits) > 1]
+        if tied:
+            sys.exit(f"{name}: {', '.join(tied)} exported more than once")
+        torch_losses, ex["noise"] = torch_training(model, batches, args)
+        torch_params = {n[len("model."):]: p.detach().numpy()
+                        for n, p in model.named_parameters()}
+        print(f"{name}: {len(ex['mapping'])} trainable initializers, "
+              f"{len(ex['frozen'])} frozen; torch loss "
+              f"{torch_losses[0]:.6g} -> {torch_losses[-1]:.6g} in "
+              f"{args.steps} {args.optimizer} steps; not compared "
+              f"(gradient 0 but for rounding): " + (", ".join(
+                  f"{int(m.sum())} of {n}" for n, m in
+                  sorted(ex["noise"].items())) or "none"), flush=True)
+        for config in args.configs:
+            ok, line = check(name, config, folder, ex, torch_losses,
+                             torch_params, args)
+            print(line, flush=True)
+            passed += ok
+            failed += not ok
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
