@@ -494,10 +494,22 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     pm.addPass(createKVCache(cache));
   }
   buildParallelizePipeline(pm, parallelize);
-  if (options.explain)
-    pm.addPass(createExplain());
+  // The optimizer's copies of each gradient (--train): AdamW's two
+  // moments, SGD's momentum, the sum of accumulated micro-batches.
+  int64_t optimizerStates = 0;
+  if (const std::optional<::tp::rt::TrainingSpec> &train = options.train)
+    optimizerStates = (train->optimizer == "adamw" ? 2
+                       : train->momentum > 0       ? 1
+                                                   : 0) +
+                      (train->accumulate > 1 ? 1 : 0);
+  if (options.explain) {
+    ExplainOptions explainOptions;
+    explainOptions.optimizerStates = optimizerStates;
+    pm.addPass(createExplain(explainOptions));
+  }
   if (!options.explainJson.empty()) {
     ExplainOptions explainOptions;
+    explainOptions.optimizerStates = optimizerStates;
     explainOptions.json = true;
     explainOptions.output = options.explainJson;
     pm.addPass(createExplain(explainOptions));

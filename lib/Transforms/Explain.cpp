@@ -430,8 +430,9 @@ struct Explain : tp::impl::ExplainBase<Explain> {
        << " B produced, largest " << largestActivation << " B\n";
     if (training.backward)
       os << "training per device: gradients " << training.gradientBytes
-         << " B (of the weights above), stash " << training.stashBytes
-         << " B (" << training.stashValues
+         << " B (of the weights above), optimizer states "
+         << optimizerStates * training.gradientBytes << " B, stash "
+         << training.stashBytes << " B (" << training.stashValues
          << " forward values the backward reads)\n";
     os << "support (tensor, sequence, pipeline): ("
        << (tensorParallel ? "true" : "false") << ", "
@@ -493,6 +494,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"largest_activation_bytes", largestActivation},
         {"gradient_bytes_per_device", training.gradientBytes},
         {"stash_bytes_per_device", training.stashBytes},
+        {"optimizer_state_bytes_per_device",
+         optimizerStates * training.gradientBytes},
         {"support", llvm::json::Object{{"tensor", tensorParallel},
                                        {"sequence", sequenceParallel},
                                        {"pipeline", pipelineParallel}}}};

@@ -1,7 +1,8 @@
 //===- Module.cpp - the _tp_mlir extension of the tp_mlir package ---------===//
 //
 // The C++ half of tp_mlir: compile (tp::compileModel), Session
-// (tp::rt::Session) and export_weights (tp::exportWeights). Arrays cross as
+// (tp::rt::Session, and tp::rt::Trainer for its training steps) and
+// export_weights (tp::exportWeights). Arrays cross as
 // numpy arrays: inputs are read in place, outputs are handed over without a
 // copy. Every C++ error becomes a Python exception carrying its message;
 // the GIL is released while a model compiles or runs.
@@ -10,6 +11,7 @@
 
 #include "tp/Driver/Compile.h"
 #include "tp/Runtime/Session.h"
+#include "tp/Runtime/Trainer.h"
 #include "tp/Target/Artifact/WeightExport.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -127,6 +129,20 @@ std::vector<std::string> compile(mlir::tp::CompileOptions options,
 }
 
 using InputArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+using InputArrays = std::map<std::string, InputArray>;
+
+/// The session's views of `arrays`, read in place; `source` names them in
+/// the session's errors.
+std::map<std::string, tp::rt::InputView> inputViews(const InputArrays &arrays,
+                                                    const std::string &source) {
+  std::map<std::string, tp::rt::InputView> inputs;
+  for (const auto &[name, array] : arrays) {
+    std::vector<int64_t> shape(array.shape_ptr(),
+                               array.shape_ptr() + array.ndim());
+    inputs[name] = {dtypeName(array.dtype()), shape, array.data(), source};
+  }
+  return inputs;
+}
 
 class PySession {
 public:
@@ -140,14 +156,9 @@ public:
     session = std::make_unique<tp::rt::Session>(artifact, options);
   }
 
-  nb::dict run(const std::map<std::string, InputArray> &arrays, int64_t warmup,
-               int64_t repeat) {
-    std::map<std::string, tp::rt::InputView> inputs;
-    for (const auto &[name, array] : arrays) {
-      std::vector<int64_t> shape(array.shape_ptr(),
-                                 array.shape_ptr() + array.ndim());
-      inputs[name] = {dtypeName(array.dtype()), shape, array.data(), "run()"};
-    }
+  nb::dict run(const InputArrays &arrays, int64_t warmup, int64_t repeat) {
+    std::map<std::string, tp::rt::InputView> inputs =
+        inputViews(arrays, "run()");
     std::vector<tp::rt::OutputTensor> outputs;
     {
       nb::gil_scoped_release release;
@@ -235,9 +246,58 @@ public:
   /// The timings of the last generate(), as tp-run --generate prints them.
   nb::dict lastGenerationTimings() const { return lastGeneration; }
 
+  /// One optimizer step (Trainer::step) over `microbatches`; `lr` < 0: the
+  /// artifact's. Returns the loss; lastTrainStep() has the rest.
+  double trainStep(const std::vector<InputArrays> &microbatches, double lr) {
+    std::vector<std::map<std::string, tp::rt::InputView>> batches;
+    for (size_t k = 0; k < microbatches.size(); ++k)
+      batches.push_back(inputViews(
+          microbatches[k], microbatches.size() == 1
+                               ? "train_step()"
+                               : "train_step() micro-batch " +
+                                     std::to_string(k)));
+    tp::rt::TrainStep result;
+    {
+      nb::gil_scoped_release release;
+      result = getTrainer().step(batches, lr);
+    }
+    lastStep = nb::dict();
+    lastStep["step"] = result.step;
+    lastStep["loss"] = result.loss;
+    lastStep["grad_norm"] = result.gradNorm;
+    lastStep["lr"] = result.lr;
+    lastStep["seconds"] = result.seconds;
+    return result.loss;
+  }
+
+  void save(const std::string &dir) {
+    nb::gil_scoped_release release;
+    getTrainer().save(dir);
+  }
+
+  void resume(const std::string &dir) {
+    nb::gil_scoped_release release;
+    getTrainer().resume(dir);
+  }
+
+  /// Optimizer steps taken (restored by resume); 0 before training.
+  int64_t steps() const { return trainer ? trainer->getStep() : 0; }
+  /// The last train_step()'s figures, as tp-run --train prints them.
+  nb::dict lastTrainStep() const { return lastStep; }
+
 private:
+  /// Made on the first train_step, save or resume: an artifact compiled
+  /// without train= runs (and refuses to train) as before.
+  tp::rt::Trainer &getTrainer() {
+    if (!trainer)
+      trainer = std::make_unique<tp::rt::Trainer>(*session);
+    return *trainer;
+  }
+
   std::unique_ptr<tp::rt::Session> session;
-  nb::dict lastGeneration;
+  /// Declared after `session`, which it refers to: destroyed first.
+  std::unique_ptr<tp::rt::Trainer> trainer;
+  nb::dict lastGeneration, lastStep;
 };
 
 } // namespace
@@ -246,6 +306,19 @@ NB_MODULE(_tp_mlir, m) {
   m.doc() = "tp-mlir's compiler and runtime (use the tp_mlir package)";
   static nb::exception<tp::rt::Error> error(m, "TPError", PyExc_RuntimeError);
   nb::exception<CompileError>(m, "CompileError", error.ptr());
+
+  // compile(train=...)'s optimizer (tp_mlir.AdamW and tp_mlir.SGD fill it).
+  nb::class_<tp::rt::TrainingSpec>(m, "TrainingSpec")
+      .def(nb::init<>())
+      .def_rw("optimizer", &tp::rt::TrainingSpec::optimizer)
+      .def_rw("lr", &tp::rt::TrainingSpec::lr)
+      .def_rw("beta1", &tp::rt::TrainingSpec::beta1)
+      .def_rw("beta2", &tp::rt::TrainingSpec::beta2)
+      .def_rw("eps", &tp::rt::TrainingSpec::eps)
+      .def_rw("weight_decay", &tp::rt::TrainingSpec::weightDecay)
+      .def_rw("momentum", &tp::rt::TrainingSpec::momentum)
+      .def_rw("clip_norm", &tp::rt::TrainingSpec::clipNorm)
+      .def_rw("accumulate", &tp::rt::TrainingSpec::accumulate);
 
   nb::class_<mlir::tp::CompileOptions>(m, "CompileOptions")
       .def(nb::init<>())
@@ -272,7 +345,8 @@ NB_MODULE(_tp_mlir, m) {
       .def_rw("prefill_chunks", &mlir::tp::CompileOptions::prefillChunks)
       .def_rw("gradients", &mlir::tp::CompileOptions::gradients)
       .def_rw("loss", &mlir::tp::CompileOptions::loss)
-      .def_rw("freeze", &mlir::tp::CompileOptions::freeze);
+      .def_rw("freeze", &mlir::tp::CompileOptions::freeze)
+      .def_rw("train", &mlir::tp::CompileOptions::train);
 
   m.def("compile", &compile, "options"_a, "progress"_a = nb::none(),
         "Compiles options.model into the artifact folder options.output; "
@@ -295,22 +369,28 @@ NB_MODULE(_tp_mlir, m) {
                    [](const PySession &s) { return s.signature(true); })
       .def_prop_ro("seconds_per_run", &PySession::secondsPerRun)
       .def_prop_ro("generation_timings", &PySession::lastGenerationTimings)
+      .def("train_step", &PySession::trainStep, "microbatches"_a, "lr"_a)
+      .def("save", &PySession::save, "path"_a)
+      .def("resume", &PySession::resume, "path"_a)
+      .def_prop_ro("steps", &PySession::steps)
+      .def_prop_ro("last_train_step", &PySession::lastTrainStep)
       .def_prop_ro("ranks", &PySession::ranks);
 
   m.def(
       "export_weights",
-      [](const std::string &artifact, const std::string &path) {
+      [](const std::string &artifact, const std::string &path,
+         const std::string &checkpoint) {
         std::string error;
         bool ok;
         {
           nb::gil_scoped_release release;
           ok = mlir::tp::exportWeights(artifact, path, /*progress=*/false,
-                                       error);
+                                       error, checkpoint);
         }
         if (!ok)
           throw tp::rt::Error(error);
       },
-      "artifact"_a, "path"_a);
+      "artifact"_a, "path"_a, "checkpoint"_a = "");
 
   // The manifest as the runtime reads it (checked against SHA256SUMS and
   // the schema), in the text its one writer prints.

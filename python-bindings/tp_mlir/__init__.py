@@ -5,12 +5,15 @@
     logits = tp.Session(artifact).run({"input_ids": ids})["logits"]
 
 `compile` is tp-compile, `Session` is tp-run's runtime (one process, one
-thread per rank) and `Artifact.export_weights` is tp-export-weights; they
+thread per rank; `Session.train_step` is tp-run --train, on an artifact
+compiled with train=AdamW(...) or SGD(...)) and `Artifact.export_weights` is
+tp-export-weights; they
 share the C++ code of the command-line tools, so they accept and refuse the
 same things with the same messages (docs/python.md).
 """
 
 import json
+import numbers
 import os
 import tempfile
 import warnings
@@ -20,8 +23,8 @@ import numpy as np
 from . import _tp_mlir
 from ._tp_mlir import CompileError, TPError
 
-__all__ = ["Artifact", "CompileError", "Session", "TPError", "compile",
-           "explain", "from_torch", "is_model_supported"]
+__all__ = ["AdamW", "Artifact", "CompileError", "SGD", "Session", "TPError",
+           "compile", "explain", "from_torch", "is_model_supported"]
 
 
 class Artifact:
@@ -40,16 +43,99 @@ class Artifact:
         otherwise)."""
         return json.loads(_tp_mlir.read_manifest(self.path))
 
-    def export_weights(self, path):
+    def export_weights(self, path, checkpoint=None):
         """Writes the unsharded weights to `path` (safetensors), bit-exact
-        with the model's initializers, as tp-export-weights does."""
-        _tp_mlir.export_weights(self.path, os.fspath(path))
+        with the model's initializers, as tp-export-weights does; with
+        `checkpoint` (a folder Session.save wrote for this artifact), the
+        trained weights it holds (tp-export-weights --checkpoint)."""
+        _tp_mlir.export_weights(self.path, os.fspath(path),
+                                os.fspath(checkpoint) if checkpoint else "")
 
     def __fspath__(self):
         return self.path
 
     def __repr__(self):
         return f"Artifact({self.path!r})"
+
+
+def _number(owner, name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}: {name} must be a number, got "
+                        f"{type(value).__name__}")
+    return float(value)
+
+
+class _Optimizer:
+    """What compile(train=...) fills tp-compile's --train flags from. The
+    compile checks the values' ranges (CompileError)."""
+
+    def __init__(self, lr, weight_decay, clip_norm, accumulate):
+        owner = type(self).__name__
+        self.lr = _number(owner, "lr", lr)
+        self.weight_decay = _number(owner, "weight_decay", weight_decay)
+        self.clip_norm = _number(owner, "clip_norm", clip_norm)
+        if isinstance(accumulate, bool) or not isinstance(accumulate,
+                                                          numbers.Integral):
+            raise TypeError(f"{owner}: accumulate must be an int, got "
+                            f"{type(accumulate).__name__}")
+        self.accumulate = int(accumulate)
+
+    def _spec(self):
+        spec = _tp_mlir.TrainingSpec()
+        spec.optimizer = type(self).__name__.lower()
+        spec.lr = self.lr
+        spec.weight_decay = self.weight_decay
+        spec.clip_norm = self.clip_norm
+        spec.accumulate = self.accumulate
+        return spec
+
+    def __repr__(self):
+        fields = ", ".join(f"{name}={getattr(self, name)!r}"
+                           for name in self._FIELDS)
+        return f"{type(self).__name__}({fields})"
+
+
+class AdamW(_Optimizer):
+    """torch.optim.AdamW for compile(train=...) (tp-compile --train adamw):
+    decoupled weight decay; gradients clipped to the global norm
+    `clip_norm` first (0: none), as torch.nn.utils.clip_grad_norm_; each
+    step averages the gradients of `accumulate` micro-batches."""
+
+    _FIELDS = ("lr", "betas", "eps", "weight_decay", "clip_norm",
+               "accumulate")
+
+    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=0.01, clip_norm=0.0, accumulate=1):
+        super().__init__(lr, weight_decay, clip_norm, accumulate)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"AdamW: betas must be (beta1, beta2), got "
+                            f"{betas!r}")
+        self.betas = tuple(_number("AdamW", "betas", b) for b in betas)
+        self.eps = _number("AdamW", "eps", eps)
+
+    def _spec(self):
+        spec = super()._spec()
+        spec.beta1, spec.beta2 = self.betas
+        spec.eps = self.eps
+        return spec
+
+
+class SGD(_Optimizer):
+    """torch.optim.SGD for compile(train=...) (tp-compile --train sgd):
+    `momentum` without dampening, weight decay added to the gradient;
+    `clip_norm` and `accumulate` as AdamW's."""
+
+    _FIELDS = ("lr", "momentum", "weight_decay", "clip_norm", "accumulate")
+
+    def __init__(self, lr, momentum=0.0, weight_decay=0.0, clip_norm=0.0,
+                 accumulate=1):
+        super().__init__(lr, weight_decay, clip_norm, accumulate)
+        self.momentum = _number("SGD", "momentum", momentum)
+
+    def _spec(self):
+        spec = super()._spec()
+        spec.momentum = self.momentum
+        return spec
 
 
 def _shape_text(dims):
@@ -69,7 +155,10 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
                  input_shapes, padding, cxx_flags="", explain_json="",
                  max_seq=None, max_batch=1, progress=None, build_cache=None,
                  dtype=None, prefill_len=None, prefill_chunks=None,
-                 gradients=False, loss=None, freeze=None):
+                 gradients=False, loss=None, freeze=None, train=None):
+    if train is not None and not isinstance(train, _Optimizer):
+        raise TypeError(f"train must be tp_mlir.AdamW(...) or "
+                        f"tp_mlir.SGD(...), got {type(train).__name__}")
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
         options = _tp_mlir.CompileOptions()
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -100,6 +189,8 @@ def _run_compile(model, devices, output, *, target, pipeline_stages,
         options.gradients = bool(gradients)
         options.loss = loss or ""
         options.freeze = freeze or ""
+        if train is not None:
+            options.train = train._spec()
         if config is not None:
             if isinstance(config, dict):
                 config_path = os.path.join(scratch, "config.json")
@@ -121,7 +212,8 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
             config=None, input_shapes=None, padding=True, output=None,
             cxx_flags="", max_seq=None, max_batch=1, progress=None,
             build_cache=None, dtype=None, prefill_len=None,
-            prefill_chunks=None, gradients=False, loss=None, freeze=None):
+            prefill_chunks=None, gradients=False, loss=None, freeze=None,
+            train=None):
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
 
@@ -155,6 +247,9 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
     output `loss`, or the only scalar one) with respect to every float
     weight whose name `freeze` (a regex) does not match, as outputs named
     grad.<weight> (tp-compile --gradients --loss --freeze).
+    train: AdamW(...) or SGD(...): an artifact for Session.train_step, whose
+    steps update the weights in place with that optimizer (tp-compile
+    --train; implies gradients; target "cpu", f32).
     """
     if output is None:
         output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"), "model.tpa")
@@ -165,7 +260,7 @@ def compile(model, devices, *, target="cpu", pipeline_stages=1,
                  cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch,
                  progress=progress, build_cache=build_cache, dtype=dtype,
                  prefill_len=prefill_len, prefill_chunks=prefill_chunks,
-                 gradients=gradients, loss=loss, freeze=freeze)
+                 gradients=gradients, loss=loss, freeze=freeze, train=train)
     return Artifact(output)
 
 
@@ -243,7 +338,8 @@ def from_torch(module, example_inputs, devices, *, input_names=None,
 class Session:
     """An artifact opened once: verified (checksums, schema, the library's
     signature), every rank's weights loaded, one thread per rank. `run`
-    then executes the forward pass as often as wanted."""
+    then executes the forward pass as often as wanted, and `train_step`
+    the training step of an artifact compiled with train=."""
 
     def __init__(self, artifact, launcher="threads", timeout=60.0,
                  trace=False):
@@ -330,6 +426,55 @@ class Session:
         peers included) and runtime_seconds_per_token (around it); empty
         before the first generate()."""
         return dict(self._session.generation_timings)
+
+    def train_step(self, inputs, lr=None):
+        """One optimizer step, as tp-run --train takes it, on an artifact
+        compiled with train=: `inputs` is one micro-batch ({name: array},
+        as run takes) or a list of the optimizer's `accumulate` of them.
+        Runs each, averages their gradients, clips them, and updates every
+        rank's weights in place; `lr` overrides the compiled learning rate
+        for this step. Returns the loss (the mean over the micro-batches);
+        last_train_step has the step's other figures. TPError for an
+        artifact compiled without train=, a wrong number of micro-batches,
+        a bad input (named as run names it) or a loss or gradient that is
+        not finite (no weight is changed then)."""
+        if isinstance(inputs, dict):
+            inputs = [inputs]
+        if not (isinstance(inputs, (list, tuple))
+                and all(isinstance(b, dict) for b in inputs)):
+            raise TypeError("train_step: inputs must be a dict of arrays or "
+                            f"a list of them, got {type(inputs).__name__}")
+        if lr is not None and not _number("train_step", "lr", lr) >= 0:
+            raise TPError(f"train_step: lr must be 0 or more, got {lr}")
+        batches = [{name: np.asarray(value, order="C")
+                    for name, value in batch.items()} for batch in inputs]
+        return self._session.train_step(
+            batches, -1.0 if lr is None else float(lr))
+
+    @property
+    def step(self):
+        """Optimizer steps taken (restored by resume); 0 before the
+        first."""
+        return self._session.steps
+
+    @property
+    def last_train_step(self):
+        """The last train_step's figures: step (from 1), loss, grad_norm
+        (the global norm before clipping), lr and seconds; empty before
+        the first."""
+        return dict(self._session.last_train_step)
+
+    def save(self, path):
+        """Writes a checkpoint folder (tp-run --save): every rank's weights
+        as they now are, the optimizer's states and the step. It replaces
+        an older checkpoint at `path` only once it is whole."""
+        self._session.save(os.fspath(path))
+
+    def resume(self, path):
+        """Restores the weights, optimizer states and step from a
+        checkpoint that save wrote for this artifact (tp-run --resume),
+        after checking its checksums (TPError otherwise)."""
+        self._session.resume(os.fspath(path))
 
     def __repr__(self):
         return f"Session({self.artifact.path!r}, ranks={self.ranks})"

@@ -23,7 +23,7 @@
 // the scaled input, the hidden pre- and post-ReLU, the output and the
 // loss's seed.
 // EXPLAIN: per device: weights 544 B (whole model 1056 B)
-// EXPLAIN: training per device: gradients 544 B (of the weights above), stash {{[0-9]+}} B ({{[0-9]+}} forward values the backward reads)
+// EXPLAIN: training per device: gradients 544 B (of the weights above), optimizer states 0 B, stash {{[0-9]+}} B ({{[0-9]+}} forward values the backward reads)
 
 #id = affine_map<(m, n) -> (m, n)>
 #col = affine_map<(m, n) -> (n)>

@@ -451,6 +451,8 @@ int train(const Options &options, Session &session) {
   bool root = session.getMpiRank() <= 0;
   double seconds = 0;
   int64_t next = trainer.getStep() * accumulate;
+  // The step the --save checkpoint holds; -1: none written by this run.
+  int64_t saved = -1;
   for (int64_t s = 0; s < options.steps; ++s) {
     std::vector<std::map<std::string, InputView>> step;
     for (int64_t k = 0; k < accumulate; ++k, ++next) {
@@ -462,32 +464,49 @@ int train(const Options &options, Session &session) {
                         options.data + "/" + std::to_string(index) + "/" +
                             name + ".npy"};
     }
-    TrainStep result = trainer.step(step, options.lr);
+    TrainStep result;
+    try {
+      result = trainer.step(step, options.lr);
+    } catch (const Error &e) {
+      // A failed step changed no weight: the last checkpoint stays.
+      if (saved < 0)
+        throw;
+      throw Error(std::string(e.what()) + "; " + options.save +
+                  " holds step " + std::to_string(saved));
+    }
     seconds += result.seconds;
-    if (root && !options.quiet)
+    if (root && !options.quiet) {
       std::cout << "step " << result.step << ": loss "
                 << std::setprecision(9) << result.loss << std::setprecision(4)
                 << " grad norm " << result.gradNorm << " lr " << result.lr
                 << " (" << std::setprecision(3) << result.seconds * 1e3
-                << " ms, "
-                << static_cast<double>(tokens * accumulate) / result.seconds
-                << " tokens/s)" << std::setprecision(6) << "\n"
-                << std::flush;
+                << " ms";
+      if (tokens)
+        std::cout << ", "
+                  << static_cast<double>(tokens * accumulate) / result.seconds
+                  << " tokens/s";
+      std::cout << ")" << std::setprecision(6) << "\n" << std::flush;
+    }
     bool last = s + 1 == options.steps;
     if (!options.save.empty() &&
         (last || (options.saveEvery && result.step % options.saveEvery == 0))) {
       trainer.save(options.save);
+      saved = result.step;
       if (root && !options.quiet)
         std::cout << "saved step " << result.step << " -> " << options.save
                   << "\n";
     }
   }
-  if (root)
+  if (root) {
     std::cout << "trained " << options.steps << " steps on "
-              << manifest.ranks << " ranks: "
-              << static_cast<double>(tokens * accumulate * options.steps) /
-                     seconds
-              << " tokens/s\n";
+              << manifest.ranks << " ranks in " << seconds << " s";
+    if (tokens)
+      std::cout << ", "
+                << static_cast<double>(tokens * accumulate * options.steps) /
+                       seconds
+                << " tokens/s";
+    std::cout << "\n";
+  }
   return 0;
 }
 

@@ -168,13 +168,20 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
     (what optimum-neuron's `is_model_supported` returns) for this model.
     `--tp-explain=json` prints one JSON object (per function) instead, and
     `output=FILE` prints to FILE instead of stdout (the Python module's
-    `explain` reads it from there). The IR is unchanged.
+    `explain` reads it from there). For a training program: per rank the
+    gradients, the optimizer states (`optimizer-states` copies of the
+    gradients) and the stash. The IR is unchanged.
   }];
   let options = [
     Option<"json", "json", "bool", /*default=*/"false",
            "Print the explanation as one JSON object">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
-           "File to print to ('-': stdout)">
+           "File to print to ('-': stdout)">,
+    Option<"optimizerStates", "optimizer-states", "int64_t",
+           /*default=*/"0",
+           "Copies of each trainable weight's gradient the optimizer keeps "
+           "per rank (tp-compile --train: AdamW's two moments, SGD's "
+           "momentum, the accumulated gradient)">
   ];
 }
 
