@@ -116,7 +116,6 @@ def test_adamw_matches_numpy(devices, tmp_path):
         if step == 3:
             session.save(tmp_path / "ckpt")
             trained = {k: v.copy() for k, v in reference.w.items()}
-    assert losses[-1] < losses[0]
 
     resumed = tp.Session(artifact)
     resumed.resume(tmp_path / "ckpt")
