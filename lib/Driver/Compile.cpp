@@ -446,6 +446,8 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   if (options.microbatches > 1 &&
       failed(splitIntoMicrobatches(context, options, importOptions)))
     return failure();
+  // A tied parameter that the exporter wrote twice trains as one weight.
+  importOptions.tieWeights = options.train.has_value();
 
   OwningOpRef<ModuleOp> module =
       importONNXFile(options.model, &context, importOptions);

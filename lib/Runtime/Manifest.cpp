@@ -594,6 +594,20 @@ Manifest tp::rt::parseManifest(const std::string &json,
     manifest.training = std::move(spec);
   }
 
+  if (root.get("tied"))
+    for (const llvm::json::Value &value : reader.array(root, "tied")) {
+      const llvm::json::Object &in = reader.object(&value, "'tied' entry");
+      Manifest::TiedWeight tie;
+      tie.copy = reader.string(in, "copy");
+      tie.source = reader.string(in, "source");
+      std::optional<bool> transposed = in.getBoolean("transposed");
+      if (!transposed)
+        reader.fail("'tied' entry '" + tie.copy +
+                    "': missing boolean 'transposed'");
+      tie.transposed = *transposed;
+      manifest.tied.push_back(std::move(tie));
+    }
+
   const llvm::json::Array &ranks = reader.array(root, "ranks");
   if (static_cast<int64_t>(ranks.size()) != manifest.ranks)
     reader.fail("the grid has " + std::to_string(manifest.ranks) +

@@ -157,6 +157,15 @@ std::string tp::rt::printManifest(const Manifest &manifest) {
         json.attribute("accumulate", training->accumulate);
         json.attribute("loss", training->loss);
       });
+    if (!manifest.tied.empty())
+      json.attributeArray("tied", [&] {
+        for (const Manifest::TiedWeight &tie : manifest.tied)
+          json.object([&] {
+            json.attribute("copy", tie.copy);
+            json.attribute("source", tie.source);
+            json.attribute("transposed", tie.transposed);
+          });
+      });
     json.attributeArray("ranks", [&] {
       for (const RankSpec &rank : manifest.rankSpecs)
         json.object([&] {

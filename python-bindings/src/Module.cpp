@@ -251,11 +251,11 @@ public:
   double trainStep(const std::vector<InputArrays> &microbatches, double lr) {
     std::vector<std::map<std::string, tp::rt::InputView>> batches;
     for (size_t k = 0; k < microbatches.size(); ++k)
-      batches.push_back(inputViews(
-          microbatches[k], microbatches.size() == 1
-                               ? "train_step()"
-                               : "train_step() micro-batch " +
-                                     std::to_string(k)));
+      batches.push_back(
+          inputViews(microbatches[k],
+                     microbatches.size() == 1
+                         ? "train_step()"
+                         : "train_step() micro-batch " + std::to_string(k)));
     tp::rt::TrainStep result;
     {
       nb::gil_scoped_release release;

@@ -1,7 +1,8 @@
 """tp-compile --gradients on transformers models' own loss vs torch.autograd.
 
 Builds small transformers models from configs (2 layers, hidden 32 or 64, 4
-heads, vocabulary 128, no dropout, eval mode, eager attention; no download),
+heads, vocabulary 128 or $ZOO_VOCAB, no dropout, eval mode, eager attention; no
+download),
 re-draws their weights as test/models/hf/generate.py does (O(1)
 activations; every parameter different, since the ONNX exporter merges
 equal initializers), and exports each with its loss as the only output:
@@ -85,7 +86,7 @@ import transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.join(HERE, "..", "..", "test", "models", "hf")
-BATCH, SEQ, VOCAB = 2, 8, 128
+BATCH, SEQ, VOCAB = 2, 8, int(os.environ.get("ZOO_VOCAB", "128"))
 LOSS_RTOL = 1e-4
 ATOL, RTOL = 1e-5, 1e-4
 CONFIGS = ["tp=1", "tp=2", "tp=4", "tp=2,sp"]

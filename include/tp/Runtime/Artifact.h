@@ -138,6 +138,14 @@ struct Manifest {
   std::vector<PrefillSpec> prefill;
   /// A training artifact's optimizer; absent for inference.
   std::optional<TrainingSpec> training;
+  /// Initializers of the model that are another's values (a tied
+  /// parameter exported twice, #tp.tied_weight): no rank holds them;
+  /// tp-export-weights writes them from their source.
+  struct TiedWeight {
+    std::string copy, source;
+    bool transposed = false;
+  };
+  std::vector<TiedWeight> tied;
   std::vector<StageSpec> stages;
   std::vector<TensorSpec> inputs, outputs;
   std::vector<RankSpec> rankSpecs;

@@ -188,6 +188,15 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be a unit attribute";
     return success();
   }
+  if (name == kTiedWeightsAttrName) {
+    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!list || !isa<ModuleOp>(op) ||
+        llvm::any_of(list, [](Attribute a) { return !isa<TiedWeightAttr>(a); }))
+      return op->emitOpError() << "'" << name
+                               << "' must be an array of #tp.tied_weight on "
+                                  "a module";
+    return success();
+  }
   if (name == kMutableWeightsAttrName) {
     if (!isa<UnitAttr>(attr.getValue()) || !isa<ModuleOp>(op))
       return op->emitOpError()

@@ -512,8 +512,14 @@ LogicalResult mlir::tp::writeArtifact(ModuleOp module, StringRef outDir,
   std::unique_ptr<llvm::raw_fd_ostream> manifest;
   if (failed(openOutput("manifest.json", manifest)))
     return failure();
-  *manifest << ::tp::rt::printManifest(
-      getManifest(*plan, modelPath, outputs, options, source, library));
+  ::tp::rt::Manifest written =
+      getManifest(*plan, modelPath, outputs, options, source, library);
+  if (auto tied =
+          module->getAttrOfType<ArrayAttr>(TPDialect::kTiedWeightsAttrName))
+    for (auto tie : tied.getAsRange<TiedWeightAttr>())
+      written.tied.push_back({tie.getCopy().str(), tie.getSource().str(),
+                              tie.getTransposed()});
+  *manifest << ::tp::rt::printManifest(written);
   manifest->close();
   if (manifest->has_error())
     return emitError(loc) << "cannot write manifest.json: "

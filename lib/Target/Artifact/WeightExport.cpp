@@ -380,6 +380,25 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
                        total + weight.bytes});
     total += weight.bytes;
   }
+  // A tied copy (an initializer imported as another's value) is written
+  // from its source, after the weights.
+  std::vector<std::pair<const ::tp::rt::Manifest::TiedWeight *, size_t>> copies;
+  for (const ::tp::rt::Manifest::TiedWeight &tie : manifest.tied) {
+    auto it = indexOf.find(tie.source);
+    if (it == indexOf.end()) {
+      error = "tied weight '" + tie.copy + "': its source '" + tie.source +
+              "' is in no rank file";
+      return false;
+    }
+    const Weight &source = weights[it->second];
+    std::vector<int64_t> shape = source.globalShape;
+    if (tie.transposed && shape.size() == 2)
+      std::swap(shape[0], shape[1]);
+    entries.push_back(
+        {tie.copy, source.dtype, shape, total, total + source.bytes});
+    total += source.bytes;
+    copies.push_back({&tie, it->second});
+  }
   // Written beside the destination and renamed into place: a failed export
   // leaves an existing file as it was.
   std::string partial = (outPath + ".partial." + llvm::Twine(::getpid())).str();
@@ -411,6 +430,25 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
       llvm::errs() << "exporting weights: " << done << " / " << total
                    << " bytes (" << percent << "%)\n";
     }
+  }
+  for (auto [tie, index] : copies) {
+    const Weight &source = weights[index];
+    std::string whole;
+    llvm::raw_string_ostream wholeOs(whole);
+    if (!copyWeight(source, partsOf[index], wholeOs, chunk, error))
+      return false;
+    wholeOs.flush();
+    if (tie->transposed && source.globalShape.size() == 2) {
+      int64_t rows = source.globalShape[0], cols = source.globalShape[1];
+      int64_t e = source.elementBytes;
+      std::string transposed(whole.size(), '\0');
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          std::memcpy(&transposed[(c * rows + r) * e], &whole[(r * cols + c) * e],
+                      e);
+      whole = std::move(transposed);
+    }
+    os << whole;
   }
   os.close();
   if (os.has_error()) {

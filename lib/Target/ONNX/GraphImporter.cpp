@@ -373,14 +373,67 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
         ok = false;
         continue;
       }
-      argTypes.push_back(RankedTensorType::get(shape, elementType));
-      argAttrs.push_back(builder.getNamedAttr(
-          TPDialect::kWeightAttrName, builder.getStringAttr(init.name())));
-      argNames.push_back(init.name());
+      if (!options.tieWeights || !tieToEarlier(init)) {
+        argTypes.push_back(RankedTensorType::get(shape, elementType));
+        argAttrs.push_back(builder.getNamedAttr(
+            TPDialect::kWeightAttrName, builder.getStringAttr(init.name())));
+        argNames.push_back(init.name());
+      }
     }
     define(init.name(), std::move(v));
   }
   return success(ok);
+}
+
+/// FNV-1a over the float32 bits of `values` ([rows, cols] row-major), read
+/// in row-major order or, with `transposed`, column by column.
+static uint64_t hashValues(const std::vector<double> &values, int64_t rows,
+                           int64_t cols, bool transposed) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0, e = rows * cols; i < e; ++i) {
+    int64_t at = transposed ? (i % rows) * cols + i / rows : i;
+    float f = static_cast<float>(values[at]);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return h;
+}
+
+bool GraphImporter::tieToEarlier(const onnx::TensorProto &init) {
+  if (init.data_type() != onnx::TensorProto::FLOAT || init.dims_size() != 2 ||
+      init.data_location() == onnx::TensorProto::EXTERNAL)
+    return false;
+  std::string error;
+  FailureOr<ConstTensor> values = readTensorProto(init, error);
+  if (failed(values) || values->floats.empty() ||
+      llvm::all_equal(values->floats))
+    return false;
+  int64_t rows = init.dims(0), cols = init.dims(1);
+  for (bool transposed : {false, true}) {
+    auto it = byValues.find(hashValues(values->floats, rows, cols, transposed));
+    if (it == byValues.end())
+      continue;
+    const onnx::TensorProto &source = *it->second;
+    if (source.dims(0) != (transposed ? cols : rows) ||
+        source.dims(1) != (transposed ? rows : cols))
+      continue;
+    FailureOr<ConstTensor> other = readTensorProto(source, error);
+    if (failed(other))
+      continue;
+    bool same = true;
+    for (int64_t r = 0; same && r < rows; ++r)
+      for (int64_t c = 0; same && c < cols; ++c)
+        same = static_cast<float>(values->floats[r * cols + c]) ==
+               static_cast<float>(
+                   other->floats[transposed ? c * rows + r : r * cols + c]);
+    if (!same)
+      continue;
+    ties.push_back({init.name(), source.name(), transposed});
+    return true;
+  }
+  byValues.emplace(hashValues(values->floats, rows, cols, false), &init);
+  return false;
 }
 
 LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,
@@ -687,6 +740,28 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   }
   func.setAllArgAttrs(argDicts);
   builder.setInsertionPointToStart(entry);
+  // A tied copy reads its source's argument (transposed).
+  SmallVector<Attribute> tied;
+  for (const Tie &tie : ties) {
+    Value source = lookup(tie.source)->value;
+    Location loc = NameLoc::get(StringAttr::get(ctx, tie.copy), fileLoc);
+    if (tie.transposed) {
+      auto type = cast<RankedTensorType>(source.getType());
+      Value init = tensor::EmptyOp::create(
+          builder, loc, {type.getDimSize(1), type.getDimSize(0)},
+          type.getElementType());
+      source = linalg::TransposeOp::create(builder, loc, source, init,
+                                           ArrayRef<int64_t>{1, 0})
+                   .getResult()[0];
+    }
+    lookup(tie.copy)->value = source;
+    tied.push_back(TiedWeightAttr::get(ctx, StringAttr::get(ctx, tie.copy),
+                                       StringAttr::get(ctx, tie.source),
+                                       tie.transposed));
+  }
+  if (!tied.empty())
+    module->getOperation()->setAttr(TPDialect::kTiedWeightsAttrName,
+                                    builder.getArrayAttr(tied));
 
   for (const auto &node : graph.node())
     if (failed(importNode(node)))

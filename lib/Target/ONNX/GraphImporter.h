@@ -15,6 +15,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+
 namespace mlir::tp::onnx_import {
 
 /// Imports one ModelProto into a fresh module.
@@ -80,6 +82,18 @@ private:
   llvm::SetVector<StringRef> externalFiles;
   /// Where each argument's value goes once the function exists.
   SmallVector<std::string> argNames;
+  /// ONNXImportOptions::tieWeights: the initializers that are another's
+  /// values (the source, and whether transposed), in graph order, and the
+  /// rank-2 float initializers seen so far by the hash of their values.
+  struct Tie {
+    std::string copy, source;
+    bool transposed;
+  };
+  SmallVector<Tie> ties;
+  std::map<uint64_t, const onnx::TensorProto *> byValues;
+  /// The initializer `init` (rank 2, float, in the file) is a copy of one
+  /// before it, or its transpose: records the tie and returns true.
+  bool tieToEarlier(const onnx::TensorProto &init);
 };
 
 } // namespace mlir::tp::onnx_import

@@ -130,4 +130,32 @@ def TP_SplitOutputAttr : AttrDef<TP_Dialect, "SplitOutput"> {
   let assemblyFormat = "`<` `dim` `=` $dim `,` `size` `=` $size `>`";
 }
 
+def TP_TiedWeightAttr : AttrDef<TP_Dialect, "TiedWeight"> {
+  let mnemonic = "tied_weight";
+  let summary = "An initializer imported as another one's value";
+  let description = [{
+    Listed in `tp.tied_weights` on the module (the ONNX importer's
+    `tie-weights`, which tp-compile --train sets):
+
+    ```mlir
+    #tp.tied_weight<copy = "onnx::MatMul_568", source = "wte.weight",
+                    transposed = true>
+    ```
+
+    The initializer `copy` holds the same values as `source` (transposed
+    when `transposed`): the exporter's second copy of a tied parameter (a
+    GPT-2 LM head folded into the embedding's transpose). It is imported
+    as `source`'s argument (through a transpose), not as a weight of its
+    own, so that training updates one weight with the sum of both uses'
+    gradients, as torch does; tp-export-weights writes `copy` from
+    `source` again.
+  }];
+  let parameters = (ins "StringAttr":$copy, "StringAttr":$source,
+                        "bool":$transposed);
+  let assemblyFormat = [{
+    `<` `copy` `=` $copy `,` `source` `=` $source `,` `transposed` `=`
+    $transposed `>`
+  }];
+}
+
 #endif // TP_DIALECT_TP_TPATTRS_TD

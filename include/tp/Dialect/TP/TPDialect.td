@@ -110,6 +110,10 @@ def TP_Dialect : Dialect {
     /// copy of a weight across runs (no packed weights).
     static constexpr llvm::StringLiteral kMutableWeightsAttrName =
         "tp.mutable_weights";
+    /// On the module: an array of #tp.tied_weight, the initializers
+    /// imported as another's value.
+    static constexpr llvm::StringLiteral kTiedWeightsAttrName =
+        "tp.tied_weights";
   }];
 }
 

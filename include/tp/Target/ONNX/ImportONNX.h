@@ -31,6 +31,13 @@ struct ONNXImportOptions {
   /// prefill chunk's causal mask, [batch, 1, chunk, context], is raised
   /// past it so that tp-kv-cache sees it as a table.
   int64_t maxFoldedElements = 1 << 16;
+  /// A rank-2 float initializer holding the values of an earlier one, or of
+  /// its transpose (an exporter's second copy of a tied parameter), is
+  /// imported as that one's value instead of a weight of its own, and
+  /// listed in `tp.tied_weights` on the module (tp-compile --train, so
+  /// that a tied parameter trains as one). Initializers whose values are
+  /// all equal (a zero-initialized matrix) are never tied.
+  bool tieWeights = false;
 };
 
 /// The ONNX element type named by an `--input-shape` type suffix (f32, f16,
