@@ -1,12 +1,13 @@
-"""One training step (forward + backward) of a GPT-2-small-shaped model:
-torch on one thread beside tp-compile --gradients on 1 and 2 CPU ranks, in
-one run.
+"""One training step of a GPT-2-small-shaped model: torch on one thread
+beside tp-compile on 1 and 2 CPU ranks, in one run.
 
-A step here is the forward pass, the loss and the gradient of the loss with
-respect to every weight: NOT the optimizer update. tp-compile has no
-optimizer yet (docs/user-guide.md, "Gradients"), so neither side applies
-one; an SGD/Adam update would add a few elementwise passes over the
-weights to both.
+Two tables. The first times the forward pass, the loss and the gradient of
+the loss with respect to every weight (tp-compile --gradients, no
+optimizer), and checks the gradients against torch's. The second times
+whole training steps with the optimizer: torch's zero_grad, forward,
+backward, clip_grad_norm_(1.0) and AdamW.step() against tp-compile --train
+adamw --clip-norm 1.0 run by tp-run --train (--train-steps steps on the one
+batch, the first a warm-up), and checks every step's loss.
 
 The model is transformers' GPT2LMHeadModel built from a config (default 6
 layers, hidden 768, 12 heads, vocabulary 50304, 1024 positions, tied LM
@@ -22,9 +23,8 @@ initializers), wrapped to return its own loss
 exported by torch.onnx.export (opset 14, static shapes, default batch 8 x
 sequence 128, f32). The vocabulary is GPT-2's 50257 padded to a multiple
 of 64 (as nanoGPT and bench/tensor_parallel_cpu.py do): with 50257, which
-2 does not divide, tp-compile --gradients --devices 2 fails ("at
-'/model/SoftmaxCrossEntropyLoss': cannot partition: result 0 has no
-sharding"; the LM head is left replicated); --vocab 50257 shows it. Then:
+2 does not divide, the LM head stays whole on every rank (--vocab 50257
+shows it). Then:
 
   torch x1        the same wrapper under torch.set_num_threads(1) and one
                   OpenBLAS thread: forward + loss.backward(), timed
@@ -62,9 +62,7 @@ site (`make zoo-site`), or `make bench-training`:
       /usr/bin/python3 bench/training.py --layers 1 --hidden 64 --heads 4 \\
       --vocab 512 --batch 2 --seq 16                 # smoke, ~15 s
 
-(2026-12-06: a tp-mlir step at the full size is about a minute on 1 rank,
-dominated by the embedding's gradient, so each default tp-run sample costs
-two minutes: results/training_gpt2_small.txt.)
+(results/training_gpt2_small.txt.)
 """
 
 import argparse
@@ -290,6 +288,51 @@ def compare(out, mapping, torch_loss, torch_grads):
     return loss, rel, worst_abs, worst_rel, len(summed), missing
 
 
+def time_torch_adamw(wrapper, inputs, a):
+    """A whole training step of torch: zero_grad, forward, backward,
+    clip_grad_norm_(1.0), AdamW(lr 1e-4, weight decay 0.01).step(). Seconds
+    per step (median of steps 2..), and every step's loss."""
+    torch.set_num_threads(1)
+    args = tuple(inputs.values())
+    params = list(wrapper.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
+    times, losses = [], []
+    for _ in range(a.train_steps):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        out = wrapper(*args)
+        out.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        times.append(time.perf_counter() - start)
+        losses.append(out.item())
+    return statistics.median(times[1:]), times, losses
+
+
+def train_tp_mlir(a, model, devices, work):
+    """tp-compile --train adamw and tp-run --train for --train-steps steps
+    on the one batch: (seconds per step, median of steps 2.., every step's
+    seconds and loss, peak RSS) or (None, error)."""
+    artifact = os.path.join(work, f"train{devices}.tpa")
+    code, text, _ = run_logged(
+        [os.path.join(work, "tp-compile"), model, "--train", "adamw", "--lr",
+         "1e-4", "--weight-decay", "0.01", "--clip-norm", "1.0", "--devices",
+         str(devices), "--target", "cpu", "-o", artifact],
+        dict(os.environ), os.path.join(work, f"train-compile{devices}.log"))
+    if code != 0:
+        return None, f"tp-compile --train: exit {code}: {first_error(text)}"
+    code, text, rss = run_logged(
+        [os.path.join(work, "tp-run"), artifact, "--train", "--data",
+         os.path.join(work, "data"), "--steps", str(a.train_steps)],
+        blas.env(1), os.path.join(work, f"train-run{devices}.log"))
+    if code != 0:
+        return None, f"tp-run --train: exit {code}: {first_error(text)}"
+    steps = re.findall(r"^step \d+: loss (\S+) .*\(([0-9.]+) ms", text, re.M)
+    times = [float(ms) / 1e3 for _, ms in steps]
+    return (statistics.median(times[1:]), times, [float(l) for l, _ in steps],
+            rss)
+
+
 def cpu_model():
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -319,6 +362,9 @@ def main():
                          "warm-up step (default: --repeat)")
     ap.add_argument("--ranks", type=lambda t: [int(x) for x in t.split(",")],
                     default=[1, 2], help="tp-mlir rank counts (default 1,2)")
+    ap.add_argument("--train-steps", type=int, default=3,
+                    help="AdamW steps of the optimizer comparison (the "
+                         "first warms up; 0: none)")
     ap.add_argument("--build-bin", default=os.path.join(REPO, "build", "bin"))
     ap.add_argument("--keep", metavar="DIR",
                     help="work in DIR and keep the export and artifacts")
@@ -339,8 +385,8 @@ def main():
     print(f"# GPT2LMHeadModel: {a.layers} layers, hidden {a.hidden}, "
           f"{a.heads} heads, vocab {a.vocab}, f32; batch {a.batch} x seq "
           f"{a.seq} ({tokens} tokens), labels = input_ids, its own loss")
-    print(f"# a step = forward + loss + all gradients; NO optimizer update "
-          f"(tp-compile has no optimizer yet); median of {a.repeat} torch "
+    print(f"# first table: a step = forward + loss + all gradients, no "
+          f"optimizer; median of {a.repeat} torch "
           f"steps after 1 warm-up, of {a.tp_repeat} tp-run processes of 1 "
           f"warm-up + 1 timed step each", flush=True)
 
@@ -402,14 +448,28 @@ def main():
                        grad_bytes=sum(os.path.getsize(os.path.join(out, f))
                                       for f in os.listdir(out)
                                       if f.startswith("grad.")))
+        # Whole steps with the optimizer, on the same batch: torch's loop
+        # and tp-run --train (the gradient timings above are done with the
+        # initial weights).
+        trained = {}
+        if a.train_steps > 1:
+            os.makedirs(os.path.join(work, "data", "0"), exist_ok=True)
+            for name in inputs:
+                shutil.copy(os.path.join(work, name + ".npy"),
+                            os.path.join(work, "data", "0", name + ".npy"))
+            for ranks in a.ranks:
+                progress(f"tp-compile --train adamw, tp-run --train x{ranks}")
+                trained[ranks] = train_tp_mlir(a, model, ranks, work)
+            progress("torch AdamW steps")
+            trained["torch"] = time_torch_adamw(wrapper, inputs, a)
         progress("done")
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
 
     ok = {n: r for n, r in rows.items() if "error" not in r}
-    print(f"\none training step (forward + loss + all gradients; NO "
-          f"optimizer update), batch {a.batch} x seq {a.seq}, f32; median "
+    print(f"\none training step (forward + loss + all gradients; no "
+          f"optimizer), batch {a.batch} x seq {a.seq}, f32; median "
           f"of {a.repeat} (torch) / {a.tp_repeat} (tp-mlir) after 1 warm-up")
     print(f"  {'':18} {'s/step':>8} {'tokens/s':>9} {'peak RSS':>9}  "
           f"samples (s)")
@@ -454,6 +514,30 @@ def main():
               f"{covered} of {len(torch_grads)} gradients, max abs diff "
               f"{g_abs:.2e} ({g_rel:.1e} of that parameter's max |grad|)"
               + (f"; missing {', '.join(missing[:4])}" if missing else ""))
+    if "torch" in trained:
+        torch_step, torch_times, torch_losses = trained["torch"]
+        print(f"\nwhole training steps with the optimizer: AdamW (lr 1e-4, "
+              f"weight decay 0.01) after clipping to global norm 1.0, "
+              f"{a.train_steps} steps on the batch above, median of steps "
+              f"2..{a.train_steps}")
+        print(f"  {'':18} {'s/step':>8} {'tokens/s':>9}  losses")
+        print(f"  {'torch 1 thread':18} {torch_step:8.4f} "
+              f"{tokens / torch_step:9.0f}  "
+              + " ".join(f"{l:.7g}" for l in torch_losses))
+        for ranks in a.ranks:
+            label = f"tp-mlir {ranks} rank{'s' if ranks > 1 else ''}"
+            r = trained.get(ranks)
+            if r is None or r[0] is None:
+                print(f"  {label:18} FAILED: {r[1] if r else '?'}")
+                continue
+            step_s, times, losses, _ = r
+            worst = max(abs(x - y) / abs(y)
+                        for x, y in zip(losses, torch_losses))
+            print(f"  {label:18} {step_s:8.4f} {tokens / step_s:9.0f}  "
+                  + " ".join(f"{l:.7g}" for l in losses)
+                  + f"  (loss rel diff to torch at most {worst:.1e})")
+            print(f"  torch / tp-mlir {ranks} rank{'s' if ranks > 1 else ''}"
+                  f": {torch_step / step_s:.2f}x")
     print(f"  load average {os.getloadavg()[0]:.2f} at the end")
     return 0
 

@@ -299,6 +299,13 @@ private:
   }
   bool followUse(OpOperand &use, int64_t dim);
   bool followLinalg(linalg::LinalgOp op, OpOperand &use, int64_t dim);
+  /// `value` is a backward value that every user reads along `dim` without
+  /// gathering it when split there: elementwise (a plain dim of its
+  /// result) or by a small sum over it (isSmallReduction).
+  bool readsSplitEverywhere(Value value, int64_t dim);
+  /// Follows `dim` of the backward value `value` (and, through elementwise
+  /// ops, of what it is computed from) if readsSplitEverywhere allows.
+  void splitBackwardInput(Value value, int64_t dim);
   DenseSet<std::pair<Value, int64_t>> visited;
   /// Walking the backward (ops tp-differentiate built), which reads the
   /// forward's split values: the split is followed to keep the gradients
@@ -497,8 +504,61 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
     }
     else if (isModelInput(input->get()))
       splitOperands[input] = *d;
+    else if (inBackward)
+      splitBackwardInput(input->get(), *d);
   }
   return follow(user->getResult(0), *resultDim);
+}
+
+void SplitTracker::splitBackwardInput(Value value, int64_t dim) {
+  if (visited.contains({value, dim}) || !readsSplitEverywhere(value, dim))
+    return;
+  // A backward value read here along the split (a cross-entropy's gradient
+  // of the log-probabilities, built from the labels) splits with it, so
+  // that its other readers, sums over the split dim, take their part
+  // instead of gathering it; and so, elementwise, do the values it is
+  // computed from.
+  follow(value, dim);
+  auto def = cast<linalg::LinalgOp>(value.getDefiningOp());
+  SmallVector<int64_t> ranges = def.getStaticLoopRanges();
+  std::optional<unsigned> loop = getPlainLoop(
+      def.getIndexingMapMatchingResult(cast<OpResult>(value)).getResult(dim),
+      ranges);
+  if (!loop ||
+      def.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel)
+    return;
+  for (OpOperand *input : def.getDpsInputOperands())
+    if (auto d = getPlainDim(def.getMatchingIndexingMap(input), *loop, ranges);
+        d && !isModelInput(input->get()))
+      splitBackwardInput(input->get(), *d);
+}
+
+bool SplitTracker::readsSplitEverywhere(Value value, int64_t dim) {
+  Operation *def = value.getDefiningOp();
+  if (!def || !def->hasAttr(TPDialect::kBackwardAttrName) ||
+      !isa<linalg::LinalgOp>(def))
+    return false;
+  for (OpOperand &use : value.getUses()) {
+    auto op = dyn_cast<linalg::LinalgOp>(use.getOwner());
+    if (!op || op.isDpsInit(&use))
+      return false;
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    std::optional<unsigned> loop =
+        getPlainLoop(op.getMatchingIndexingMap(&use).getResult(dim), ranges);
+    if (!loop)
+      return false;
+    if (op.getIteratorTypesArray()[*loop] == utils::IteratorType::reduction) {
+      if (!isSmallReduction(op, use, *loop))
+        return false;
+      continue;
+    }
+    if (!op.getMatchingIndexingMap(&use).isProjectedPermutation() ||
+        !getPlainDim(op.getIndexingMapMatchingResult(
+                         cast<OpResult>(op->getResult(0))),
+                     *loop, ranges))
+      return false;
+  }
+  return true;
 }
 
 /// The weight dim and result dim of a contraction's output (column) dim:

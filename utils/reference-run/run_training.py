@@ -22,7 +22,9 @@ and resumes from that checkpoint for the rest: the losses after it must be
 the ones of the run that did not stop (rel 1e-6). One line per run:
 
     llama tp=2: 20 steps, loss 5.2687 -> 3.1021, max loss rel diff 3.1e-07,
-    weights max abs diff 2.4e-07 ok
+    weights max abs diff 2.4e-07 ok | 15 all_reduce
+
+(the collectives of a step, from tp-compile --explain).
 
 Run (transformers 4.47 installed with --target, see `make zoo-deps`):
   PYTHONPATH=test/models/hf/.cache/site HF_HUB_OFFLINE=1 \\
@@ -157,7 +159,7 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
     artifact = os.path.join(folder, f"{tag}.tpa")
     command = [args.tp_compile, os.path.join(folder, "model.onnx"),
                "--train", args.optimizer, "--devices", str(ranks),
-               "--target", "cpu", "-o", artifact,
+               "--target", "cpu", "--explain", "-o", artifact,
                "--accumulate", str(args.accumulate)]
     if args.optimizer == "adamw":
         command += ["--lr", "1e-3", "--weight-decay", "0.01",
@@ -172,7 +174,7 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
     data = os.path.join(folder, "data")
     ckpt = os.path.join(folder, f"{tag}.ckpt")
     try:
-        run(command)
+        collectives = zoo.parse_collectives(run(command))
         train = [args.tp_run, artifact, "--train", "--data", data]
         got = parse_losses(run(train + ["--steps", str(args.steps), "--save",
                                         ckpt]))
@@ -227,7 +229,8 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
     return not problems, (
         f"{head} {len(got)} steps, loss {got[0] if got else 0:.5g} -> "
         f"{got[-1] if got else 0:.5g}, max loss rel diff {worst:.2g}, "
-        f"weights max abs diff {wdiff:.2g}{resume_note} {status}")
+        f"weights max abs diff {wdiff:.2g}{resume_note} {status} | "
+        f"{collectives}")
 
 
 def main():

@@ -621,12 +621,29 @@ static bool collectInvariantSlice(linalg::GenericOp op, Value value,
   return true;
 }
 
-std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op) {
-  SmallVector<unsigned> reductions;
-  op.getReductionDims(reductions);
-  if (reductions.size() != 1 || op.getNumDpsInits() != 1)
+/// The select(cond, x, 0) that `contribution` is, or that it multiplies by
+/// (x * select(cond, c, 0)): zero unless cond holds.
+static arith::SelectOp getZeroUnlessSelect(Value contribution) {
+  auto zeroUnless = [](Value v) -> arith::SelectOp {
+    auto select = v.getDefiningOp<arith::SelectOp>();
+    if (!select || !matchPattern(select.getFalseValue(), m_AnyZeroFloat()))
+      return {};
+    return select;
+  };
+  if (arith::SelectOp select = zeroUnless(contribution))
+    return select;
+  auto mul = contribution.getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return {};
+  if (arith::SelectOp select = zeroUnless(mul.getRhs()))
+    return select;
+  return zeroUnless(mul.getLhs());
+}
+
+std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op,
+                                                  bool allowScatter) {
+  if (op.getNumDpsInits() != 1)
     return std::nullopt;
-  unsigned dim = reductions.front();
   Block &body = op.getRegion().front();
   auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
   if (!add)
@@ -635,12 +652,38 @@ std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op) {
   Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
   if ((add.getLhs() != out && add.getRhs() != out) || other == out)
     return std::nullopt;
-  auto select = other.getDefiningOp<arith::SelectOp>();
-  if (!select || !matchPattern(select.getFalseValue(), m_AnyZeroFloat()))
+  arith::SelectOp select = getZeroUnlessSelect(other);
+  if (!select)
     return std::nullopt;
   auto cmp = select.getCondition().getDefiningOp<arith::CmpIOp>();
   if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq)
     return std::nullopt;
+  // The dim the compare reads: the only reduction (a gather), or a
+  // parallel dim no input reads (a scatter into the output).
+  SmallVector<unsigned> reductions;
+  op.getReductionDims(reductions);
+  std::optional<unsigned> compared;
+  for (Value side : {cmp.getLhs(), cmp.getRhs()}) {
+    if (auto addi = side.getDefiningOp<arith::AddIOp>())
+      for (Value term : {addi.getLhs(), addi.getRhs()})
+        if (auto index = term.getDefiningOp<linalg::IndexOp>())
+          compared = index.getDim();
+    if (auto index = side.getDefiningOp<linalg::IndexOp>())
+      compared = index.getDim();
+  }
+  if (!compared)
+    return std::nullopt;
+  unsigned dim = *compared;
+  bool scatter = false;
+  if (reductions.size() != 1 || reductions.front() != dim) {
+    if (!allowScatter || llvm::is_contained(reductions, dim) ||
+        llvm::any_of(op.getDpsInputOperands(), [&](OpOperand *input) {
+          return isa<RankedTensorType>(input->get().getType()) &&
+                 op.getMatchingIndexingMap(input).isFunctionOfDim(dim);
+        }))
+      return std::nullopt;
+    scatter = true;
+  }
   // One side is index(dim) [+ offset], the other is invariant.
   auto asIndexPlusOffset = [&](Value v, Value &offset) {
     offset = nullptr;
@@ -662,6 +705,7 @@ std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op) {
   };
   Lookup lookup;
   lookup.dim = dim;
+  lookup.scatter = scatter;
   for (auto [indexSide, keySide] :
        {std::pair(cmp.getLhs(), cmp.getRhs()),
         std::pair(cmp.getRhs(), cmp.getLhs())}) {
@@ -778,7 +822,7 @@ LogicalResult CppEmitter::prepareGenericResults(linalg::GenericOp op) {
 LogicalResult CppEmitter::emitGenericLoops(
     linalg::GenericOp op, ArrayRef<std::string> rows,
     std::optional<std::pair<std::string, std::string>> columns) {
-  std::optional<Lookup> lookup = matchLookup(op);
+  std::optional<Lookup> lookup = matchLookup(op, /*allowScatter=*/true);
   assert((!lookup || rows.empty()) && "a lookup is never row-fused");
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   // The row loops of a row group are the group's (EmitRowGroups.cpp).

@@ -112,7 +112,8 @@ void CppEmitter::findRowGroups() {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic || !generic.hasPureTensorSemantics() ||
         fusedIntoAttention.contains(op) || attentionAt.count(op) ||
-        succeeded(matchGemm(generic)) || matchLookup(generic) ||
+        succeeded(matchGemm(generic)) ||
+        matchLookup(generic, /*allowScatter=*/true) ||
         rowDimsOf(generic) == 0 ||
         llvm::any_of(generic.getStaticLoopRanges(),
                      ShapedType::isDynamic))

@@ -51,7 +51,7 @@ static bool shouldFuse(OpOperand *fusedOperand) {
   // once per term of the sum), even one of mixed operand types that only
   // the fused attention runs as a GEMM.
   return failed(emit::matchGemm(consumer, emit::GemmOperands::Mixed)) &&
-         !emit::matchLookup(consumer);
+         !emit::matchLookup(consumer, /*allowScatter=*/true);
 }
 
 LogicalResult mlir::tp::emit::fuseElementwiseChains(ModuleOp module) {

@@ -60,10 +60,14 @@ bool onlyFeedsGemms(linalg::FillOp fill);
 /// saturating clamp, then truncf), so the GEMM may write bf16 itself.
 linalg::GenericOp roundingToBF16Of(linalg::GenericOp gemm);
 
-/// A sum over reduction dim `dim` of select(key == index(dim) + offset, x, 0):
-/// only the iteration where index(dim) == key - offset contributes.
+/// A sum over reduction dim `dim` of select(key == index(dim) + offset, x, 0)
+/// (or x * select(..., c, 0)): only the iteration where index(dim) == key -
+/// offset contributes. With `scatter`, `dim` is instead a parallel dim that
+/// only the output reads: out[.., index(dim), ..] += x where it matches (an
+/// embedding's gradient, a scatter-add), every other element unchanged.
 struct Lookup {
   unsigned dim;
+  bool scatter = false;
   /// The ops (in body order) that compute the key; they do not depend on
   /// the reduction index.
   llvm::SetVector<Operation *> keyOps;
@@ -71,8 +75,11 @@ struct Lookup {
   Value offset; // may be null
 };
 
-/// The lookup `op` computes, if it is one.
-std::optional<Lookup> matchLookup(linalg::GenericOp op);
+/// The lookup `op` computes, if it is one; scatters only with
+/// `allowScatter` (the C++ target emits them; the CUDA target runs them as
+/// loop nests).
+std::optional<Lookup> matchLookup(linalg::GenericOp op,
+                                  bool allowScatter = false);
 
 /// Scaled dot-product attention that both emitters run fused
 /// (MatchAttention.cpp): S = Q Kᵀ, X = f(S, ...), softmax over the keys,
