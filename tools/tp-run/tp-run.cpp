@@ -479,13 +479,14 @@ int train(const Options &options, Session &session) {
       std::cout << "step " << result.step << ": loss "
                 << std::setprecision(9) << result.loss << std::setprecision(4)
                 << " grad norm " << result.gradNorm << " lr " << result.lr
-                << " (" << std::setprecision(3) << result.seconds * 1e3
-                << " ms";
+                << " (" << std::fixed << std::setprecision(1)
+                << result.seconds * 1e3 << " ms";
       if (tokens)
-        std::cout << ", "
+        std::cout << ", " << std::setprecision(0)
                   << static_cast<double>(tokens * accumulate) / result.seconds
                   << " tokens/s";
-      std::cout << ")" << std::setprecision(6) << "\n" << std::flush;
+      std::cout << ")" << std::defaultfloat << std::setprecision(6) << "\n"
+                << std::flush;
     }
     bool last = s + 1 == options.steps;
     if (!options.save.empty() &&
@@ -499,13 +500,14 @@ int train(const Options &options, Session &session) {
   }
   if (root) {
     std::cout << "trained " << options.steps << " steps on "
-              << manifest.ranks << " ranks in " << seconds << " s";
+              << manifest.ranks << " ranks in " << std::fixed
+              << std::setprecision(3) << seconds << " s";
     if (tokens)
-      std::cout << ", "
+      std::cout << ", " << std::setprecision(0)
                 << static_cast<double>(tokens * accumulate * options.steps) /
                        seconds
                 << " tokens/s";
-    std::cout << "\n";
+    std::cout << std::defaultfloat << std::setprecision(6) << "\n";
   }
   return 0;
 }

@@ -662,14 +662,20 @@ std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op,
   // parallel dim no input reads (a scatter into the output).
   SmallVector<unsigned> reductions;
   op.getReductionDims(reductions);
+  // (The reduction's, if both sides are indices.)
   std::optional<unsigned> compared;
-  for (Value side : {cmp.getLhs(), cmp.getRhs()}) {
-    if (auto addi = side.getDefiningOp<arith::AddIOp>())
-      for (Value term : {addi.getLhs(), addi.getRhs()})
-        if (auto index = term.getDefiningOp<linalg::IndexOp>())
-          compared = index.getDim();
-    if (auto index = side.getDefiningOp<linalg::IndexOp>())
+  auto consider = [&](Value v) {
+    auto index = v.getDefiningOp<linalg::IndexOp>();
+    if (index && (!compared || (reductions.size() == 1 &&
+                                index.getDim() == reductions.front())))
       compared = index.getDim();
+  };
+  for (Value side : {cmp.getLhs(), cmp.getRhs()}) {
+    consider(side);
+    if (auto addi = side.getDefiningOp<arith::AddIOp>()) {
+      consider(addi.getLhs());
+      consider(addi.getRhs());
+    }
   }
   if (!compared)
     return std::nullopt;
