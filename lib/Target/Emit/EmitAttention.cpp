@@ -22,8 +22,12 @@ using namespace mlir::tp::emit;
 
 namespace {
 
-std::string offset(StringRef base, int64_t stride) {
-  return stride ? (base + " + b * " + Twine(stride) + "LL").str() : base.str();
+/// Batch element b's matrix of an operand `group` batch elements share.
+std::string offset(StringRef base, int64_t stride, int64_t group = 1) {
+  if (!stride)
+    return base.str();
+  std::string batch = group == 1 ? "b" : "(b / " + std::to_string(group) + "LL)";
+  return (base + " + " + batch + " * " + Twine(stride) + "LL").str();
 }
 
 const char *trans(bool t) { return t ? "CblasTrans" : "CblasNoTrans"; }
@@ -61,7 +65,8 @@ LogicalResult CppEmitter::emitFilledKeys(const Gemm &product, bool keysAreRows,
       keysAreRows ? "limit * " + ld : std::to_string(rows * product.ldb) + "LL";
   std::string in = "in" + buffer.str();
   os << "const " << *type << " *" << in << " = "
-     << offset(name(product.rhs), product.strideRhs) << ";\n";
+     << offset(name(product.rhs), product.strideRhs, product.rhsGroup)
+     << ";\n";
   os << "for (std::int64_t i = 0; i < " << count << "; ++i) {\n";
   os.indent();
   std::string element = in + "[i]";
@@ -133,10 +138,12 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
   std::string q = operand(qk.lhs, qk.lhsElement, "q");
   std::string k =
       kPerBatch ? kBuffer + ".data()"
-                : offset(operand(qk.rhs, qk.rhsElement, "k"), qk.strideRhs);
+                : offset(operand(qk.rhs, qk.rhsElement, "k"), qk.strideRhs,
+                         qk.rhsGroup);
   std::string v =
       vPerBatch ? vBuffer + ".data()"
-                : offset(operand(pv.rhs, pv.rhsElement, "v"), pv.strideRhs);
+                : offset(operand(pv.rhs, pv.rhsElement, "v"), pv.strideRhs,
+                         pv.rhsGroup);
   if (kPerBatch)
     os << "std::vector<float> " << kBuffer << "(" << keyRows * qk.ldb << ");\n";
   if (vPerBatch)

@@ -24,8 +24,10 @@ constexpr int64_t kWarp = 32;
 
 /// The index expression of element (row, col) of a GEMM operand.
 std::string operandOffset(StringRef batchStride, bool trans, int64_t ld,
-                          StringRef row, StringRef col) {
-  std::string offset = "b * " + batchStride.str() + "LL + ";
+                          StringRef row, StringRef col, int64_t group = 1) {
+  std::string batch =
+      group == 1 ? "b" : "(b / " + std::to_string(group) + "LL)";
+  std::string offset = batch + " * " + batchStride.str() + "LL + ";
   if (trans)
     return offset + col.str() + " * " + std::to_string(ld) + "LL + " +
            row.str();
@@ -161,7 +163,8 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   k << "float s = 0;\n";
   std::string keyElement = "kt[" +
                            operandOffset(std::to_string(qk.strideRhs),
-                                         qk.transRhs, qk.ldb, "d", "j") +
+                                         qk.transRhs, qk.ldb, "d", "j",
+                                         qk.rhsGroup) +
                            "]";
   k << "for (std::int64_t d = 0; d < " << depth << "; ++d) {\n";
   k.indent();
@@ -230,7 +233,7 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   k << "if (col < " << width << ")\n";
   k << "  acc[c] += weight * static_cast<float>(v["
     << operandOffset(std::to_string(pv.strideRhs), pv.transRhs, pv.ldb, "key",
-                     "col")
+                     "col", pv.rhsGroup)
     << "]);\n";
   k.unindent();
   k << "}\n";

@@ -30,6 +30,10 @@ struct Gemm {
   int64_t batch = 1, m = 1, n = 1, k = 1;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t strideLhs = 0, strideRhs = 0, strideOut = 0;
+  /// Batch elements that read one rhs matrix: element b reads matrix
+  /// b / rhsGroup (the fused attention's K and V under grouped-query
+  /// attention, read without their repeat to the query heads).
+  int64_t rhsGroup = 1;
 };
 
 /// Which operand element types a GEMM may read.
@@ -99,6 +103,10 @@ struct FusedAttention {
   /// A copy that only swaps K's last two dims, folded into `qk` (which
   /// reads its input instead), or null.
   linalg::GenericOp keyTranspose;
+  /// The repeats of K's and V's heads to the query heads (a broadcast
+  /// and the reshape merging it into the heads dim) that the products
+  /// read through `rhsGroup` instead.
+  SmallVector<Operation *> headRepeats;
   /// Whether that copy's payload does more than copy (rounds f32 keys, a
   /// model input, to the bf16 of Q, say): the emitters run it on each
   /// element of K they read, and `qk.rhsElement` is the input's type.

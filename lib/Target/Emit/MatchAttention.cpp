@@ -12,9 +12,12 @@
 //
 // When no reader outside the chain needs S, X, M, E, L or P, each target
 // runs the chain as one fused computation (EmitAttention.cpp on CPUs,
-// EmitCudaAttention.cpp on GPUs). Two more things are folded in:
+// EmitCudaAttention.cpp on GPUs). Three more things are folded in:
 //  - a transpose that only swaps K's last two dims (GPT-2's
 //    `k.transpose(-1, -2)`): the product reads K as stored instead;
+//  - the repeat of K's and V's heads to the query heads under grouped-
+//    query attention: each product reads head b / g of the unrepeated
+//    operand (Gemm::rhsGroup) instead;
 //  - the key bound of a KV cache. In a decoder compiled with --max-seq, K
 //    and V are the runtime's buffers of every position (tp.cache_update),
 //    of which a call has filled [0, cache_position + its token count). The
@@ -354,6 +357,60 @@ void foldKeyTranspose(FusedAttention &a) {
   a.qk.ldb = rowsStored;
 }
 
+/// Reads the rhs of `product` without a repeat of its heads: grouped-query
+/// attention broadcasts each K/V head [.., kv, 1, rows, cols] to the query
+/// heads of its group [.., kv, g, rows, cols] and merges that into the
+/// heads dim. Batch element b (row-major over the repeated operand's
+/// leading dims, the group innermost) reads matrix b / g of the broadcast's
+/// input: no copy of every head of a KV cache on every call.
+void foldHeadRepeat(Gemm &product, FusedAttention &a) {
+  auto collapse = product.rhs.getDefiningOp<tensor::CollapseShapeOp>();
+  if (!collapse || !product.rhs.hasOneUse() || product.strideRhs == 0 ||
+      product.rhsGroup != 1)
+    return;
+  auto repeat = collapse.getSrc().getDefiningOp<linalg::GenericOp>();
+  if (!repeat || !collapse.getSrc().hasOneUse() || !isElementwise(repeat) ||
+      repeat.getNumDpsInputs() != 1)
+    return;
+  Block &body = repeat.getRegion().front();
+  if (body.getTerminator()->getOperand(0) != body.getArgument(0))
+    return;
+  // The matrices are the last two dims, kept as they are.
+  unsigned rank = repeat.getNumLoops();
+  SmallVector<ReassociationIndices> groups = collapse.getReassociationIndices();
+  if (rank < 3 || groups.size() < 2 ||
+      groups.back() != ReassociationIndices{int64_t(rank) - 1} ||
+      groups[groups.size() - 2] != ReassociationIndices{int64_t(rank) - 2})
+    return;
+  // The input reads every dim but a run of batch dims just before the
+  // matrices, in order.
+  AffineMap in = repeat.getMatchingIndexingMap(repeat.getDpsInputOperand(0));
+  AffineMap out = repeat.getMatchingIndexingMap(repeat.getDpsInitOperand(0));
+  if (!out.isIdentity() || !in.isProjectedPermutation())
+    return;
+  SmallVector<unsigned> kept;
+  for (AffineExpr expr : in.getResults())
+    kept.push_back(cast<AffineDimExpr>(expr).getPosition());
+  unsigned dropped = rank - kept.size();
+  if (dropped == 0 || !llvm::is_sorted(kept) ||
+      !llvm::equal(ArrayRef(kept).take_front(rank - 2 - dropped),
+                   llvm::seq(0u, rank - 2 - dropped)) ||
+      kept[kept.size() - 2] != rank - 2 || kept.back() != rank - 1)
+    return;
+  ArrayRef<int64_t> shape = collapse.getSrcType().getShape();
+  int64_t group = 1, batch = 1;
+  for (unsigned d = 0; d + 2 < rank; ++d) {
+    batch *= shape[d];
+    if (d + 2 + dropped >= rank)
+      group *= shape[d];
+  }
+  if (batch != product.batch || ShapedType::isDynamicShape(shape))
+    return;
+  a.headRepeats.append({collapse, repeat});
+  product.rhs = repeat.getDpsInputs()[0];
+  product.rhsGroup = group;
+}
+
 /// The dim of `input` (an operand of `op`) that loop `loop` indexes.
 std::optional<std::pair<Value, int64_t>> dimIndexedBy(linalg::GenericOp op,
                                                        OpOperand *input,
@@ -484,6 +541,8 @@ mlir::tp::emit::matchAttention(linalg::GenericOp out) {
   if (!a)
     return std::nullopt;
   foldKeyTranspose(*a);
+  foldHeadRepeat(a->qk, *a);
+  foldHeadRepeat(a->pv, *a);
   findCacheBound(*a);
   return a;
 }
@@ -526,6 +585,8 @@ void CppEmitter::findFusedAttention() {
       fusedIntoAttention.insert(inner);
     for (Operation *reshape : group->reshapes)
       fusedIntoAttention.insert(reshape);
+    for (Operation *repeat : group->headRepeats)
+      fusedIntoAttention.insert(repeat);
     attentionAt[op] = group;
     // The fused computation runs where O is: what it reads lives until
     // then.
