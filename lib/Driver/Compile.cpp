@@ -537,6 +537,13 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   // Generation: the prompt's chunk programs beside the decode step, on the
   // same weights and caches.
   std::vector<int64_t> chunks = getPrefillChunks(options);
+  // Each chunk's stages are the decode step's (they share the weights),
+  // though its FLOPs fall otherwise (its logits at one position).
+  if (auto pipeline = (*module)->getAttrOfType<DictionaryAttr>(
+          TPDialect::kPipelineAttrName))
+    if (auto boundaries = pipeline.getAs<ArrayAttr>("boundaries"))
+      for (auto ordinal : boundaries.getAsRange<IntegerAttr>())
+        parallelize.pipelineBoundaries.push_back(ordinal.getInt());
   for (int64_t chunk : chunks) {
     if (failed(checkInterrupted(context, options, "planning the prefill")))
       return failure();
@@ -557,6 +564,8 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     KVCacheOptions cache;
     cache.maxSeq = options.maxSeq;
     prefillPm.addPass(createKVCache(cache));
+    // Generation reads the logits of the prompt's last token only.
+    prefillPm.addPass(createSelectLogits());
     buildParallelizePipeline(prefillPm, parallelize);
     if (failed(prefillPm.run(*prefill)) ||
         failed(mergePrefill(*module, *prefill, chunk)))

@@ -639,17 +639,22 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     bool chunkHasPositions = findInput(prefill.inputs, manifest.dir,
                                        "position_ids", {rows, chunk}, false);
     findInput(prefill.inputs, manifest.dir, "cache_position", {}, true);
+    // A chunk compiled by tp-select-logits returns the logits at
+    // logits_position only.
+    bool selectsLogits = findInput(prefill.inputs, manifest.dir,
+                                   "logits_position", {}, false);
+    int64_t logitsRows = selectsLogits ? 1 : chunk;
     const TensorSpec *chunkLogits = nullptr;
     for (const TensorSpec &output : prefill.outputs)
       if (output.name == "logits")
         chunkLogits = &output;
     if (!chunkLogits || chunkLogits->dtype != "F32" ||
-        chunkLogits->shape != std::vector<int64_t>{rows, chunk, vocab} ||
+        chunkLogits->shape != std::vector<int64_t>{rows, logitsRows, vocab} ||
         (chunkLogits->splitDim >= 0 && chunkLogits->splitDim != 2))
       throw Error(manifest.dir + ": the prefill chunk of " +
                   std::to_string(chunk) + " tokens has no F32 [" +
-                  std::to_string(rows) + ", " + std::to_string(chunk) + ", " +
-                  std::to_string(vocab) + "] output 'logits'");
+                  std::to_string(rows) + ", " + std::to_string(logitsRows) +
+                  ", " + std::to_string(vocab) + "] output 'logits'");
     chunkIds.assign(rows * chunk, 0);
     chunkPositions.assign(rows * chunk, 1);
     for (int64_t r = 0; r < rows; ++r)
@@ -657,7 +662,7 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
         chunkIds[r * chunk + t] = sequence[r * length + first + t];
         chunkPositions[r * chunk + t] = advance(r, first + t).second;
       }
-    std::vector<int64_t> cachePosition{first};
+    std::vector<int64_t> cachePosition{first}, logitsPosition{count - 1};
     std::map<std::string, InputView> inputs{
         {"input_ids", view(chunkIds, {rows, chunk}, "input_ids")},
         {"attention_mask", view(mask, {rows, slots}, "attention_mask")},
@@ -665,11 +670,15 @@ Generation Session::generate(const std::vector<int64_t> &promptIds,
     if (chunkHasPositions)
       inputs["position_ids"] =
           view(chunkPositions, {rows, chunk}, "position_ids");
+    if (selectsLogits)
+      inputs["logits_position"] =
+          view(logitsPosition, {}, "logits_position");
     runInPlace(inputs, static_cast<int>(chosen));
     ++result.prefillChunks;
     first += count;
     if (first == promptLength && lastStep >= promptLength) {
-      finished = step(static_cast<int>(chosen), count - 1, first - 1);
+      finished = step(static_cast<int>(chosen), selectsLogits ? 0 : count - 1,
+                      first - 1);
       lastWritten = first;
       result.prefillSeconds =
           std::chrono::duration<double>(Clock::now() - start).count();

@@ -96,6 +96,8 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     PlanPipelineOptions pipeline;
     pipeline.stages = options.stages;
     pipeline.microbatches = options.microbatches;
+    pipeline.boundaries.assign(options.pipelineBoundaries.begin(),
+                               options.pipelineBoundaries.end());
     pm.addPass(createPlanPipeline(pipeline));
   }
   // Outputs that stay split: each rank returns its block (of every stage

@@ -152,9 +152,27 @@ struct PlanPipeline : tp::impl::PlanPipelineBase<PlanPipeline> {
                        << cuts.size() + 1 << ")";
       return signalPassFailure();
     }
-    // Greedy: stage k ends at the boundary nearest k/P of the FLOPs.
+    // Greedy: stage k ends at the boundary nearest k/P of the FLOPs, or at
+    // the boundaries given.
     SmallVector<int64_t> bounds = {0};
-    for (int64_t k = 1; k < stages; ++k) {
+    if (!boundaries.empty()) {
+      if (static_cast<int64_t>(boundaries.size()) != stages - 1 ||
+          llvm::any_of(llvm::seq<size_t>(0, boundaries.size()),
+                       [&](size_t i) {
+                         int64_t ordinal = boundaries[i];
+                         return ordinal < 0 ||
+                                ordinal >= static_cast<int64_t>(cuts.size()) ||
+                                (i > 0 && ordinal <= boundaries[i - 1]);
+                       })) {
+        main.emitError() << "tp-plan-pipeline: boundaries must be "
+                         << stages - 1 << " increasing ordinals below "
+                         << cuts.size() << " (the " << kind << ")";
+        return signalPassFailure();
+      }
+      for (int64_t ordinal : boundaries)
+        bounds.push_back(cuts[ordinal]);
+    }
+    for (int64_t k = 1; k < stages && boundaries.empty(); ++k) {
       double target = static_cast<double>(flops[n]) * k / stages;
       int64_t best = -1;
       for (int64_t c : cuts) {
@@ -176,7 +194,10 @@ struct PlanPipeline : tp::impl::PlanPipelineBase<PlanPipeline> {
     b.setInsertionPointToStart(module.getBody());
     shard::GridOp::create(b, module.getLoc(), kPipelineGrid,
                           ArrayRef<int64_t>{stages});
-    SmallVector<Attribute> stageFlops;
+    SmallVector<Attribute> stageFlops, chosen;
+    for (int64_t k = 1; k < stages; ++k)
+      chosen.push_back(b.getI64IntegerAttr(
+          llvm::find(cuts, bounds[k]) - cuts.begin()));
     b.setInsertionPoint(main);
     for (int64_t k = 0; k < stages; ++k) {
       buildStage(b, main, ops, bounds[k], bounds[k + 1], k,
@@ -192,7 +213,8 @@ struct PlanPipeline : tp::impl::PlanPipelineBase<PlanPipeline> {
             {b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
              b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatches)),
              b.getNamedAttr("schedule", b.getStringAttr("1f1b")),
-             b.getNamedAttr("flops", b.getArrayAttr(stageFlops))}));
+             b.getNamedAttr("flops", b.getArrayAttr(stageFlops)),
+             b.getNamedAttr("boundaries", b.getArrayAttr(chosen))}));
     main.erase();
   }
 

@@ -378,7 +378,11 @@ def PlanPipeline : Pass<"tp-plan-pipeline", "::mlir::ModuleOp"> {
     Option<"stages", "stages", "int64_t", /*default=*/"2",
            "Number of pipeline stages">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
-           "Micro-batches per step (recorded for the 1F1B schedule)">
+           "Micro-batches per step (recorded for the 1F1B schedule)">,
+    ListOption<"boundaries", "boundaries", "int64_t",
+               "Cut at these of the candidate boundaries (0-based, in "
+               "program order) instead of balancing FLOPs: a prefill chunk "
+               "cut where its decode step was (tp.pipeline's boundaries)">
   ];
   let dependentDialects = ["::mlir::shard::ShardDialect",
                            "::mlir::tensor::TensorDialect"];
@@ -543,6 +547,39 @@ def KVCache : Pass<"tp-kv-cache", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::tp::TPDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect"];
+}
+
+def SelectLogits : Pass<"tp-select-logits", "::mlir::ModuleOp"> {
+  let summary = "Compute a prefill chunk's logits at one position only";
+  let description = [{
+    A prefill chunk of C tokens computes its logits at all C positions;
+    generation reads the last prompt token's alone. This pass adds the
+    scalar i64 input `logits_position` to `@main` and returns output
+    `output` at that position only: dim `dim` becomes 1.
+
+    The selection is a generic summing `select(p == position, x, 0)` over
+    the positions p, which both emitters read as a lookup (one row). It
+    moves up through every producer that computes each position from the
+    same position of its inputs alone: a `linalg.generic` whose loop over
+    that dim is parallel, read by each input as a plain dim and not through
+    `linalg.index`, and whose result nothing else reads. Each input that
+    reads the position gets its own selection, which moves on the same way.
+    So the LM head, and the final norm's scale when the norm's input is
+    read only there, run on one position instead of C.
+
+    `tp-compile` runs it on every prefill chunk; the runtime passes the
+    position of the prompt's last token in the chunk. An output that is not
+    there, not float or already 1 long on `dim` is left as it is.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", /*default=*/"\"logits\"",
+           "The output to select from">,
+    Option<"dim", "dim", "int64_t", /*default=*/"1",
+           "Its position dim">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def PlanTensorParallel : Pass<"tp-plan-tensor-parallel", "::mlir::ModuleOp"> {

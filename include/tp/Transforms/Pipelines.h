@@ -48,6 +48,11 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
       *this, "microbatches",
       llvm::cl::desc("Micro-batches per step for the 1F1B schedule"),
       llvm::cl::init(1)};
+  PassOptions::ListOption<int64_t> pipelineBoundaries{
+      *this, "pipeline-boundaries",
+      llvm::cl::desc("With stages > 1: cut at these candidate boundaries "
+                     "(tp-plan-pipeline boundaries) instead of balancing "
+                     "FLOPs")};
   PassOptions::Option<std::string> dtype{
       *this, "dtype",
       llvm::cl::desc("Store f32 weights and activations as bf16 or f16, "
