@@ -8,6 +8,7 @@
 #include "tp/Conversion/Passes.h"
 #include "tp/Dialect/Shard/ShardingExtensions.h"
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Target/Emit/Passes.h"
 #include "tp/Transforms/Passes.h"
 #include "tp/Transforms/Pipelines.h"
 
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::shard::registerShardPasses();
   mlir::tp::registerTPPasses();
+  mlir::tp::registerTPEmitPasses();
   mlir::tp::registerTPConversionPasses();
   mlir::tp::registerTPPipelines();
   return mlir::asMainReturnCode(

@@ -29,26 +29,6 @@ using namespace mlir::tp;
 using namespace mlir::tp::emit;
 
 //===----------------------------------------------------------------------===//
-// Preparation
-//===----------------------------------------------------------------------===//
-
-LogicalResult mlir::tp::prepareForEmission(ModuleOp module) {
-  SmallVector<linalg::LinalgOp> named;
-  module.walk([&](linalg::LinalgOp op) {
-    if (!isa<linalg::GenericOp, linalg::FillOp>(op))
-      named.push_back(op);
-  });
-  IRRewriter rewriter(module.getContext());
-  for (linalg::LinalgOp op : named) {
-    rewriter.setInsertionPoint(op);
-    if (failed(linalg::generalizeNamedOp(rewriter, op)))
-      return op->emitError("cannot rewrite ")
-             << op->getName() << " as linalg.generic for code generation";
-  }
-  return fuseElementwiseChains(module);
-}
-
-//===----------------------------------------------------------------------===//
 // Names and types
 //===----------------------------------------------------------------------===//
 

@@ -17,6 +17,8 @@
 #include "CppEmitter.h"
 #include "LinalgMatchers.h"
 
+#include <cstdlib>
+
 using namespace mlir;
 using namespace mlir::tp::emit;
 
@@ -52,6 +54,46 @@ void emitProduct(raw_indented_ostream &os, int64_t m, StringRef n,
 }
 
 } // namespace
+
+void CppEmitter::findFusedAttention() {
+  // TP_FUSED_ATTENTION=0 keeps the chains as they are (to compare, or to
+  // rule the fused code out).
+  if (const char *fused = std::getenv("TP_FUSED_ATTENTION");
+      fused && StringRef(fused) == "0")
+    return;
+  module.walk([&](linalg::GenericOp op) {
+    std::optional<FusedAttention> match = matchAttention(op);
+    if (!match)
+      return;
+    auto group = std::make_shared<FusedAttention>(*match);
+    for (linalg::GenericOp inner :
+         {group->scores, group->rounding, group->max, group->exp, group->sum,
+          group->probs, group->keyTranspose})
+      if (inner)
+        fusedIntoAttention.insert(inner);
+    for (linalg::GenericOp inner : group->logits)
+      fusedIntoAttention.insert(inner);
+    for (Operation *reshape : group->reshapes)
+      fusedIntoAttention.insert(reshape);
+    for (Operation *repeat : group->headRepeats)
+      fusedIntoAttention.insert(repeat);
+    attentionAt[op] = group;
+    // The fused computation runs where O is: what it reads lives until
+    // then.
+    SmallVector<Value> &reads = extraUses[op];
+    reads.append({group->qk.lhs, group->qk.rhs, group->pv.rhs});
+    if (group->position)
+      reads.push_back(group->position);
+    for (linalg::GenericOp logits : group->logits) {
+      llvm::append_range(reads, logits.getDpsInputs());
+      logits.getRegion().walk([&](Operation *inner) {
+        for (Value operand : inner->getOperands())
+          if (!logits.getRegion().isAncestor(operand.getParentRegion()))
+            reads.push_back(operand);
+      });
+    }
+  });
+}
 
 LogicalResult CppEmitter::emitFilledKeys(const Gemm &product, bool keysAreRows,
                                          int64_t rows,

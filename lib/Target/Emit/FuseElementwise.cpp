@@ -18,11 +18,15 @@
 
 #include "LinalgMatchers.h"
 
-#include "tp/Target/Emit/EmitCpp.h"
-#include "tp/Target/Emit/EmitCuda.h"
+#include "tp/Target/Emit/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::tp {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "tp/Target/Emit/Passes.h.inc"
+} // namespace mlir::tp
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -64,3 +68,12 @@ LogicalResult mlir::tp::emit::fuseElementwiseChains(ModuleOp module) {
     return module.emitError("elementwise fusion did not converge");
   return success();
 }
+
+namespace {
+struct FuseElementwise : tp::impl::FuseElementwiseBase<FuseElementwise> {
+  void runOnOperation() override {
+    if (failed(emit::fuseElementwiseChains(getOperation())))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,45 @@
+//===- Passes.td - passes that prepare a module for emission -*- tablegen -*-===//
+//
+// The passes both emitters run on a partitioned module before printing it,
+// each visible on its own in tp-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_TARGET_EMIT_PASSES
+#define TP_TARGET_EMIT_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FuseElementwise : Pass<"tp-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Fuse each all-parallel generic into its one consumer, "
+                "within the emitters' bounds";
+  let description = [{
+    Every generic that is not a GEMM becomes a loop nest (a kernel launch
+    on a GPU) and a round trip of its result through memory. This pass runs
+    upstream's elementwise fusion, limited to what keeps the emitters'
+    special cases and their output compilable:
+    - the producer has no other user, so nothing is computed twice;
+    - the consumer is neither a GEMM (BLAS would lose it) nor a one-hot
+      lookup or scatter-add (its pattern would no longer match);
+    - a fused nest has at most 8 inputs and 64 payload ops, so that a long
+      chain becomes several moderate loops.
+    Fusion keeps every scalar op and its order: results are bit-identical.
+    Nothing is folded.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def PrepareForEmission : Pass<"tp-prepare-for-emission", "::mlir::ModuleOp"> {
+  let summary = "Generalize named linalg ops and fuse elementwise chains, "
+                "as both emitters need";
+  let description = [{
+    What `tp-translate --emit-cpp/--emit-cuda` and the artifact's library
+    build run on the partitioned module before printing it: every named
+    linalg op but `linalg.fill` becomes the `linalg.generic` it computes
+    (the emitters match generics only), then `tp-fuse-elementwise`. A named
+    op that cannot be generalized is an error at it.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+#endif // TP_TARGET_EMIT_PASSES
