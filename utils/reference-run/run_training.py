@@ -250,6 +250,10 @@ def main():
     parser.add_argument("--tied", action="store_true",
                         help="tie the embeddings (transformers' default): "
                              "the export holds the parameter twice")
+    parser.add_argument("--external-data", metavar="PYTHON",
+                        help="after exporting, move the initializers to "
+                             "model.onnx.data beside the model (ONNX "
+                             "external data), with this interpreter's onnx")
     parser.add_argument("--keep", metavar="DIR")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -296,6 +300,13 @@ def main():
             uses.setdefault(param, []).append(init)
         tied = [f"{p} ({' and '.join(inits)})" for p, inits in uses.items()
                 if len(inits) > 1]
+        if args.external_data:
+            subprocess.run(
+                [args.external_data, "-c",
+                 "import onnx, sys; m = onnx.load(sys.argv[1]); "
+                 "onnx.save_model(m, sys.argv[1], save_as_external_data=True, "
+                 "all_tensors_to_one_file=True, location='model.onnx.data', "
+                 "size_threshold=0)", path], check=True)
         torch_losses, ex["noise"] = torch_training(model, batches, args)
         torch_params = {n[len("model."):]: p.detach().numpy()
                         for n, p in model.named_parameters()}

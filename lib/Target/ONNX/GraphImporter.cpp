@@ -32,6 +32,7 @@
 
 #include "llvm/Support/SaveAndRestore.h"
 
+#include <cstring>
 #include <limits>
 
 using namespace mlir;
@@ -305,7 +306,7 @@ static uint64_t getTypedFieldCount(const onnx::TensorProto &t) {
 LogicalResult
 GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
                                   SmallVectorImpl<NamedAttribute> &argAttrs) {
-  SmallString<256> modelDir(path);
+  modelDir = path;
   llvm::sys::path::remove_filename(modelDir);
   llvm::StringSet<> readAtImport;
   collectReadAtImport(graph, readAtImport);
@@ -349,6 +350,7 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
       }
       v.constant = std::move(*c);
     } else {
+      std::optional<ExternalLocation> external;
       if (init.data_location() == onnx::TensorProto::EXTERNAL) {
         FailureOr<ExternalLocation> ext =
             checkExternalData(init, modelDir, bytes, loc);
@@ -357,6 +359,7 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
           continue;
         }
         externalFiles.insert(StringAttr::get(ctx, ext->file).getValue());
+        external = *ext;
       } else if (init.has_raw_data() && init.raw_data().size() != bytes) {
         emitError(loc) << "initializer '" << init.name() << "' holds "
                        << init.raw_data().size() << " bytes but its shape "
@@ -373,7 +376,7 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
         ok = false;
         continue;
       }
-      if (!options.tieWeights || !tieToEarlier(init)) {
+      if (!options.tieWeights || !tieToEarlier(init, external)) {
         argTypes.push_back(RankedTensorType::get(shape, elementType));
         argAttrs.push_back(builder.getNamedAttr(
             TPDialect::kWeightAttrName, builder.getStringAttr(init.name())));
@@ -387,52 +390,83 @@ GraphImporter::importInitializers(SmallVectorImpl<Type> &argTypes,
 
 /// FNV-1a over the float32 bits of `values` ([rows, cols] row-major), read
 /// in row-major order or, with `transposed`, column by column.
-static uint64_t hashValues(const std::vector<double> &values, int64_t rows,
-                           int64_t cols, bool transposed) {
+static uint64_t hashValues(ArrayRef<float> values, int64_t rows, int64_t cols,
+                           bool transposed) {
   uint64_t h = 1469598103934665603ull;
   for (int64_t i = 0, e = rows * cols; i < e; ++i) {
     int64_t at = transposed ? (i % rows) * cols + i / rows : i;
-    float f = static_cast<float>(values[at]);
     uint32_t bits;
-    std::memcpy(&bits, &f, 4);
+    std::memcpy(&bits, &values[at], 4);
     h = (h ^ bits) * 1099511628211ull;
   }
   return h;
 }
 
-bool GraphImporter::tieToEarlier(const onnx::TensorProto &init) {
-  if (init.data_type() != onnx::TensorProto::FLOAT || init.dims_size() != 2 ||
-      init.data_location() == onnx::TensorProto::EXTERNAL)
+std::optional<std::vector<float>> GraphImporter::readFloats(
+    const onnx::TensorProto &init,
+    const std::optional<ExternalLocation> &external) const {
+  int64_t count = 1;
+  for (int64_t d : init.dims())
+    count *= d;
+  std::vector<float> values(count);
+  uint64_t bytes = uint64_t(count) * sizeof(float);
+  if (external) {
+    // Checked by checkExternalData: inside the model's folder, long enough.
+    SmallString<256> file(modelDir);
+    llvm::sys::path::append(file, external->file);
+    auto buffer = llvm::MemoryBuffer::getFileSlice(file, bytes, external->offset,
+                                                   /*IsVolatile=*/false);
+    if (!buffer || (*buffer)->getBufferSize() != bytes)
+      return std::nullopt;
+    std::memcpy(values.data(), (*buffer)->getBufferStart(), bytes);
+    return values;
+  }
+  if (init.has_raw_data()) {
+    if (init.raw_data().size() != bytes)
+      return std::nullopt;
+    std::memcpy(values.data(), init.raw_data().data(), bytes);
+    return values;
+  }
+  if (init.float_data_size() != count)
+    return std::nullopt;
+  std::copy(init.float_data().begin(), init.float_data().end(),
+            values.begin());
+  return values;
+}
+
+bool GraphImporter::tieToEarlier(
+    const onnx::TensorProto &init,
+    const std::optional<ExternalLocation> &external) {
+  if (init.data_type() != onnx::TensorProto::FLOAT || init.dims_size() != 2)
     return false;
-  std::string error;
-  FailureOr<ConstTensor> values = readTensorProto(init, error);
-  if (failed(values) || values->floats.empty() ||
-      llvm::all_equal(values->floats))
+  std::optional<std::vector<float>> values = readFloats(init, external);
+  if (!values || values->empty() || llvm::all_equal(*values))
     return false;
   int64_t rows = init.dims(0), cols = init.dims(1);
   for (bool transposed : {false, true}) {
-    auto it = byValues.find(hashValues(values->floats, rows, cols, transposed));
+    auto it = byValues.find(hashValues(*values, rows, cols, transposed));
     if (it == byValues.end())
       continue;
-    const onnx::TensorProto &source = *it->second;
+    const onnx::TensorProto &source = *it->second.init;
     if (source.dims(0) != (transposed ? cols : rows) ||
         source.dims(1) != (transposed ? rows : cols))
       continue;
-    FailureOr<ConstTensor> other = readTensorProto(source, error);
-    if (failed(other))
+    std::optional<std::vector<float>> other =
+        readFloats(source, it->second.external);
+    if (!other)
       continue;
     bool same = true;
     for (int64_t r = 0; same && r < rows; ++r)
       for (int64_t c = 0; same && c < cols; ++c)
-        same = static_cast<float>(values->floats[r * cols + c]) ==
-               static_cast<float>(
-                   other->floats[transposed ? c * rows + r : r * cols + c]);
+        same = (*values)[r * cols + c] ==
+               (*other)[transposed ? c * rows + r : r * cols + c];
     if (!same)
       continue;
     ties.push_back({init.name(), source.name(), transposed});
     return true;
   }
-  byValues.emplace(hashValues(values->floats, rows, cols, false), &init);
+  byValues.emplace(hashValues(*values, rows, cols, false),
+                   Stored{&init, external});
   return false;
 }
 

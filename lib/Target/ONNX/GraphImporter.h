@@ -9,6 +9,7 @@
 #define TP_LIB_TARGET_ONNX_GRAPHIMPORTER_H
 
 #include "Importer.h"
+#include "ModelLoader.h"
 
 #include "tp/Target/ONNX/ImportONNX.h"
 
@@ -16,6 +17,8 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <map>
+#include <optional>
+#include <vector>
 
 namespace mlir::tp::onnx_import {
 
@@ -90,10 +93,25 @@ private:
     bool transposed;
   };
   SmallVector<Tie> ties;
-  std::map<uint64_t, const onnx::TensorProto *> byValues;
-  /// The initializer `init` (rank 2, float, in the file) is a copy of one
-  /// before it, or its transpose: records the tie and returns true.
-  bool tieToEarlier(const onnx::TensorProto &init);
+  /// A rank-2 float initializer seen so far, and where its values are when
+  /// not in the model file.
+  struct Stored {
+    const onnx::TensorProto *init;
+    std::optional<ExternalLocation> external;
+  };
+  std::map<uint64_t, Stored> byValues;
+  /// The initializer `init` (rank 2, float; in the model file, or at
+  /// `external` beside it) is a copy of one before it, or its transpose:
+  /// records the tie and returns true.
+  bool tieToEarlier(const onnx::TensorProto &init,
+                    const std::optional<ExternalLocation> &external);
+  /// The float32 values of `init` wherever they are stored, or nothing
+  /// when they cannot be read.
+  std::optional<std::vector<float>>
+  readFloats(const onnx::TensorProto &init,
+             const std::optional<ExternalLocation> &external) const;
+  /// The model's folder, which external data locations are relative to.
+  SmallString<256> modelDir;
 };
 
 } // namespace mlir::tp::onnx_import
