@@ -229,9 +229,24 @@ static void parseCut(const Reader &reader, const llvm::json::Object &in,
         reader.integer(slice, "offset", 0, rows, what + " slice");
     weight.sliceSize = reader.integer(
         slice, "size", 1, rows - weight.sliceOffset, what + " slice");
-  } else if (weight.dim >= 0) {
-    weight.sliceSize = weight.globalShape[weight.dim];
   }
+  if (in.get("repeat")) {
+    const llvm::json::Object &repeat =
+        reader.object(in.get("repeat"), what + " repeat");
+    int64_t dim = reader.integer(repeat, "dim", 0, rank - 1, what + " repeat");
+    if (weight.dim >= 0 && dim != weight.dim)
+      reader.fail(what + " repeats dim " + std::to_string(dim) +
+                  " but is cut on dim " + std::to_string(weight.dim));
+    weight.dim = dim;
+    weight.repeat = {
+        reader.integer(repeat, "blocks", 1, kMaxTensorBytes, what + " repeat"),
+        reader.integer(repeat, "times", 2, kMaxTensorBytes, what + " repeat")};
+  }
+  if (!weight.isSlice && weight.dim >= 0)
+    weight.sliceSize = weight.globalShape[weight.dim];
+  if (!weight.repeat.empty() && weight.sliceSize % weight.repeat[0] != 0)
+    reader.fail(what + " repeats " + std::to_string(weight.repeat[0]) +
+                " blocks of " + std::to_string(weight.sliceSize) + " rows");
   if (in.get("padded_size")) {
     if (!weight.isSplit)
       reader.fail(what + " is padded but not split");
@@ -242,6 +257,8 @@ static void parseCut(const Reader &reader, const llvm::json::Object &in,
     int64_t expected = weight.globalShape[d];
     if (d == weight.dim) {
       int64_t rows = weight.paddedSize ? weight.paddedSize : weight.sliceSize;
+      if (!weight.repeat.empty())
+        rows *= weight.repeat[1];
       if (weight.isSplit && rows % tp != 0)
         reader.fail(what + " splits " + std::to_string(rows) + " rows over " +
                     std::to_string(tp) + " ranks");

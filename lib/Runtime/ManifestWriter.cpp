@@ -98,6 +98,12 @@ void printWeight(llvm::json::OStream &json, const WeightSpec &weight) {
       });
     if (weight.paddedSize)
       json.attribute("padded_size", weight.paddedSize);
+    if (!weight.repeat.empty())
+      json.attributeObject("repeat", [&] {
+        json.attribute("dim", weight.dim);
+        json.attribute("blocks", weight.repeat[0]);
+        json.attribute("times", weight.repeat[1]);
+      });
     json.attribute("role", weight.role);
     json.attributeArray("data_offsets", [&] {
       json.value(weight.dataBegin);

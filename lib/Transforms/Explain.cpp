@@ -261,6 +261,11 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         w.paddingBytes = whole / w.padded * (w.padded - w.original);
         modelBytes -= w.paddingBytes;
       }
+      if (layout && layout.isRepeated()) {
+        // The model holds each repeated block once.
+        int64_t held = split ? w.localBytes * devices : w.localBytes;
+        modelBytes -= held - held / layout.getRepeatTimes();
+      }
       weights.push_back(std::move(w));
     }
     // A weight the plan split through a slice or a pad that is still there

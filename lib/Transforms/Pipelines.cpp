@@ -42,6 +42,14 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   }
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
   pm.addNestedPass<func::FuncOp>(createSplitFusedWeights());
+  // Grouped-query K/V heads fewer than the ranks: repeated, each rank
+  // holding one (not when training: a repeated weight's copies would get
+  // different gradients).
+  if (options.devices > 1 && !options.gradients) {
+    RepeatKVHeadsOptions repeat;
+    repeat.devices = options.devices;
+    pm.addNestedPass<func::FuncOp>(createRepeatKVHeads(repeat));
+  }
   // Heads that do not divide: padded, so that attention splits (after the
   // fused weights are pieces, so that each piece is padded on its own).
   if (options.devices > 1 && options.padding) {

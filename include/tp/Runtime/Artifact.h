@@ -85,6 +85,11 @@ struct WeightSpec {
   std::string role;
   int64_t dim = -1, sliceOffset = 0, sliceSize = 0, paddedSize = 0;
   bool isSplit = false, isSlice = false;
+  /// [blocks, times] when the range is `blocks` blocks, each repeated
+  /// `times` times in place before the split (grouped-query K/V heads the
+  /// ranks do not divide); empty otherwise. `dim` is then set even when
+  /// the weight is not split.
+  std::vector<int64_t> repeat;
 };
 
 struct RankSpec {

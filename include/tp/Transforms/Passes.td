@@ -244,6 +244,37 @@ def PadVocabulary : Pass<"tp-pad-vocabulary", "::mlir::func::FuncOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def RepeatKVHeads : Pass<"tp-repeat-kv-heads", "::mlir::func::FuncOp"> {
+  let summary = "Repeat grouped-query K/V heads that the devices do not "
+                "divide, so that each rank holds one";
+  let description = [{
+    Grouped-query attention with K/V heads that the devices do not divide
+    but that divide the devices (2 K/V heads on 4 ranks) would keep the
+    K/V projections whole on every rank. As Megatron-LM and vLLM do, each
+    K/V head is repeated R = devices / heads times: the K/V projections'
+    weights and biases become new arguments holding each head's block R
+    times (`#tp.layout<role = replicated, dim = D, repeat = [heads, R]>`;
+    the artifact writer gives rank r head r / R), every value from them to
+    the broadcast of each K/V head to its query heads (the KV caches
+    included) has heads x R heads, and that broadcast repeats R times
+    fewer, so the query heads read the same values. The plan then splits
+    the K/V heads as it splits the query heads.
+
+    Found by closure from each such broadcast (a copy that adds one dim
+    after the K/V heads, merged with them by a collapse into the query
+    heads); a block is rewritten only if the closure holds everywhere (no
+    sum over the K/V heads, no read of their index, no K/V value returned)
+    and the query heads per K/V head divide by R. tp-compile runs it before
+    planning, except with --gradients (a repeated weight's copies would get
+    different gradients).
+  }];
+  let options = [
+    Option<"devices", "devices", "int64_t", /*default=*/"2",
+           "Tensor-parallel ranks">
+  ];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def PadAttentionHeads : Pass<"tp-pad-attention-heads", "::mlir::func::FuncOp"> {
   let summary = "Pad attention heads that the device count does not divide";
   let description = [{

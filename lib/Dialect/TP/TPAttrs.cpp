@@ -39,13 +39,14 @@ static ParseResult parsePair(AsmParser &parser,
   });
 }
 
-/// `<role = R, dim = D [, block = B] [, slice = [o, s]] [, padded = [V, P]]>`
+/// `<role = R, dim = D [, block = B] [, slice = [o, s]] [, padded = [V, P]]
+/// [, repeat = [H, R]]>`
 Attribute LayoutAttr::parse(AsmParser &parser, Type) {
   std::optional<SplitRole> role;
   std::optional<int64_t> dim;
   int64_t block = -1;
-  SmallVector<int64_t> slice, padded;
-  llvm::SmallSet<StringRef, 5> seen;
+  SmallVector<int64_t> slice, padded, repeat;
+  llvm::SmallSet<StringRef, 6> seen;
   auto parseEntry = [&]() -> ParseResult {
     StringRef key;
     SMLoc loc = parser.getCurrentLocation();
@@ -72,9 +73,11 @@ Attribute LayoutAttr::parse(AsmParser &parser, Type) {
       return parsePair(parser, slice);
     if (key == "padded")
       return parsePair(parser, padded);
+    if (key == "repeat")
+      return parsePair(parser, repeat);
     return parser.emitError(loc)
            << "unknown key '" << key
-           << "' (expected role, dim, block, slice or padded)";
+           << "' (expected role, dim, block, slice, padded or repeat)";
   };
   SMLoc loc = parser.getCurrentLocation();
   if (parser.parseCommaSeparatedList(AsmParser::Delimiter::LessGreater,
@@ -85,7 +88,7 @@ Attribute LayoutAttr::parse(AsmParser &parser, Type) {
     return {};
   }
   return parser.getChecked<LayoutAttr>(loc, parser.getContext(), *role, *dim,
-                                       block, slice, padded);
+                                       block, slice, padded, repeat);
 }
 
 void LayoutAttr::print(AsmPrinter &printer) const {
@@ -102,13 +105,15 @@ void LayoutAttr::print(AsmPrinter &printer) const {
   };
   printPair("slice", getSlice());
   printPair("padded", getPadded());
+  printPair("repeat", getRepeat());
   printer << ">";
 }
 
 LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  SplitRole role, int64_t dim, int64_t block,
                                  ArrayRef<int64_t> slice,
-                                 ArrayRef<int64_t> padded) {
+                                 ArrayRef<int64_t> padded,
+                                 ArrayRef<int64_t> repeat) {
   if (dim < 0)
     return emitError() << "#tp.layout dim must be non-negative, got " << dim;
   if (block < -1)
@@ -128,13 +133,23 @@ LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "#tp.layout padded = [" << padded[0] << ", "
                        << padded[1] << "] must pad the slice's " << slice[1]
                        << " rows";
+  if (!repeat.empty() &&
+      (repeat.size() != 2 || repeat[0] <= 0 || repeat[1] < 2))
+    return emitError() << "#tp.layout repeat must be [H, R] with H > 0 and "
+                          "R > 1";
+  if (!repeat.empty() && !padded.empty())
+    return emitError() << "#tp.layout cannot both pad and repeat";
+  if (!repeat.empty() && !slice.empty() && slice[1] % repeat[0] != 0)
+    return emitError() << "#tp.layout repeat = [" << repeat[0] << ", "
+                       << repeat[1] << "] needs the slice's " << slice[1]
+                       << " rows in " << repeat[0] << " equal blocks";
   return success();
 }
 
 LayoutAttr LayoutAttr::withSplit(SplitRole role, int64_t dim,
                                  int64_t block) const {
   return LayoutAttr::get(getContext(), role, dim, block, getSlice(),
-                         getPadded());
+                         getPadded(), getRepeat());
 }
 
 LayoutAttr LayoutAttr::withPadding(int64_t unpadded, int64_t padded) const {
@@ -170,8 +185,14 @@ void mlir::tp::setLayout(FunctionOpInterface func, unsigned index,
 
 std::string mlir::tp::getPieceName(StringRef name, LayoutAttr layout,
                                    int64_t rank) {
-  if (!layout || !layout.isPiece())
+  if (!layout || (!layout.isPiece() && !layout.isRepeated()))
     return name.str();
+  // A repeated range is another tensor than the range itself: its own
+  // name (`w[:, 0:64]*2`, `w*2`).
+  std::string times =
+      layout.isRepeated() ? "*" + std::to_string(layout.getRepeatTimes()) : "";
+  if (!layout.isPiece())
+    return name.str() + times;
   std::string text = name.str() + "[";
   for (int64_t d = 0; d < rank; ++d) {
     if (d)
@@ -183,5 +204,5 @@ std::string mlir::tp::getPieceName(StringRef name, LayoutAttr layout,
     text += std::to_string(layout.getSliceOffset()) + ":" +
             std::to_string(layout.getSliceOffset() + layout.getSliceSize());
   }
-  return text + "]";
+  return text + "]" + times;
 }

@@ -68,10 +68,12 @@ static LogicalResult verifyArgLayout(Operation *op, unsigned index,
                              << "dim " << dim << " but rank " << type.getRank();
   int64_t size = type.getDimSize(dim);
   // The argument holds the whole range, or (split) an even share of it,
-  // after padding if padded.
+  // after padding if padded, repeated if repeated.
   int64_t range = layout.isPadded()  ? layout.getPaddedSize()
                   : layout.isPiece() ? layout.getSliceSize()
                                      : 0;
+  if (layout.isRepeated())
+    range *= layout.getRepeatTimes();
   if (range == 0)
     return success();
   if (!layout.isSplit() ? size != range : size == 0 || range % size != 0)
@@ -137,10 +139,10 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                     ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
                     : nullptr;
     if (!layout || !type || layout.getDim() >= type.getRank() ||
-        layout.isPiece() || layout.isPadded())
+        layout.isPiece() || layout.isPadded() || layout.isRepeated())
       return op->emitOpError() << "'" << name
                                << "' on an op must be a #tp.layout without "
-                                  "slice or padding, on a dim of its one "
+                                  "slice, padding or repeat, on a dim of its one "
                                   "tensor result";
     return success();
   }

@@ -112,6 +112,14 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
     use.offset = use.piece ? layout.getSliceOffset() : 0;
     use.size = use.piece ? layout.getSliceSize() : global;
     use.padded = layout.isPadded() ? layout.getPaddedSize() : 0;
+    if (layout.isRepeated()) {
+      use.repeatBlocks = layout.getRepeatBlocks();
+      use.repeat = layout.getRepeatTimes();
+      if (use.size % use.repeatBlocks != 0)
+        return func.emitError("weight '")
+               << use.key << "' repeats " << use.repeatBlocks
+               << " blocks of its " << use.size << " rows";
+    }
     if (use.offset + use.size > global)
       return func.emitError("weight '")
              << use.key << "' reaches past the " << global << " rows of dim "
@@ -126,7 +134,7 @@ addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,
   for (size_t d = 0; d < use.localShape.size(); ++d) {
     int64_t expected = weight.globalShape[d];
     if (int64_t(d) == use.dim)
-      expected = use.split ? use.getRows() / plan.tpDevices : use.size;
+      expected = use.split ? use.getRows() / plan.tpDevices : use.getRows();
     bool even = int64_t(d) != use.dim || !use.split ||
                 use.getRows() % plan.tpDevices == 0;
     if (use.localShape[d] != expected || !even)

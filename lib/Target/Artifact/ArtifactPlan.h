@@ -39,11 +39,16 @@ struct WeightUse {
   /// `padded = [size, padded]`: the range is padded with zeros to this
   /// many rows before it is split; 0: not padded.
   int64_t padded = 0;
+  /// `repeat = [repeatBlocks, repeat]`: the range is `repeatBlocks` blocks,
+  /// each repeated `repeat` times in place before it is split; 1: not
+  /// repeated.
+  int64_t repeatBlocks = 0, repeat = 1;
   std::vector<int64_t> localShape;
 
   int64_t getSplitDim() const { return split ? dim : -1; }
-  /// The rows of `dim` the ranks share: the range, padded if padded.
-  int64_t getRows() const { return padded ? padded : size; }
+  /// The rows of `dim` the ranks share: the range, padded if padded,
+  /// repeated if repeated.
+  int64_t getRows() const { return (padded ? padded : size) * repeat; }
   /// True if the use reads the whole initializer (no piece of it).
   bool readsWhole() const { return !piece; }
 };

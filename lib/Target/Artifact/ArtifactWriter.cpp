@@ -26,6 +26,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
 #include <map>
 
 using namespace mlir;
@@ -133,6 +134,46 @@ static void dealChunk(const WeightPlan &weight, const WeightUse &use,
   }
 }
 
+/// Reads the range of `weight` that `uses` (all repeated alike, at most one
+/// per stage) hold, one source row at a time, and deals out each row with
+/// its blocks repeated in place: rank t of a split use gets the t-th run
+/// of the repeated row (the heads of rank t), an unsplit use all of it.
+static LogicalResult readAndDealRepeated(
+    const WeightPlan &weight, ArrayRef<const WeightUse *> uses,
+    InitializerSource &source, std::vector<RankOutput> &outputs,
+    int64_t tpDevices, Location loc, const std::function<void()> &progress) {
+  const WeightUse &first = *uses.front();
+  uint64_t outer = 1, inner = weight.kind.bytes;
+  for (int64_t d = 0; d < first.dim; ++d)
+    outer *= weight.globalShape[d];
+  for (size_t d = first.dim + 1; d < weight.globalShape.size(); ++d)
+    inner *= weight.globalShape[d];
+  uint64_t row = inner * weight.globalShape[first.dim];
+  uint64_t range = inner * first.size;
+  uint64_t block = range / first.repeatBlocks;
+  std::vector<char> in(range), repeated(range * first.repeat);
+  std::string error;
+  for (uint64_t o = 0; o < outer; ++o) {
+    if (!source.read(o * row + inner * first.offset, range, in.data(), error))
+      return emitError(loc) << error;
+    char *out = repeated.data();
+    for (int64_t b = 0; b < first.repeatBlocks; ++b)
+      for (int64_t r = 0; r < first.repeat; ++r, out += block)
+        std::memcpy(out, in.data() + b * block, block);
+    for (const WeightUse *use : uses) {
+      RankOutput *stage = &outputs[use->stage * tpDevices];
+      uint64_t run = use->split ? repeated.size() / tpDevices : 0;
+      for (int64_t t = 0; t < tpDevices; ++t)
+        if (use->split)
+          stage[t].write(repeated.data() + t * run, run);
+        else
+          stage[t].write(repeated.data(), repeated.size());
+    }
+    progress();
+  }
+  return success();
+}
+
 /// Reads the bytes of `weight` that `uses` (one read range, at most one use
 /// per stage) hold and deals them out: the whole source in order, or, for a
 /// piece, its range of every row.
@@ -141,6 +182,9 @@ readAndDeal(const WeightPlan &weight, ArrayRef<const WeightUse *> uses,
             InitializerSource &source, std::vector<char> &chunk,
             std::vector<RankOutput> &outputs, int64_t tpDevices, Location loc,
             const std::function<void()> &progress) {
+  if (uses.front()->repeat > 1)
+    return readAndDealRepeated(weight, uses, source, outputs, tpDevices, loc,
+                               progress);
   std::string error;
   auto deal = [&](uint64_t begin, uint64_t length) -> LogicalResult {
     for (uint64_t offset = begin, end = begin + length; offset < end;
@@ -234,11 +278,12 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
       const WeightUse &first = weight.uses[u];
       for (; u < e; ++u) {
         const WeightUse &use = weight.uses[u];
-        bool sameRange = first.readsWhole()
-                             ? use.readsWhole()
-                             : !use.readsWhole() && use.dim == first.dim &&
-                                   use.offset == first.offset &&
-                                   use.size == first.size;
+        bool sameRange = use.repeat == first.repeat &&
+                         (first.readsWhole()
+                              ? use.readsWhole()
+                              : !use.readsWhole() && use.dim == first.dim &&
+                                    use.offset == first.offset &&
+                                    use.size == first.size);
         if (!sameRange || !stages.insert(use.stage).second)
           break;
         uses.push_back(&use);
@@ -391,10 +436,12 @@ static ::tp::rt::Manifest getManifest(const ArtifactPlan &plan,
       w.shape = use.localShape;
       w.isSplit = use.getSplitDim() >= 0;
       w.isSlice = static_cast<bool>(use.piece);
-      w.dim = w.isSlice ? use.dim : use.getSplitDim();
+      w.dim = w.isSlice || use.repeat > 1 ? use.dim : use.getSplitDim();
       w.sliceOffset = use.offset;
       w.sliceSize = use.size;
       w.paddedSize = use.padded;
+      if (use.repeat > 1)
+        w.repeat = {use.repeatBlocks, use.repeat};
       w.role = stringifySplitRole(use.role).str();
       w.dataBegin = shard.begin;
       w.bytes = shard.end - shard.begin;

@@ -120,10 +120,12 @@ struct Shard {
 /// What one weight argument (a manifest entry) holds of its initializer:
 /// rows [offset, offset + size) of `dim` (all of them unless a piece),
 /// split over the ranks on `dim` if `split`, and the rank files that hold
-/// it, from the first stage that does.
+/// it, from the first stage that does. A repeated range holds each of its
+/// `repeatBlocks` blocks `repeatTimes` times in place.
 struct Part {
   std::string key;
   int64_t dim = -1, offset = 0, size = 0;
+  int64_t repeatBlocks = 0, repeatTimes = 1;
   bool split = false, piece = false;
   std::vector<int64_t> localShape;
   int64_t stage = -1;
@@ -236,6 +238,25 @@ static bool copyWeight(const Weight &weight, ArrayRef<const Part *> parts,
     for (const Part *part : parts) {
       int64_t local = part->localShape[dim];
       uint64_t localRow = inner * static_cast<uint64_t>(local);
+      if (part->repeatTimes > 1) {
+        // The first copy of each block: rows [b * block * times, + block)
+        // of the repeated range, on the ranks that hold them.
+        int64_t block = part->size / part->repeatBlocks;
+        for (int64_t b = 0; b < part->repeatBlocks; ++b)
+          for (int64_t v = b * block * part->repeatTimes, left = block;
+               left > 0;) {
+            int64_t t = part->split ? v / local : 0;
+            int64_t at = part->split ? v % local : v;
+            int64_t n = std::min(left, local - at);
+            auto shard = part->shards.find(t);
+            if (shard == part->shards.end() ||
+                !copy(shard->second, o * localRow + inner * at, inner * n))
+              return false;
+            v += n;
+            left -= n;
+          }
+        continue;
+      }
       if (!part->split) {
         if (!copy(part->shards.begin()->second, o * localRow, localRow))
           return false;
@@ -354,6 +375,10 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
         part.dim = entry.dim;
         part.offset = entry.sliceOffset;
         part.size = entry.sliceSize;
+        if (!entry.repeat.empty()) {
+          part.repeatBlocks = entry.repeat[0];
+          part.repeatTimes = entry.repeat[1];
+        }
       } else if (part.localShape != entry.shape ||
                  part.split != entry.isSplit || part.dim != entry.dim ||
                  part.offset != entry.sliceOffset) {

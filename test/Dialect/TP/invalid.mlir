@@ -7,7 +7,7 @@ func.func private @bad_role(%w: tensor<8xf32> {tp.weight = "w", tp.layout = #tp.
 
 // -----
 
-// expected-error @below {{unknown key 'axis' (expected role, dim, block, slice or padded)}}
+// expected-error @below {{unknown key 'axis' (expected role, dim, block, slice, padded or repeat)}}
 func.func private @bad_key(%w: tensor<8xf32> {tp.weight = "w", tp.layout = #tp.layout<role = row, axis = 0>})
 
 // -----
@@ -95,7 +95,7 @@ func.func private @uneven_padding(%w: tensor<5x8xf32> {tp.weight = "w", tp.layou
 // -----
 
 func.func @op_slice(%w: tensor<8x4xf32> {tp.weight = "w"}) -> tensor<8x2xf32> {
-  // expected-error @below {{'tp.layout' on an op must be a #tp.layout without slice or padding, on a dim of its one tensor result}}
+  // expected-error @below {{'tp.layout' on an op must be a #tp.layout without slice, padding or repeat, on a dim of its one tensor result}}
   %s = tensor.extract_slice %w[0, 0] [8, 2] [1, 1] {tp.layout = #tp.layout<role = column, dim = 2>} : tensor<8x4xf32> to tensor<8x2xf32>
   return %s : tensor<8x2xf32>
 }
@@ -178,4 +178,18 @@ func.func @split_dim_past_rank(%x: tensor<2x4xf32>) -> (tensor<2x4xf32> {tp.outp
 // expected-error @below {{result 0 has a 'tp.split_output' that is not a #tp.split_output}}
 func.func @split_without_output(%x: tensor<2x4xf32>) -> (tensor<2x4xf32> {tp.split_output = #tp.split_output<dim = 1, size = 8>}) {
   return %x : tensor<2x4xf32>
+}
+
+// -----
+
+// expected-error @below {{#tp.layout repeat must be [H, R] with H > 0 and R > 1}}
+func.func @repeat_once(%w: tensor<8x8xf32> {tp.weight = "w", tp.layout = #tp.layout<role = replicated, dim = 1, repeat = [2, 1]>}) {
+  return
+}
+
+// -----
+
+// expected-error @below {{#tp.layout repeat = [3, 2] needs the slice's 8 rows in 3 equal blocks}}
+func.func @repeat_uneven(%w: tensor<8x16xf32> {tp.weight = "w", tp.layout = #tp.layout<role = replicated, dim = 1, slice = [0, 8], repeat = [3, 2]>}) {
+  return
 }

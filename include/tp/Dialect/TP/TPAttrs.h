@@ -35,7 +35,8 @@ void setLayout(FunctionOpInterface func, unsigned index, LayoutAttr layout);
 
 /// How tools name a weight argument: `name` itself, or for a piece of a
 /// fused weight the initializer's range numpy-style, `name[:, 0:64]` for
-/// rows [0, 64) of dim 1 of a rank-2 initializer.
+/// rows [0, 64) of dim 1 of a rank-2 initializer; a repeated range ends in
+/// `*R` (`name*2`, `name[:, 0:64]*2`).
 std::string getPieceName(StringRef name, LayoutAttr layout, int64_t rank);
 
 } // namespace mlir::tp

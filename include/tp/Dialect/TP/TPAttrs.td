@@ -66,6 +66,10 @@ def TP_LayoutAttr : AttrDef<TP_Dialect, "Layout"> {
     - `padded = [V, P]`: the V rows of `dim` that the argument's range holds
       are padded with zeros to P before the split (tp-localize-padded-weights),
       so each rank holds P / ranks rows.
+    - `repeat = [H, R]`: the argument's range on `dim` is H blocks (heads),
+      each repeated R times in place before the split, so that the argument
+      is R times as long there (grouped-query K/V heads that the ranks do
+      not divide, each held by R ranks: tp-repeat-kv-heads).
 
     An argument without `tp.layout` is whole on every rank.
   }];
@@ -74,15 +78,17 @@ def TP_LayoutAttr : AttrDef<TP_Dialect, "Layout"> {
     "int64_t":$dim,
     "int64_t":$block,
     OptionalArrayRefParameter<"int64_t">:$slice,
-    OptionalArrayRefParameter<"int64_t">:$padded
+    OptionalArrayRefParameter<"int64_t">:$padded,
+    OptionalArrayRefParameter<"int64_t">:$repeat
   );
   let skipDefaultBuilders = 1;
   let builders = [
     AttrBuilder<(ins "SplitRole":$role, "int64_t":$dim,
                      CArg<"int64_t", "-1">:$block,
                      CArg<"::llvm::ArrayRef<int64_t>", "{}">:$slice,
-                     CArg<"::llvm::ArrayRef<int64_t>", "{}">:$padded), [{
-      return $_get($_ctxt, role, dim, block, slice, padded);
+                     CArg<"::llvm::ArrayRef<int64_t>", "{}">:$padded,
+                     CArg<"::llvm::ArrayRef<int64_t>", "{}">:$repeat), [{
+      return $_get($_ctxt, role, dim, block, slice, padded, repeat);
     }]>
   ];
   let hasCustomAssemblyFormat = 1;
@@ -100,7 +106,14 @@ def TP_LayoutAttr : AttrDef<TP_Dialect, "Layout"> {
     /// P of `padded = [V, P]`: the rows after padding, before the split.
     int64_t getPaddedSize() const { return getPadded()[1]; }
 
-    /// This layout with another role, dim and block; slice and padding stay.
+    bool isRepeated() const { return !getRepeat().empty(); }
+    /// H of `repeat = [H, R]`: the blocks of the range.
+    int64_t getRepeatBlocks() const { return getRepeat()[0]; }
+    /// R of `repeat = [H, R]`: how many times each block is repeated.
+    int64_t getRepeatTimes() const { return getRepeat()[1]; }
+
+    /// This layout with another role, dim and block; slice, padding and
+    /// repeat stay.
     LayoutAttr withSplit(SplitRole role, int64_t dim, int64_t block) const;
     /// This layout with `padded = [unpadded, padded]`.
     LayoutAttr withPadding(int64_t unpadded, int64_t padded) const;

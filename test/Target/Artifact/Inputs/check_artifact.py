@@ -69,6 +69,14 @@ def main():
                 index[s["dim"]] = slice(s["offset"], s["offset"] + s["size"])
                 expected = expected[tuple(index)]
             axis = w["split_dim"]
+            if "repeat" in w:
+                # Grouped-query K/V heads: each of the range's blocks
+                # repeated in place, then split.
+                r = w["repeat"]
+                blocks = np.split(expected, r["blocks"], axis=r["dim"])
+                expected = np.concatenate(
+                    [b for b in blocks for _ in range(r["times"])],
+                    axis=r["dim"])
             if w.get("padded_size"):
                 # A padded weight: zeros past the range, then the rank's
                 # rows of the padded dim.

@@ -1,0 +1,555 @@
+//===- HeadBlock.h - the closure of an attention block's heads --*- C++ -*-===//
+//
+// An attention block's values that have a heads dim, found by closure from
+// one of them: a loop of a linalg op that reads a widened dim grows with
+// it, and so does every operand and result that it indexes. Two passes
+// grow the heads this way:
+//  - tp-pad-attention-heads (Mode::Pad): new heads at the end, zeros where
+//    an operand cannot grow (tensor.pad); a block ends in a weight
+//    contraction over the heads, whose padded rows are zero;
+//  - tp-repeat-kv-heads (Mode::Repeat): each K/V head repeated R times in
+//    place; a weight operand that cannot grow becomes a new argument that
+//    holds its blocks repeated (#tp.layout repeat), and the block ends
+//    where grouped-query attention broadcasts each K/V head to its query
+//    heads, which then broadcasts R times fewer.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TP_LIB_TRANSFORMS_HEADBLOCK_H
+#define TP_LIB_TRANSFORMS_HEADBLOCK_H
+
+#include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Dialect/TP/TPOps.h"
+#include "tp/Transforms/TensorParallelPlan.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::tp::heads {
+
+/// Dim `dim` of a value grows to `size`: new entries at its end (Pad), or
+/// each of its blocks repeated in place (Repeat).
+struct Widening {
+  int64_t dim;
+  int64_t size;
+  bool operator==(const Widening &other) const {
+    return dim == other.dim && size == other.size;
+  }
+};
+
+inline int64_t roundUp(int64_t size, int64_t devices) {
+  return (size + devices - 1) / devices * devices;
+}
+
+/// The first result dim of `group` whose size is not 1, if any.
+inline std::optional<int64_t> firstNonUnit(ArrayRef<int64_t> shape,
+                                           const ReassociationIndices &group) {
+  for (int64_t d : group)
+    if (shape[d] != 1)
+      return d;
+  return std::nullopt;
+}
+
+/// The group of `reassociation` that holds `dim`.
+inline unsigned groupOf(ArrayRef<ReassociationIndices> reassociation,
+                        int64_t dim) {
+  for (auto [i, group] : llvm::enumerate(reassociation))
+    if (llvm::is_contained(group, dim))
+      return i;
+  llvm_unreachable("dim in no reassociation group");
+}
+
+/// The closure of one attention block: which values widen, which operands
+/// are read through a pad, and whether it ends where padding is exact.
+enum class Mode { Pad, Repeat };
+
+class HeadBlock {
+public:
+  HeadBlock() = default;
+  /// A block whose `kvHeads` heads each repeat `times` times.
+  HeadBlock(int64_t kvHeads, int64_t times)
+      : mode(Mode::Repeat), kvHeads(kvHeads), times(times) {}
+
+  /// Grows dim `w.dim` of `v`, and everything that must grow with it.
+  /// Fails if the block cannot be padded.
+  LogicalResult widen(Value v, Widening w) {
+    auto [it, inserted] = values.try_emplace(v, w);
+    if (!inserted)
+      return success(it->second == w);
+    if (failed(widenProducer(v, w)))
+      return failure();
+    for (OpOperand &use : llvm::make_early_inc_range(v.getUses()))
+      if (failed(widenUse(use, w)))
+        return failure();
+    return success();
+  }
+
+  /// True if padding lets the plan split the block: it starts in a weight
+  /// contraction whose output grows (a Q/K/V projection) and ends in one
+  /// over the padded heads (the output projection). (Exactness holds for
+  /// any closure that succeeds: padded entries meet the rest of the program
+  /// only through zero rows.)
+  bool isWorthPadding() const { return columns > 0 && rows > 0; }
+  /// True if repeating lets the plan split the K/V heads: a weight
+  /// contraction makes them (its weight repeated) and grouped-query
+  /// attention broadcasts them to the query heads.
+  bool isWorthRepeating() const {
+    return columns > 0 && !repeats.empty() && !shrinks.empty();
+  }
+
+  /// Rewrites the IR: new types, and pads where operands do not grow.
+  void apply() {
+    for (auto [v, w] : values) {
+      auto type = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[w.dim] = w.size;
+      v.setType(type.clone(shape));
+      if (auto expand = v.getDefiningOp<tensor::ExpandShapeOp>())
+        expand.setStaticOutputShape(shape);
+      if (auto slice = v.getDefiningOp<tensor::ExtractSliceOp>()) {
+        SmallVector<int64_t> sizes(slice.getStaticSizes());
+        sizes[w.dim] = w.size;
+        slice.setStaticSizes(sizes);
+      }
+    }
+    for (auto [use, w] : pads) {
+      OpBuilder b(use->getOwner());
+      use->set(padTail(b, use->get(), w));
+    }
+    applyRepeats();
+  }
+
+  /// Whether apply() changes the type of a KV cache argument (and so the
+  /// function's type).
+  bool changesArguments() const { return cachesWiden; }
+
+  bool contains(Operation *op) const {
+    return llvm::any_of(op->getResults(),
+                        [&](Value v) { return values.contains(v); });
+  }
+
+private:
+  /// Mode::Repeat: each weight argument read with its heads repeated
+  /// becomes a new argument holding them so (#tp.layout repeat), the old
+  /// one going once nothing else reads it; each broadcast of the K/V heads
+  /// to the query heads broadcasts `times` times fewer.
+  void applyRepeats() {
+    DenseMap<std::pair<Value, int64_t>, Value> replaced;
+    SmallVector<BlockArgument> old;
+    for (auto [use, w] : repeats) {
+      auto arg = cast<BlockArgument>(use->get());
+      auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      Value &repeated = replaced[{arg, w.dim}];
+      if (!repeated) {
+        MLIRContext *ctx = func.getContext();
+        LayoutAttr layout = getLayout(func, arg.getArgNumber());
+        auto type = cast<RankedTensorType>(arg.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[w.dim] = w.size;
+        auto repeatedLayout =
+            LayoutAttr::get(ctx, SplitRole::Replicated, w.dim, /*block=*/-1,
+                            layout ? layout.getSlice() : ArrayRef<int64_t>(),
+                            {}, {kvHeads, times});
+        NamedAttribute attrs[] = {
+            NamedAttribute(TPDialect::kWeightAttrName,
+                           func.getArgAttr(arg.getArgNumber(),
+                                           TPDialect::kWeightAttrName)),
+            NamedAttribute(TPDialect::kLayoutAttrName, repeatedLayout)};
+        unsigned position = func.getNumArguments();
+        (void)func.insertArgument(position, type.clone(shape),
+                                  DictionaryAttr::get(ctx, attrs),
+                                  arg.getLoc());
+        repeated = func.getArgument(position);
+        old.push_back(arg);
+      }
+      use->set(repeated);
+    }
+    llvm::sort(old, [](BlockArgument a, BlockArgument b) {
+      return a.getArgNumber() > b.getArgNumber();
+    });
+    for (BlockArgument arg : old)
+      if (arg.use_empty())
+        (void)cast<func::FuncOp>(arg.getOwner()->getParentOp())
+            .eraseArgument(arg.getArgNumber());
+    for (auto [broadcast, dim] : shrinks) {
+      auto type = cast<RankedTensorType>(broadcast->getResult(0).getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[dim] *= times;
+      shape[dim + 1] /= times;
+      OpBuilder b(broadcast);
+      Value init = tensor::EmptyOp::create(b, broadcast.getLoc(), shape,
+                                           type.getElementType());
+      Value old = broadcast.getDpsInits()[0];
+      broadcast.getDpsInitsMutable()[0].set(init);
+      broadcast->getResult(0).setType(type.clone(shape));
+      if (auto empty = old.getDefiningOp<tensor::EmptyOp>();
+          empty && empty->use_empty())
+        empty->erase();
+    }
+  }
+
+  /// True if `v` is a weight argument whose range on `dim` may be read
+  /// repeated: not split or padded already.
+  static bool isRepeatableWeight(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                    : func::FuncOp();
+    if (!func ||
+        !func.getArgAttr(arg.getArgNumber(), TPDialect::kWeightAttrName))
+      return false;
+    LayoutAttr layout = getLayout(func, arg.getArgNumber());
+    return !layout ||
+           (!layout.isSplit() && !layout.isPadded() && !layout.isRepeated());
+  }
+
+  /// Mode::Repeat: `use` is the input of grouped-query attention's
+  /// broadcast of each K/V head (dim `w.dim`) to the query heads of its
+  /// group (the next dim of its result, which one reshape merges with the
+  /// heads): with the K/V heads repeated, each broadcasts `times` times
+  /// fewer, and the merged heads stay as they are.
+  LogicalResult endAtQueryBroadcast(linalg::GenericOp op, OpOperand &use,
+                                    Widening w) {
+    if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+        op.getNumLoops() != op.getNumParallelLoops())
+      return failure();
+    Block &body = op.getRegion().front();
+    if (body.getTerminator()->getOperand(0) != body.getArgument(0))
+      return failure();
+    AffineMap in = op.getMatchingIndexingMap(&use);
+    AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    auto loop = dyn_cast<AffineDimExpr>(in.getResult(w.dim));
+    if (!out.isIdentity() || !loop ||
+        loop.getPosition() + 1 >= out.getNumDims())
+      return failure();
+    unsigned kv = loop.getPosition(), group = kv + 1;
+    // The input reads every loop but the group's.
+    for (unsigned d = 0; d < out.getNumDims(); ++d)
+      if (in.isFunctionOfDim(d) == (d == group))
+        return failure();
+    Value result = op.getResult(0);
+    auto collapse =
+        result.hasOneUse()
+            ? dyn_cast<tensor::CollapseShapeOp>(*result.user_begin())
+            : nullptr;
+    if (!collapse ||
+        llvm::none_of(collapse.getReassociationIndices(),
+                      [&](const ReassociationIndices &indices) {
+                        return indices == ReassociationIndices{int64_t(kv),
+                                                               int64_t(group)};
+                      }))
+      return failure();
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(result.getType()).getShape();
+    if (shape[group] % times != 0 || shape[kv] * times != w.size)
+      return failure();
+    auto [it, inserted] = shrinks.try_emplace(op, kv);
+    return success(inserted || it->second == kv);
+  }
+
+  /// `v` padded with zeros at the end of `w.dim` to `w.size`.
+  static Value padTail(OpBuilder &b, Value v, Widening w) {
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    SmallVector<OpFoldResult> low, high;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      low.push_back(b.getIndexAttr(0));
+      high.push_back(b.getIndexAttr(d == w.dim ? w.size - shape[d] : 0));
+    }
+    shape[w.dim] = w.size;
+    Location loc = v.getLoc();
+    Value zero =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
+    return tensor::PadOp::create(b, loc, type.clone(shape), v, low, high, zero);
+  }
+
+  /// True if `slice` (static, not rank-reducing) takes all of `dim`, with
+  /// a unit stride on it. Other dims may be strided: rotary embeddings that
+  /// pair neighbouring channels slice the head dim with a stride of 2.
+  static bool keepsWhole(tensor::ExtractSliceOp slice, int64_t dim) {
+    return slice.getStaticStrides()[dim] == 1 &&
+           slice.getType().getRank() == slice.getSourceType().getRank() &&
+           slice.getStaticOffsets()[dim] == 0 &&
+           slice.getStaticSizes()[dim] == slice.getSourceType().getDimSize(dim);
+  }
+
+  /// True if `pad` (static, zero) leaves `dim` as it is: a causal
+  /// convolution pads the sequence, not the channels.
+  static bool keepsDim(tensor::PadOp pad, int64_t dim) {
+    return pad.getLow().empty() && pad.getHigh().empty() &&
+           pad.getConstantPaddingValue() && pad.getStaticLow()[dim] == 0 &&
+           pad.getStaticHigh()[dim] == 0;
+  }
+
+  /// True if `v` is a KV cache argument (tp-kv-cache): the runtime
+  /// allocates it at the shape the function declares, so it widens with its
+  /// padded heads, and it is never read through a pad (it is written in
+  /// place).
+  static bool isCache(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                    : func::FuncOp();
+    return func &&
+           func.getArgAttr(arg.getArgNumber(), TPDialect::kCacheAttrName);
+  }
+
+  /// True if the producer of `v` can be rewritten to make it wider on
+  /// `w.dim`; otherwise the use reads `v` through a pad.
+  static bool canWidenProducer(Value v, Widening w) {
+    if (isCache(v))
+      return true;
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return false;
+    if (auto update = dyn_cast<CacheUpdateOp>(def))
+      return static_cast<int64_t>(update.getDim()) != w.dim;
+    if (isa<tensor::EmptyOp>(def))
+      return true;
+    if (auto op = dyn_cast<linalg::LinalgOp>(def))
+      return isa<AffineDimExpr>(
+          op.getIndexingMapMatchingResult(cast<OpResult>(v)).getResult(w.dim));
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      auto shape = expand.getResultType().getShape();
+      auto reassociation = expand.getReassociationIndices();
+      return firstNonUnit(
+                 shape, reassociation[groupOf(reassociation, w.dim)]) == w.dim;
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def))
+      return keepsWhole(slice, w.dim);
+    if (auto pad = dyn_cast<tensor::PadOp>(def))
+      return keepsDim(pad, w.dim);
+    if (auto concat = dyn_cast<tensor::ConcatOp>(def))
+      return concat.getDim() != uint64_t(w.dim);
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+      auto shape = collapse.getSrcType().getShape();
+      return llvm::count_if(collapse.getReassociationIndices()[w.dim],
+                            [&](int64_t d) { return shape[d] != 1; }) == 1;
+    }
+    return false;
+  }
+
+  /// `operand` must be wider on `w.dim`: its value grows, or it is padded.
+  LogicalResult require(OpOperand &operand, Widening w) {
+    Value v = operand.get();
+    if (auto it = values.find(v); it != values.end())
+      return success(it->second == w);
+    if (canWidenProducer(v, w))
+      return widen(v, w);
+    if (mode == Mode::Repeat) {
+      // Only a weight can be read repeated (a new argument holding it so).
+      if (!isRepeatableWeight(v) || w.size % times != 0 ||
+          cast<RankedTensorType>(v.getType()).getDimSize(w.dim) * times !=
+              w.size)
+        return failure();
+      auto [it, inserted] = repeats.try_emplace(&operand, w);
+      return success(inserted || it->second == w);
+    }
+    auto [it, inserted] = pads.try_emplace(&operand, w);
+    return success(inserted || it->second == w);
+  }
+
+  LogicalResult widenProducer(Value v, Widening w) {
+    if (isCache(v)) {
+      cachesWiden = true;
+      return success();
+    }
+    Operation *def = v.getDefiningOp();
+    if (!def || isa<tensor::EmptyOp>(def))
+      return success(def != nullptr);
+    if (auto update = dyn_cast<CacheUpdateOp>(def))
+      return success(static_cast<int64_t>(update.getDim()) != w.dim &&
+                     succeeded(require(update.getUpdateMutable(), w)) &&
+                     succeeded(require(update.getCacheMutable(), w)));
+    if (auto op = dyn_cast<linalg::LinalgOp>(def)) {
+      AffineMap map = op.getIndexingMapMatchingResult(cast<OpResult>(v));
+      return widenLoop(
+          op, cast<AffineDimExpr>(map.getResult(w.dim)).getPosition(), w.size);
+    }
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      auto shape = expand.getResultType().getShape();
+      auto reassociation = expand.getReassociationIndices();
+      unsigned group = groupOf(reassociation, w.dim);
+      int64_t size = w.size;
+      for (int64_t d : reassociation[group])
+        if (d != w.dim)
+          size *= shape[d];
+      return require(expand.getSrcMutable(), {group, size});
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def))
+      return require(slice.getSourceMutable(), w);
+    if (auto pad = dyn_cast<tensor::PadOp>(def))
+      return success(keepsDim(pad, w.dim) &&
+                     succeeded(require(pad.getSourceMutable(), w)));
+    if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
+      for (OpOperand &operand : concat->getOpOperands())
+        if (failed(require(operand, w)))
+          return failure();
+      return success();
+    }
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+      // The padding is at the end of the merged dim, so in its first
+      // non-unit source dim.
+      auto shape = collapse.getSrcType().getShape();
+      std::optional<int64_t> first =
+          firstNonUnit(shape, collapse.getReassociationIndices()[w.dim]);
+      int64_t rest =
+          first ? collapse.getResultType().getDimSize(w.dim) / shape[*first]
+                : 0;
+      if (!first || w.size % rest != 0)
+        return failure();
+      return require(collapse.getSrcMutable(), {*first, w.size / rest});
+    }
+    return failure();
+  }
+
+  LogicalResult widenUse(OpOperand &use, Widening w) {
+    Operation *user = use.getOwner();
+    if (auto generic = dyn_cast<linalg::GenericOp>(user);
+        generic && mode == Mode::Repeat &&
+        succeeded(endAtQueryBroadcast(generic, use, w)))
+      return success();
+    if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
+      std::optional<unsigned> loop =
+          plainLoop(op.getMatchingIndexingMap(&use).getResult(w.dim),
+                    op.getStaticLoopRanges());
+      if (!loop)
+        return failure();
+      return widenLoop(op, *loop, w.size);
+    }
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
+      auto shape = expand.getResultType().getShape();
+      auto srcShape = expand.getSrcType().getShape();
+      // A copy: getReassociationIndices() returns a temporary.
+      ReassociationIndices group = expand.getReassociationIndices()[w.dim];
+      std::optional<int64_t> outer = firstNonUnit(shape, group);
+      int64_t rest = srcShape[w.dim] / (outer ? shape[*outer] : 1);
+      if (!outer || w.size % rest != 0)
+        return failure();
+      return widen(expand.getResult(), {*outer, w.size / rest});
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
+      return success(keepsWhole(slice, w.dim) &&
+                     succeeded(widen(slice.getResult(), w)));
+    if (auto update = dyn_cast<CacheUpdateOp>(user))
+      return success(static_cast<int64_t>(update.getDim()) != w.dim &&
+                     succeeded(widen(update.getResult(), w)));
+    if (auto pad = dyn_cast<tensor::PadOp>(user))
+      return success(keepsDim(pad, w.dim) &&
+                     succeeded(widen(pad.getResult(), w)));
+    if (auto concat = dyn_cast<tensor::ConcatOp>(user))
+      return success(concat.getDim() != uint64_t(w.dim) &&
+                     succeeded(widen(concat.getResult(), w)));
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+      auto srcShape = collapse.getSrcType().getShape();
+      unsigned group = groupOf(collapse.getReassociationIndices(), w.dim);
+      ReassociationIndices dims = collapse.getReassociationIndices()[group];
+      // The padding must stay at the end of the merged dim.
+      if (firstNonUnit(srcShape, dims) != w.dim)
+        return failure();
+      int64_t size = w.size;
+      for (int64_t d : dims)
+        if (d != w.dim)
+          size *= srcShape[d];
+      Widening merged{group, size};
+      // Reached from its result (the query heads of multi-query attention
+      // reading one K/V head through its repeat): consistent or not.
+      if (auto it = values.find(collapse.getResult()); it != values.end())
+        return success(it->second == merged);
+      // K/V heads repeated for grouped-query attention, reached from the
+      // K/V side: padding them would pair query heads with the wrong K/V
+      // heads. They stay as they are (replicated where they do not divide);
+      // a padded query reads the repeat through a zero pad instead.
+      if (isBroadcast(collapse.getSrc()))
+        return failure();
+      return widen(collapse.getResult(), merged);
+    }
+    return failure();
+  }
+
+  /// The loop that `expr` reads: a loop, or a loop plus loops of one
+  /// iteration (a depthwise convolution reads its channel as d1 + d4, d4
+  /// over the one channel of its group).
+  static std::optional<unsigned> plainLoop(AffineExpr expr,
+                                           ArrayRef<int64_t> ranges) {
+    if (auto d = dyn_cast<AffineDimExpr>(expr))
+      return d.getPosition();
+    auto add = dyn_cast<AffineBinaryOpExpr>(expr);
+    if (!add || add.getKind() != AffineExprKind::Add)
+      return std::nullopt;
+    std::optional<unsigned> lhs = plainLoop(add.getLHS(), ranges);
+    std::optional<unsigned> rhs = plainLoop(add.getRHS(), ranges);
+    if (!lhs || !rhs || (ranges[*lhs] == 1) == (ranges[*rhs] == 1))
+      return std::nullopt;
+    return ranges[*lhs] == 1 ? rhs : lhs;
+  }
+
+  /// Loop `loop` of `op` grows to `size`: every operand and result that it
+  /// indexes grows with it.
+  LogicalResult widenLoop(linalg::LinalgOp op, unsigned loop, int64_t size) {
+    auto [it, inserted] = loops.try_emplace({op, loop}, size);
+    if (!inserted)
+      return success(it->second == size);
+    // A body that reads the head index computes per head (an ALiBi slope,
+    // say): what it would compute for a padded head is unknown.
+    bool readsIndex = false;
+    op->walk(
+        [&](linalg::IndexOp index) { readsIndex |= index.getDim() == loop; });
+    if (readsIndex)
+      return failure();
+    if (op.getIteratorTypesArray()[loop] == utils::IteratorType::reduction) {
+      // A sum over repeated heads would count each K/V head R times.
+      if (mode == Mode::Repeat)
+        return failure();
+      // Only a contraction with a weight, whose padded rows are zeros, may
+      // sum over the padded heads.
+      std::optional<unsigned> weight = getWeightOperand(op);
+      if (!weight || !op.getMatchingIndexingMap(&op->getOpOperand(*weight))
+                          .isFunctionOfDim(loop))
+        return failure();
+      ++rows;
+    } else if (std::optional<unsigned> weight = getWeightOperand(op)) {
+      if (op.getMatchingIndexingMap(&op->getOpOperand(*weight))
+              .isFunctionOfDim(loop))
+        ++columns;
+    }
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    for (OpOperand &operand : op->getOpOperands()) {
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+        if (!expr.isFunctionOfDim(loop))
+          continue;
+        if (plainLoop(expr, ranges) != loop)
+          return failure();
+        if (failed(require(operand, {int64_t(d), size})))
+          return failure();
+      }
+    }
+    for (OpResult result : op->getResults()) {
+      AffineMap map = op.getIndexingMapMatchingResult(result);
+      for (auto [d, expr] : llvm::enumerate(map.getResults()))
+        if (expr.isFunctionOfDim(loop) &&
+            failed(widen(result, {int64_t(d), size})))
+          return failure();
+    }
+    return success();
+  }
+
+  Mode mode = Mode::Pad;
+  int64_t kvHeads = 0, times = 1;
+  llvm::MapVector<Value, Widening> values;
+  /// Mode::Repeat: weight operands read with their heads repeated, and the
+  /// broadcasts to the query heads with the dim of their K/V heads.
+  llvm::MapVector<OpOperand *, Widening> repeats;
+  llvm::MapVector<linalg::GenericOp, unsigned> shrinks;
+  llvm::MapVector<OpOperand *, Widening> pads;
+  DenseMap<std::pair<Operation *, unsigned>, int64_t> loops;
+  int64_t columns = 0, rows = 0;
+  bool cachesWiden = false;
+};
+
+} // namespace mlir::tp::heads
+
+#endif // TP_LIB_TRANSFORMS_HEADBLOCK_H
