@@ -11,6 +11,7 @@
 
 #include "tp/Dialect/Shard/ShardingExtensions.h"
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Runtime/Artifact.h"
 #include "tp/Target/Artifact/ArtifactWriter.h"
 #include "tp/Target/Emit/EmitCpp.h"
 #include "tp/Target/Emit/EmitCuda.h"
@@ -28,6 +29,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <unistd.h>
 
 using namespace mlir;
@@ -85,10 +87,6 @@ std::string mlir::tp::formatDiagnostic(Diagnostic &diag, StringRef tool) {
   return text;
 }
 
-/// Builds the artifact in a fresh folder beside `path` and renames it into
-/// place only when it is complete: a failed compile leaves an existing
-/// artifact at `path` as it was. Refuses to replace anything at `path` that
-/// is not an artifact.
 /// The training artifact's loss: `--loss`, or the only scalar output that
 /// is no gradient (tp-differentiate has checked that it exists).
 static FailureOr<std::string> findLossOutput(ModuleOp module,
@@ -114,6 +112,10 @@ static FailureOr<std::string> findLossOutput(ModuleOp module,
   return scalars.front();
 }
 
+/// Builds the artifact in a fresh folder beside `path` and renames it into
+/// place only when it is complete: a failed compile leaves an existing
+/// artifact at `path` as it was. Refuses to replace anything at `path` that
+/// is not an artifact.
 static LogicalResult writeArtifactAtomically(ModuleOp module, StringRef path,
                                              const ArtifactOptions &options) {
   namespace fs = llvm::sys::fs;
@@ -173,26 +175,54 @@ mlir::tp::getPrefillChunks(const CompileOptions &options) {
   return chunks;
 }
 
+/// The optimizer of --train and its settings, with tp::rt::TrainingSpec's
+/// defaults for those not given (and AdamW's weight decay of 0.01); none
+/// without --train.
+static std::optional<::tp::rt::TrainingSpec>
+getTrainingSpec(const CompileOptions &options) {
+  if (!options.train)
+    return std::nullopt;
+  ::tp::rt::TrainingSpec spec;
+  spec.optimizer = stringifyChoice(*options.train).str();
+  spec.lr = options.lr.value_or(spec.lr);
+  if (options.betas.size() == 2) {
+    spec.beta1 = options.betas[0];
+    spec.beta2 = options.betas[1];
+  }
+  spec.eps = options.eps.value_or(spec.eps);
+  spec.weightDecay = options.weightDecay.value_or(
+      *options.train == TrainOptimizer::AdamW ? 0.01 : 0.0);
+  spec.momentum = options.momentum.value_or(spec.momentum);
+  spec.clipNorm = options.clipNorm.value_or(spec.clipNorm);
+  spec.accumulate = options.accumulate.value_or(spec.accumulate);
+  return spec;
+}
+
+/// --build-cache, else $TP_BUILD_CACHE; empty: no cache.
+static std::string getBuildCache(const CompileOptions &options) {
+  if (options.buildCache)
+    return *options.buildCache;
+  const char *dir = std::getenv("TP_BUILD_CACHE");
+  return dir ? dir : "";
+}
+
 /// Checks the options that need no model.
 static LogicalResult checkOptions(MLIRContext &context,
                                   const CompileOptions &options,
                                   ONNXImportOptions &importOptions) {
   Location loc = UnknownLoc::get(&context);
-  const std::string &target = options.target;
-  if (target != "none" && target != "cpu" && target != "cuda")
-    return emitError(loc) << "unknown --target '" << target
-                          << "'; expected none, cpu or cuda";
+  if (!options.train && (options.lr || !options.betas.empty() || options.eps ||
+                         options.weightDecay || options.momentum ||
+                         options.clipNorm || options.accumulate))
+    return emitError(loc)
+           << "--lr, --betas, --eps, --weight-decay, --momentum, --clip-norm "
+              "and --accumulate need --train";
+  if (!options.betas.empty() && options.betas.size() != 2)
+    return emitError(loc) << "--betas takes two values, beta1,beta2";
   if (options.devices < 1 || options.stages < 1 || options.microbatches < 1)
     return emitError(loc)
            << "--devices, --pp and --microbatches must be at least 1";
-  if (!options.dtype.empty() && options.dtype != "bf16" &&
-      options.dtype != "f16" && options.dtype != "f32")
-    return emitError(loc) << "unknown --dtype '" << options.dtype
-                          << "'; expected bf16, f16 or f32";
-  if (options.strategy != "auto" && options.strategy != "config")
-    return emitError(loc) << "unknown --strategy '" << options.strategy
-                          << "'; expected auto or config";
-  if ((options.strategy == "config") != !options.config.empty())
+  if ((options.strategy == PlanStrategy::Config) != !options.config.empty())
     return emitError(loc) << "--strategy=config and --config FILE go together";
   if (options.microbatches > 1 && options.stages < 2)
     return emitError(loc) << "--microbatches needs a pipeline (--pp 2 or more)";
@@ -222,7 +252,7 @@ static LogicalResult checkOptions(MLIRContext &context,
              << "a prefill chunk of " << chunk << " tokens: each must be "
              << "at least 2 (a decode step takes 1) and below --max-seq "
              << options.maxSeq << " (it reads the cache written before it)";
-  bool gradients = options.gradients || options.train;
+  bool gradients = options.gradients || options.train.has_value();
   if ((!options.loss.empty() || !options.freeze.empty()) && !gradients)
     return emitError(loc) << (options.loss.empty() ? "--freeze" : "--loss")
                           << " needs --gradients or --train";
@@ -230,17 +260,16 @@ static LogicalResult checkOptions(MLIRContext &context,
     return emitError(loc) << (options.train ? "--train" : "--gradients")
                           << " differentiates one forward pass: leave out "
                           << (options.maxSeq > 0 ? "--max-seq" : "--pp");
-  if (const std::optional<::tp::rt::TrainingSpec> &train = options.train) {
-    if (train->optimizer != "adamw" && train->optimizer != "sgd")
-      return emitError(loc) << "unknown --train '" << train->optimizer
-                            << "'; expected adamw or sgd";
-    if (options.target == "cuda")
+  if (std::optional<::tp::rt::TrainingSpec> train = getTrainingSpec(options)) {
+    if (options.target == CompileTarget::Cuda)
       return emitError(loc) << "--train runs on --target cpu; the CUDA "
                                "target does not train yet";
-    if (!options.dtype.empty() && options.dtype != "f32")
-      return emitError(loc) << "--train with --dtype " << options.dtype
-                            << ": mixed-precision training is not built "
-                               "yet; train in f32";
+    if (options.dtype != CompileDType::Model &&
+        options.dtype != CompileDType::F32)
+      return emitError(loc)
+             << "--train with --dtype " << stringifyChoice(options.dtype)
+             << ": mixed-precision training is not built "
+                "yet; train in f32";
     if (!(train->lr >= 0) || !(train->eps > 0) || !(train->weightDecay >= 0) ||
         !(train->clipNorm >= 0) || !(train->beta1 >= 0 && train->beta1 < 1) ||
         !(train->beta2 >= 0 && train->beta2 < 1) ||
@@ -254,7 +283,7 @@ static LogicalResult checkOptions(MLIRContext &context,
   if (options.maxSeq > 0 && options.microbatches > 1)
     return emitError(loc) << "--microbatches with --max-seq: a decode step "
                              "runs all its sequences at once";
-  if (target == "cuda") {
+  if (options.target == CompileTarget::Cuda) {
     // Before any work: without nvcc there is no artifact to write.
     std::string error;
     if (findNvcc(CudaBuildOptions(), error).empty())
@@ -446,8 +475,9 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   if (options.microbatches > 1 &&
       failed(splitIntoMicrobatches(context, options, importOptions)))
     return failure();
+  std::optional<::tp::rt::TrainingSpec> training = getTrainingSpec(options);
   // A tied parameter that the exporter wrote twice trains as one weight.
-  importOptions.tieWeights = options.train.has_value();
+  importOptions.tieWeights = training.has_value();
 
   OwningOpRef<ModuleOp> module =
       importONNXFile(options.model, &context, importOptions);
@@ -469,9 +499,9 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.padding = options.padding;
   parallelize.stages = options.stages;
   parallelize.microbatches = options.microbatches;
-  parallelize.strategy = options.strategy;
+  parallelize.strategy = stringifyChoice(options.strategy).str();
   parallelize.config = options.config;
-  parallelize.dtype = options.dtype;
+  parallelize.dtype = stringifyChoice(options.dtype).str();
   // Generation picks the next token from each rank's block of the logits
   // (Session::generate): the decode step does not gather them. A forward
   // pass returns every gathered output as blocks, which the runtime puts
@@ -481,12 +511,12 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   parallelize.splitOutputs = options.maxSeq > 0
                                  ? ArrayRef<std::string>{"logits"}
                                  : ArrayRef<std::string>{"*"};
-  parallelize.gradients = options.gradients || options.train.has_value();
+  parallelize.gradients = options.gradients || training.has_value();
   // Training: each rank updates its own weights from its own gradients,
   // which stay split as the weights are (none is gathered, whatever dim
   // it is split on).
-  parallelize.perArgumentGradients = options.train.has_value();
-  parallelize.splitDimZero = options.train.has_value();
+  parallelize.perArgumentGradients = training.has_value();
+  parallelize.splitDimZero = training.has_value();
   parallelize.loss = options.loss;
   parallelize.freeze = options.freeze;
   PassManager pm(&context, ModuleOp::getOperationName());
@@ -499,11 +529,11 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   // The optimizer's copies of each gradient (--train): AdamW's two
   // moments, SGD's momentum, the sum of accumulated micro-batches.
   int64_t optimizerStates = 0;
-  if (const std::optional<::tp::rt::TrainingSpec> &train = options.train)
-    optimizerStates = (train->optimizer == "adamw" ? 2
-                       : train->momentum > 0       ? 1
-                                                   : 0) +
-                      (train->accumulate > 1 ? 1 : 0);
+  if (training)
+    optimizerStates = (*options.train == TrainOptimizer::AdamW ? 2
+                       : training->momentum > 0                ? 1
+                                                               : 0) +
+                      (training->accumulate > 1 ? 1 : 0);
   if (options.explain) {
     ExplainOptions explainOptions;
     explainOptions.optimizerStates = optimizerStates;
@@ -516,13 +546,12 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     explainOptions.output = options.explainJson;
     pm.addPass(createExplain(explainOptions));
   }
-  if (options.train)
+  if (training)
     (*module)->setAttr(TPDialect::kMutableWeightsAttrName,
                        UnitAttr::get(&context));
   if (failed(checkInterrupted(context, options, "planning")) ||
       failed(pm.run(*module)))
     return failure();
-  std::optional<::tp::rt::TrainingSpec> training = options.train;
   if (training) {
     FailureOr<std::string> loss = findLossOutput(*module, options.loss);
     if (failed(loss))
@@ -574,7 +603,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
 
   ArtifactOptions artifactOptions;
   artifactOptions.chunkBytes = options.chunkBytes;
-  artifactOptions.target = options.target;
+  artifactOptions.target = stringifyChoice(options.target).str();
   artifactOptions.maxSeq = options.maxSeq;
   artifactOptions.maxBatch = options.maxSeq > 0 ? options.maxBatch : 0;
   artifactOptions.training = training;
@@ -584,28 +613,29 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     return !options.interrupted || !options.interrupted();
   };
   ModuleOp partitioned = *module;
-  if (options.target == "cuda")
+  std::string buildCache = getBuildCache(options);
+  if (options.target == CompileTarget::Cuda)
     artifactOptions.generateCode =
-        [partitioned, &options, &context](StringRef dir, std::string &source,
-                                          std::string &library) {
+        [partitioned, &options, &context,
+         buildCache](StringRef dir, std::string &source, std::string &library) {
           if (failed(checkInterrupted(context, options, "building the code")))
             return failure();
           CudaBuildOptions build;
           build.arch = options.cudaArch;
           build.extraFlags = options.cxxFlags;
-          build.cacheDir = options.buildCache;
+          build.cacheDir = buildCache;
           build.interrupted = options.interrupted;
           return buildCudaLibrary(partitioned, dir, build, source, library);
         };
-  if (options.target == "cpu")
+  if (options.target == CompileTarget::Cpu)
     artifactOptions.generateCode =
-        [partitioned, &options, &context](StringRef dir, std::string &source,
-                                          std::string &library) {
+        [partitioned, &options, &context,
+         buildCache](StringRef dir, std::string &source, std::string &library) {
           if (failed(checkInterrupted(context, options, "building the code")))
             return failure();
           BuildOptions build;
           build.extraFlags = options.cxxFlags;
-          build.cacheDir = options.buildCache;
+          build.cacheDir = buildCache;
           build.interrupted = options.interrupted;
           return buildCpuLibrary(partitioned, dir, build, source, library);
         };

@@ -1,13 +1,15 @@
 //===- Module.cpp - the _tp_mlir extension of the tp_mlir package ---------===//
 //
-// The C++ half of tp_mlir: compile (tp::compileModel), Session
-// (tp::rt::Session, and tp::rt::Trainer for its training steps) and
-// export_weights (tp::exportWeights). Arrays cross as
+// The C++ half of tp_mlir: compile (tp::compileModel, with the options of
+// CompileOptions.cpp), Session (tp::rt::Session, and tp::rt::Trainer for
+// its training steps) and export_weights (tp::exportWeights). Arrays cross as
 // numpy arrays: inputs are read in place, outputs are handed over without a
 // copy. Every C++ error becomes a Python exception carrying its message;
 // the GIL is released while a model compiles or runs.
 //
 //===----------------------------------------------------------------------===//
+
+#include "CompileOptions.h"
 
 #include "tp/Driver/Compile.h"
 #include "tp/Runtime/Session.h"
@@ -15,6 +17,7 @@
 #include "tp/Target/Artifact/WeightExport.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -28,13 +31,9 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 
-namespace {
+using tp::python::CompileError;
 
-/// A failed compile: every diagnostic, one per line, as tp-compile prints
-/// them.
-struct CompileError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace {
 
 struct DType {
   const char *name;
@@ -115,6 +114,8 @@ std::vector<std::string> compile(mlir::tp::CompileOptions options,
       return mlir::success();
     });
     failed = mlir::failed(mlir::tp::compileModel(context, options));
+    // explain=True's report, now rather than when Python exits.
+    llvm::outs().flush();
   }
   if (stopped && PyErr_Occurred())
     throw nb::python_error();
@@ -307,46 +308,7 @@ NB_MODULE(_tp_mlir, m) {
   static nb::exception<tp::rt::Error> error(m, "TPError", PyExc_RuntimeError);
   nb::exception<CompileError>(m, "CompileError", error.ptr());
 
-  // compile(train=...)'s optimizer (tp_mlir.AdamW and tp_mlir.SGD fill it).
-  nb::class_<tp::rt::TrainingSpec>(m, "TrainingSpec")
-      .def(nb::init<>())
-      .def_rw("optimizer", &tp::rt::TrainingSpec::optimizer)
-      .def_rw("lr", &tp::rt::TrainingSpec::lr)
-      .def_rw("beta1", &tp::rt::TrainingSpec::beta1)
-      .def_rw("beta2", &tp::rt::TrainingSpec::beta2)
-      .def_rw("eps", &tp::rt::TrainingSpec::eps)
-      .def_rw("weight_decay", &tp::rt::TrainingSpec::weightDecay)
-      .def_rw("momentum", &tp::rt::TrainingSpec::momentum)
-      .def_rw("clip_norm", &tp::rt::TrainingSpec::clipNorm)
-      .def_rw("accumulate", &tp::rt::TrainingSpec::accumulate);
-
-  nb::class_<mlir::tp::CompileOptions>(m, "CompileOptions")
-      .def(nb::init<>())
-      .def_rw("model", &mlir::tp::CompileOptions::model)
-      .def_rw("output", &mlir::tp::CompileOptions::output)
-      .def_rw("devices", &mlir::tp::CompileOptions::devices)
-      .def_rw("sequence_parallel", &mlir::tp::CompileOptions::sequenceParallel)
-      .def_rw("stages", &mlir::tp::CompileOptions::stages)
-      .def_rw("microbatches", &mlir::tp::CompileOptions::microbatches)
-      .def_rw("strategy", &mlir::tp::CompileOptions::strategy)
-      .def_rw("config", &mlir::tp::CompileOptions::config)
-      .def_rw("input_shapes", &mlir::tp::CompileOptions::inputShapes)
-      .def_rw("padding", &mlir::tp::CompileOptions::padding)
-      .def_rw("target", &mlir::tp::CompileOptions::target)
-      .def_rw("cuda_arch", &mlir::tp::CompileOptions::cudaArch)
-      .def_rw("dtype", &mlir::tp::CompileOptions::dtype)
-      .def_rw("cxx_flags", &mlir::tp::CompileOptions::cxxFlags)
-      .def_rw("build_cache", &mlir::tp::CompileOptions::buildCache)
-      .def_rw("explain_json", &mlir::tp::CompileOptions::explainJson)
-      .def_rw("write_artifact", &mlir::tp::CompileOptions::writeArtifact)
-      .def_rw("max_seq", &mlir::tp::CompileOptions::maxSeq)
-      .def_rw("max_batch", &mlir::tp::CompileOptions::maxBatch)
-      .def_rw("prefill_len", &mlir::tp::CompileOptions::prefillLength)
-      .def_rw("prefill_chunks", &mlir::tp::CompileOptions::prefillChunks)
-      .def_rw("gradients", &mlir::tp::CompileOptions::gradients)
-      .def_rw("loss", &mlir::tp::CompileOptions::loss)
-      .def_rw("freeze", &mlir::tp::CompileOptions::freeze)
-      .def_rw("train", &mlir::tp::CompileOptions::train);
+  tp::python::bindCompileOptions(m);
 
   m.def("compile", &compile, "options"_a, "progress"_a = nb::none(),
         "Compiles options.model into the artifact folder options.output; "

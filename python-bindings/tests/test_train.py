@@ -156,7 +156,7 @@ def test_sgd_accumulate_and_clip(tmp_path):
 
 def test_training_errors(tmp_path):
     with pytest.raises(TypeError, match="train must be tp_mlir.AdamW"):
-        tp.compile(mlp(), 1, train="adamw")
+        tp.compile(mlp(), 1, train=0.01)
     with pytest.raises(TypeError, match="AdamW: lr must be a number"):
         tp.AdamW(lr="fast")
     with pytest.raises(TypeError, match=r"AdamW: betas must be \(beta1"):

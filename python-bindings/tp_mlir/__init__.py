@@ -4,14 +4,16 @@
     artifact = tp.compile("model.onnx", 2, input_shapes={"input_ids": [2, 16]})
     logits = tp.Session(artifact).run({"input_ids": ids})["logits"]
 
-`compile` is tp-compile, `Session` is tp-run's runtime (one process, one
-thread per rank; `Session.train_step` is tp-run --train, on an artifact
-compiled with train=AdamW(...) or SGD(...)) and `Artifact.export_weights` is
+`compile` is tp-compile (each of its flags a keyword: --max-seq is
+max_seq), `Session` is tp-run's runtime (one process, one thread per rank;
+`Session.train_step` is tp-run --train, on an artifact compiled with
+train=AdamW(...) or SGD(...)) and `Artifact.export_weights` is
 tp-export-weights; they
 share the C++ code of the command-line tools, so they accept and refuse the
 same things with the same messages (docs/python.md).
 """
 
+import inspect
 import json
 import numbers
 import os
@@ -66,8 +68,9 @@ def _number(owner, name, value):
 
 
 class _Optimizer:
-    """What compile(train=...) fills tp-compile's --train flags from. The
-    compile checks the values' ranges (CompileError)."""
+    """What compile(train=...) fills tp-compile's --train flags from: each
+    of _FIELDS is the keyword of the flag of the same name (--weight-decay:
+    weight_decay). The compile checks the values' ranges (CompileError)."""
 
     def __init__(self, lr, weight_decay, clip_norm, accumulate):
         owner = type(self).__name__
@@ -80,14 +83,11 @@ class _Optimizer:
                             f"{type(accumulate).__name__}")
         self.accumulate = int(accumulate)
 
-    def _spec(self):
-        spec = _tp_mlir.TrainingSpec()
-        spec.optimizer = type(self).__name__.lower()
-        spec.lr = self.lr
-        spec.weight_decay = self.weight_decay
-        spec.clip_norm = self.clip_norm
-        spec.accumulate = self.accumulate
-        return spec
+    def _keywords(self):
+        """compile()'s keywords for this optimizer: train and _FIELDS."""
+        keywords = {name: getattr(self, name) for name in self._FIELDS}
+        keywords["train"] = type(self).__name__.lower()
+        return keywords
 
     def __repr__(self):
         fields = ", ".join(f"{name}={getattr(self, name)!r}"
@@ -113,12 +113,6 @@ class AdamW(_Optimizer):
         self.betas = tuple(_number("AdamW", "betas", b) for b in betas)
         self.eps = _number("AdamW", "eps", eps)
 
-    def _spec(self):
-        spec = super()._spec()
-        spec.beta1, spec.beta2 = self.betas
-        spec.eps = self.eps
-        return spec
-
 
 class SGD(_Optimizer):
     """torch.optim.SGD for compile(train=...) (tp-compile --train sgd):
@@ -131,11 +125,6 @@ class SGD(_Optimizer):
                  accumulate=1):
         super().__init__(lr, weight_decay, clip_norm, accumulate)
         self.momentum = _number("SGD", "momentum", momentum)
-
-    def _spec(self):
-        spec = super()._spec()
-        spec.momentum = self.momentum
-        return spec
 
 
 def _shape_text(dims):
@@ -150,118 +139,140 @@ def _shape_text(dims):
     return "x".join(str(int(d)) for d in dims)
 
 
-def _run_compile(model, devices, output, *, target, pipeline_stages,
-                 microbatches, sequence_parallel, strategy, config,
-                 input_shapes, padding, cxx_flags="", explain_json="",
-                 max_seq=None, max_batch=1, progress=None, build_cache=None,
-                 dtype=None, prefill_len=None, prefill_chunks=None,
-                 gradients=False, loss=None, freeze=None, train=None):
-    if train is not None and not isinstance(train, _Optimizer):
+# tp-compile's options (include/tp/Driver/CompileOptions.def), one dict
+# each: flag, keyword, kind, help, default and choices. Every flag is a
+# keyword of compile; the table is the one tp-compile's flags are made from.
+_OPTIONS = tuple(_tp_mlir.compile_options())
+_KEYWORDS = {option["keyword"]: option for option in _OPTIONS}
+# compile's arguments, not keywords of **options.
+_ARGUMENTS = ("model", "devices", "output")
+# Where compile's default is not tp-compile's.
+_DEFAULTS = {"target": "cpu"}
+
+
+def _compile_options(model, devices, output, scratch, keywords):
+    """The _tp_mlir.CompileOptions of compile(model, devices, output=output,
+    **keywords). Each keyword is the flag of its name, as tp-compile takes
+    it (None: not given); the Python forms are turned into the flag's value
+    here: model bytes and a config dict into files in `scratch`,
+    input_shapes {name: dims} into name=DIMS, an optimizer into --train and
+    its flags."""
+    for keyword in keywords:
+        if keyword not in _KEYWORDS or keyword in _ARGUMENTS:
+            raise TypeError(f"compile() got an unexpected keyword argument "
+                            f"'{keyword}'")
+    keywords = dict(keywords)
+    train = keywords.get("train")
+    if isinstance(train, _Optimizer):
+        for name, value in train._keywords().items():
+            if name != "train" and keywords.get(name) is not None:
+                raise TypeError(f"{name} is given by train="
+                                f"{type(train).__name__}(...); give it there")
+            keywords[name] = value
+    elif train is not None and not isinstance(train, str):
         raise TypeError(f"train must be tp_mlir.AdamW(...) or "
-                        f"tp_mlir.SGD(...), got {type(train).__name__}")
+                        f"tp_mlir.SGD(...) (or 'adamw' or 'sgd', with "
+                        f"lr=... as keywords), got {type(train).__name__}")
+    config = keywords.get("config")
+    if isinstance(config, dict):
+        keywords["config"] = os.path.join(scratch, "config.json")
+        with open(keywords["config"], "w") as f:
+            json.dump(config, f)
+    if config not in (None, "") and keywords.get("strategy") in (None,
+                                                                 "auto"):
+        keywords["strategy"] = "config"
+    shapes = keywords.get("input_shapes")
+    if isinstance(shapes, dict):
+        keywords["input_shapes"] = [f"{name}={_shape_text(dims)}"
+                                    for name, dims in shapes.items()]
+
+    options = _tp_mlir.CompileOptions()
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        path = os.path.join(scratch, "model.onnx")
+        with open(path, "wb") as f:
+            f.write(model)
+        model = path
+    options.model = model
+    options.devices = devices
+    options.write_artifact = output is not None
+    options.output = output
+    for keyword, value in keywords.items():
+        setattr(options, keyword, value)
+    return options
+
+
+def _run_compile(model, devices, output, progress=None, explain_json="",
+                 **keywords):
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
-        options = _tp_mlir.CompileOptions()
-        if isinstance(model, (bytes, bytearray, memoryview)):
-            path = os.path.join(scratch, "model.onnx")
-            with open(path, "wb") as f:
-                f.write(model)
-            options.model = path
-        else:
-            options.model = os.fspath(model)
-        options.write_artifact = output is not None
-        options.output = os.fspath(output) if output is not None else ""
-        options.devices = int(devices)
-        options.stages = int(pipeline_stages)
-        options.microbatches = int(microbatches)
-        options.sequence_parallel = bool(sequence_parallel)
-        options.padding = bool(padding)
-        options.target = target
-        options.cxx_flags = cxx_flags
-        options.dtype = dtype or ""
-        if build_cache is None:
-            build_cache = os.environ.get("TP_BUILD_CACHE", "")
-        options.build_cache = os.fspath(build_cache)
+        options = _compile_options(model, devices, output, scratch, keywords)
         options.explain_json = explain_json
-        options.max_seq = int(max_seq or 0)
-        options.max_batch = int(max_batch)
-        options.prefill_len = -1 if prefill_len is None else int(prefill_len)
-        options.prefill_chunks = [int(c) for c in (prefill_chunks or [])]
-        options.gradients = bool(gradients)
-        options.loss = loss or ""
-        options.freeze = freeze or ""
-        if train is not None:
-            options.train = train._spec()
-        if config is not None:
-            if isinstance(config, dict):
-                config_path = os.path.join(scratch, "config.json")
-                with open(config_path, "w") as f:
-                    json.dump(config, f)
-                config = config_path
-            options.config = os.fspath(config)
-            if strategy == "auto":
-                strategy = "config"
-        options.strategy = strategy
-        options.input_shapes = [f"{name}={_shape_text(dims)}"
-                                for name, dims in (input_shapes or {}).items()]
         for line in _tp_mlir.compile(options, progress):
             warnings.warn(line, stacklevel=3)
 
 
-def compile(model, devices, *, target="cpu", pipeline_stages=1,
-            microbatches=1, sequence_parallel=False, strategy="auto",
-            config=None, input_shapes=None, padding=True, output=None,
-            cxx_flags="", max_seq=None, max_batch=1, progress=None,
-            build_cache=None, dtype=None, prefill_len=None,
-            prefill_chunks=None, gradients=False, loss=None, freeze=None,
-            train=None):
+def compile(model, devices, *, target="cpu", output=None, progress=None,
+            **options):
     """Compiles `model` (a path, or the bytes of an ONNX model) for
     `devices` tensor-parallel ranks per pipeline stage, as tp-compile does.
+    Every flag of tp-compile is a keyword, its name with '-' as '_'
+    (--max-seq: max_seq; -o is output, --pp pipeline_stages and
+    --input-shape input_shapes); None leaves one at its default. They are
+    listed below.
 
+    target: "cpu" by default (tp-compile's default is "none").
+    output: the artifact folder to write; by default a new temporary
+    folder.
     input_shapes: {"input_ids": [2, 16]} for inputs with dynamic dims (every
         input of a TorchScript module); ([2, 16], "i64") also gives the
-        type where the model does not record it (TorchScript).
-    max_seq, max_batch: compile the decode step of a decoder exported with
-    its KV cache (tp-compile --max-seq, --max-batch), for Session.generate.
-    prefill_chunks: the prompt's chunk sizes (tp-compile --prefill-chunks;
-    by default 16, 64 and 256, those below max_seq); prefill_len=N is
-    prefill_chunks=[N], and prefill_len=0 compiles none (the prompt runs
-    through decode steps).
+        type where the model does not record it (TorchScript). A list of
+        "name=DIMS" strings, as --input-shape takes them, also does.
     config: the --strategy=config rules, a path or a dict (implies
-    strategy="config"). output: the artifact folder to write; by default a
-    new temporary folder. Warnings (weights left whole, padding) are issued
-    with `warnings.warn`; errors raise CompileError with every diagnostic,
-    naming the model's nodes.
+    strategy="config").
+    train: AdamW(...) or SGD(...): an artifact for Session.train_step, whose
+    steps update the weights in place with that optimizer (tp-compile
+    --train and the optimizer's flags; implies gradients; target "cpu",
+    f32). "adamw" or "sgd" with lr=, betas=, ... as keywords is the same.
+    Warnings (weights left whole, padding) are issued with `warnings.warn`;
+    errors raise CompileError with every diagnostic, naming the model's
+    nodes.
     progress: called as progress(done, total), in bytes, while the weight
     shards are written (the long part of a big model's compile). Ctrl-C
     interrupts the compile between its stages and between chunks of
     weights: KeyboardInterrupt is raised, as is any exception progress
     raises, and no artifact is left at `output` (one already there stays as
     it was).
-    build_cache: a folder where built libraries are kept and reused when
-    the generated code, compiler and flags are the same (tp-compile
-    --build-cache); by default $TP_BUILD_CACHE, and none if that is unset.
-    dtype: "bf16" or "f16" stores an f32 model's weights and activations
-    in that type, computing and accumulating in f32 (tp-compile --dtype);
-    None keeps the model's own types.
-    gradients: also compute the gradient of the model's scalar loss (the
-    output `loss`, or the only scalar one) with respect to every float
-    weight whose name `freeze` (a regex) does not match, as outputs named
-    grad.<weight> (tp-compile --gradients --loss --freeze).
-    train: AdamW(...) or SGD(...): an artifact for Session.train_step, whose
-    steps update the weights in place with that optimizer (tp-compile
-    --train; implies gradients; target "cpu", f32).
     """
     if output is None:
         output = os.path.join(tempfile.mkdtemp(prefix="tp_mlir-"), "model.tpa")
-    _run_compile(model, devices, output, target=target,
-                 pipeline_stages=pipeline_stages, microbatches=microbatches,
-                 sequence_parallel=sequence_parallel, strategy=strategy,
-                 config=config, input_shapes=input_shapes, padding=padding,
-                 cxx_flags=cxx_flags, max_seq=max_seq, max_batch=max_batch,
-                 progress=progress, build_cache=build_cache, dtype=dtype,
-                 prefill_len=prefill_len, prefill_chunks=prefill_chunks,
-                 gradients=gradients, loss=loss, freeze=freeze, train=train)
+    _run_compile(model, devices, output, progress, target=target, **options)
     return Artifact(output)
+
+
+def _describe_options():
+    """compile's signature and the list of its keywords in its docstring,
+    from the option table."""
+    def default(option):
+        value = _DEFAULTS.get(option["keyword"], option["default"])
+        return None if value in ("", []) else value
+
+    kinds = inspect.Parameter
+    parameters = [kinds("model", kinds.POSITIONAL_OR_KEYWORD),
+                  kinds("devices", kinds.POSITIONAL_OR_KEYWORD)]
+    lines = ["", "    Options (tp-compile's flags):"]
+    for option in _OPTIONS:
+        keyword = option["keyword"]
+        if keyword not in ("model", "devices"):
+            parameters.append(kinds(keyword, kinds.KEYWORD_ONLY,
+                                    default=default(option)))
+        flag = option["flag"]
+        flag = ("-" if len(flag) == 1 else "--") + flag if flag else "model"
+        lines.append(f"      {keyword} ({flag}): {option['help']}")
+    parameters.append(kinds("progress", kinds.KEYWORD_ONLY, default=None))
+    compile.__signature__ = inspect.Signature(parameters)
+    compile.__doc__ += "\n".join(lines) + "\n"
+
+
+_describe_options()
 
 
 def explain(model, devices, *, pipeline_stages=1, sequence_parallel=False,
@@ -275,11 +286,11 @@ def explain(model, devices, *, pipeline_stages=1, sequence_parallel=False,
     written."""
     with tempfile.TemporaryDirectory(prefix="tp_mlir-") as scratch:
         report = os.path.join(scratch, "explain.json")
-        _run_compile(model, devices, None, target="none",
-                     pipeline_stages=pipeline_stages, microbatches=1,
+        _run_compile(model, devices, None, explain_json=report,
+                     target="none", pipeline_stages=pipeline_stages,
                      sequence_parallel=sequence_parallel, strategy=strategy,
                      config=config, input_shapes=input_shapes,
-                     padding=padding, explain_json=report)
+                     padding=padding)
         with open(report) as f:
             text = f.read()
     decoder, plans, at = json.JSONDecoder(), [], 0
