@@ -9,6 +9,7 @@
 #include "tp/Dialect/TP/TPOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -132,6 +133,15 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
   StringRef name = attr.getName().getValue();
   if (name == kModelAttrName || name == kReplicatedAttrName)
     return verifyNameTag(op, attr);
+  if (name == kKernelAttrName) {
+    if (!isa<KernelAttr>(attr.getValue()) ||
+        !isa<linalg::LinalgOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+            op))
+      return op->emitOpError() << "'" << name
+                               << "' must be a #tp.kernel on a linalg op or "
+                                  "a reshape";
+    return success();
+  }
   if (name == kLayoutAttrName) {
     // The plan's layout of a pad or slice of a weight, before partition.
     auto layout = dyn_cast<LayoutAttr>(attr.getValue());

@@ -91,7 +91,7 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   llvm::sys::path::append(libraryPath, library);
 
   OwningOpRef<ModuleOp> copy(module.clone());
-  if (failed(prepareForEmission(*copy)))
+  if (failed(prepareForEmission(*copy, "cuda")))
     return failure();
   {
     std::error_code ec;

@@ -47,7 +47,7 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   llvm::sys::path::append(libraryPath, library);
 
   OwningOpRef<ModuleOp> copy(module.clone());
-  if (failed(prepareForEmission(*copy)))
+  if (failed(prepareForEmission(*copy, "cpu")))
     return failure();
   {
     std::error_code ec;

@@ -698,7 +698,8 @@ LogicalResult CppEmitter::emitModule() {
   bodyOs << "\n";
   {
     CppEmitter inner(module, bodyOs);
-    inner.findFusedAttention();
+    if (failed(inner.findFusedAttention()))
+      return failure();
     inner.findWeightsPackedInPlace();
     inner.findRowGroups();
     for (func::FuncOp func : funcs)

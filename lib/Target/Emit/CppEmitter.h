@@ -171,7 +171,7 @@ public:
   /// Attention chains that run fused (MatchAttention.cpp): found before
   /// any function is emitted, so that the ops they replace are skipped and
   /// what the fused computation reads lives until it runs.
-  void findFusedAttention();
+  LogicalResult findFusedAttention();
   /// The fused attention chain ending at `out`: per batch element, the
   /// scores of the filled keys in one buffer, BLAS for both products
   /// (EmitAttention.cpp).

@@ -248,7 +248,8 @@ LogicalResult CudaEmitter::emitModule() {
     // Function bodies go to a buffer first: the constants and kernels they
     // make are printed above them.
     CudaEmitter inner(module, bodyOs);
-    inner.findFusedAttention();
+    if (failed(inner.findFusedAttention()))
+      return failure();
     inner.findRowGroups();
     for (func::FuncOp func : funcs)
       if (failed(inner.emitFunction(func)))

@@ -17,7 +17,6 @@
 #include "CppEmitter.h"
 #include "LinalgMatchers.h"
 
-#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::tp::emit;
@@ -55,16 +54,17 @@ void emitProduct(raw_indented_ostream &os, int64_t m, StringRef n,
 
 } // namespace
 
-void CppEmitter::findFusedAttention() {
-  // TP_FUSED_ATTENTION=0 keeps the chains as they are (to compare, or to
-  // rule the fused code out).
-  if (const char *fused = std::getenv("TP_FUSED_ATTENTION");
-      fused && StringRef(fused) == "0")
-    return;
-  module.walk([&](linalg::GenericOp op) {
+LogicalResult CppEmitter::findFusedAttention() {
+  // The chains tp-select-kernels fused: each root's chain, as matched.
+  WalkResult walk = module.walk([&](linalg::GenericOp op) {
+    if (getKernel(op) != Kernel::Attention)
+      return WalkResult::advance();
     std::optional<FusedAttention> match = matchAttention(op);
-    if (!match)
-      return;
+    if (!match) {
+      op.emitError("code generation: #tp.kernel<attention> on a product "
+                   "that does not end a fusable attention chain");
+      return WalkResult::interrupt();
+    }
     auto group = std::make_shared<FusedAttention>(*match);
     for (linalg::GenericOp inner :
          {group->scores, group->rounding, group->max, group->exp, group->sum,
@@ -92,7 +92,9 @@ void CppEmitter::findFusedAttention() {
             reads.push_back(operand);
       });
     }
+    return WalkResult::advance();
   });
+  return failure(walk.wasInterrupted());
 }
 
 LogicalResult CppEmitter::emitFilledKeys(const Gemm &product, bool keysAreRows,

@@ -597,9 +597,29 @@ LogicalResult CudaEmitter::emitCudaGeneric(linalg::GenericOp op) {
     os << "// written in bf16 by cuBLAS above\n";
     return success();
   }
-  if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
+  std::optional<Kernel> kernel = getKernel(op);
+  if (!kernel)
+    return op.emitError("code generation: no #tp.kernel (the module was "
+                        "not prepared: tp-prepare-for-emission)");
+  if (*kernel == Kernel::Gemm) {
+    FailureOr<Gemm> gemm = matchGemm(op);
+    if (failed(gemm))
+      return op.emitError("code generation: #tp.kernel<gemm> on an op that "
+                          "is not a GEMM");
     return emitCublasGemm(*this, op, *gemm);
-  KernelWriter writer(*this, op, matchLookup(op));
+  }
+  if (*kernel == Kernel::ScatterAdd)
+    return op.emitError("code generation: the CUDA target runs no "
+                        "#tp.kernel<scatter_add> (tp-select-kernels "
+                        "target=cuda makes it a loop nest)");
+  std::optional<Lookup> lookup;
+  if (*kernel == Kernel::Lookup) {
+    lookup = matchLookup(op);
+    if (!lookup)
+      return op.emitError("code generation: #tp.kernel<lookup> on an op "
+                          "that is not one");
+  }
+  KernelWriter writer(*this, op, lookup);
   return writer.write();
 }
 

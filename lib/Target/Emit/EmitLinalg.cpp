@@ -471,8 +471,17 @@ LogicalResult CppEmitter::emitGeneric(linalg::GenericOp op) {
     os << "// computed in the epilogue of the product above\n";
     return success();
   }
-  if (FailureOr<Gemm> gemm = matchGemm(op); succeeded(gemm))
+  std::optional<Kernel> kernel = getKernel(op);
+  if (!kernel)
+    return op.emitError("code generation: no #tp.kernel (the module was "
+                        "not prepared: tp-prepare-for-emission)");
+  if (*kernel == Kernel::Gemm) {
+    FailureOr<Gemm> gemm = matchGemm(op);
+    if (failed(gemm))
+      return op.emitError("code generation: #tp.kernel<gemm> on an op that "
+                          "is not a GEMM");
     return emitGemm(*this, op, *gemm);
+  }
   if (failed(prepareGenericResults(op)))
     return failure();
   os << "TP_LOOP_NEST {\n";
@@ -505,7 +514,14 @@ LogicalResult CppEmitter::prepareGenericResults(linalg::GenericOp op) {
 LogicalResult CppEmitter::emitGenericLoops(
     linalg::GenericOp op, ArrayRef<std::string> rows,
     std::optional<std::pair<std::string, std::string>> columns) {
-  std::optional<Lookup> lookup = matchLookup(op, /*allowScatter=*/true);
+  std::optional<Kernel> kernel = getKernel(op);
+  std::optional<Lookup> lookup;
+  if (kernel == Kernel::Lookup || kernel == Kernel::ScatterAdd) {
+    lookup = matchLookup(op, /*allowScatter=*/true);
+    if (!lookup || lookup->scatter != (kernel == Kernel::ScatterAdd))
+      return op.emitError("code generation: #tp.kernel<")
+             << stringifyKernel(*kernel) << "> on an op that is not one";
+  }
   assert((!lookup || rows.empty()) && "a lookup is never row-fused");
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   // The row loops of a row group are the group's (EmitRowGroups.cpp).

@@ -112,8 +112,7 @@ void CppEmitter::findRowGroups() {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic || !generic.hasPureTensorSemantics() ||
         fusedIntoAttention.contains(op) || attentionAt.count(op) ||
-        succeeded(matchGemm(generic)) ||
-        matchLookup(generic, /*allowScatter=*/true) ||
+        getKernel(generic) != Kernel::LoopNest ||
         rowDimsOf(generic) == 0 ||
         llvm::any_of(generic.getStaticLoopRanges(),
                      ShapedType::isDynamic))

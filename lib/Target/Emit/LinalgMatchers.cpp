@@ -387,3 +387,9 @@ bool mlir::tp::emit::onlyFeedsGemms(linalg::FillOp fill) {
     return generic && generic.isDpsInit(&use) && succeeded(matchGemm(generic));
   });
 }
+
+std::optional<mlir::tp::Kernel> mlir::tp::emit::getKernel(Operation *op) {
+  if (auto kernel = op->getAttrOfType<KernelAttr>(TPDialect::kKernelAttrName))
+    return kernel.getValue();
+  return std::nullopt;
+}

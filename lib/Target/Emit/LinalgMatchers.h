@@ -10,6 +10,8 @@
 #ifndef TP_LIB_TARGET_EMIT_LINALGMATCHERS_H
 #define TP_LIB_TARGET_EMIT_LINALGMATCHERS_H
 
+#include "tp/Dialect/TP/TPDialect.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Support/IndentedOstream.h"
 #include "llvm/ADT/SetVector.h"
@@ -129,6 +131,9 @@ SmallVector<std::string> declareChainIndices(raw_indented_ostream &os,
                                              linalg::GenericOp logits,
                                              StringRef prefix, StringRef b,
                                              StringRef row, StringRef key);
+
+/// The kernel tp-select-kernels chose for `op` (#tp.kernel), if any.
+std::optional<Kernel> getKernel(Operation *op);
 
 /// Fuses each all-parallel generic into its only user where that user is a
 /// loop nest of ours (not a GEMM or a lookup), within bounds on the fused

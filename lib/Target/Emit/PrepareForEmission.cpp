@@ -22,7 +22,7 @@ namespace mlir::tp {
 using namespace mlir;
 using namespace mlir::tp;
 
-LogicalResult mlir::tp::prepareForEmission(ModuleOp module) {
+LogicalResult mlir::tp::prepareForEmission(ModuleOp module, StringRef target) {
   SmallVector<linalg::LinalgOp> named;
   module.walk([&](linalg::LinalgOp op) {
     if (!isa<linalg::GenericOp, linalg::FillOp>(op))
@@ -35,14 +35,17 @@ LogicalResult mlir::tp::prepareForEmission(ModuleOp module) {
       return op->emitError("cannot rewrite ")
              << op->getName() << " as linalg.generic for code generation";
   }
-  return emit::fuseElementwiseChains(module);
+  if (failed(emit::fuseElementwiseChains(module)))
+    return failure();
+  return selectKernels(module, target);
 }
 
 namespace {
 struct PrepareForEmission
     : tp::impl::PrepareForEmissionBase<PrepareForEmission> {
+  using Base::Base;
   void runOnOperation() override {
-    if (failed(prepareForEmission(getOperation())))
+    if (failed(prepareForEmission(getOperation(), target)))
       signalPassFailure();
   }
 };

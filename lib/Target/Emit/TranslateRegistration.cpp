@@ -30,7 +30,7 @@ void mlir::tp::registerEmitCudaTranslation() {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("--emit-cuda expects a builtin.module");
-        if (failed(prepareForEmission(module)))
+        if (failed(prepareForEmission(module, "cuda")))
           return failure();
         return emitCuda(module, os);
       },
@@ -45,7 +45,7 @@ void mlir::tp::registerEmitCppTranslation() {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("--emit-cpp expects a builtin.module");
-        if (failed(prepareForEmission(module)))
+        if (failed(prepareForEmission(module, "cpu")))
           return failure();
         return emitCpp(module, os);
       },

@@ -11,18 +11,19 @@
 // CHECK-NOT: linalg.matmul
 // CHECK-NOT: linalg.transpose
 // The product: the scale before it is not fused into it.
-// CHECK: %[[SCALED:.*]] = linalg.generic
+// CHECK: %[[SCALED:.*]] = linalg.generic {{.*}} {tp.kernel = #tp.kernel<loop_nest>}
 // CHECK: arith.mulf
 // CHECK: linalg.fill
-// CHECK: %[[PRODUCT:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[SCALED]], %arg1
+// CHECK: %[[PRODUCT:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[SCALED]], %arg1 {{.*}} {tp.kernel = #tp.kernel<gemm>}
 // The bias, the tanh and the transpose after the product: one nest, which
 // writes the transposed result.
-// CHECK: %[[T:.*]] = linalg.generic {{.*}} ins(%[[PRODUCT]], %arg2 : tensor<4x16xf32>, tensor<4x16xf32>) outs(%{{.*}} : tensor<16x4xf32>)
+// CHECK: %[[T:.*]] = linalg.generic {{.*}} ins(%[[PRODUCT]], %arg2 : tensor<4x16xf32>, tensor<4x16xf32>) outs(%{{.*}} : tensor<16x4xf32>) attrs = {tp.kernel = #tp.kernel<loop_nest>}
 // CHECK: arith.addf
 // CHECK-NEXT: math.tanh
 // CHECK: return %[[T]]
 
 // tp-fuse-elementwise alone leaves named ops as they are.
+// FUSE-NOT: tp.kernel
 // FUSE-LABEL: func.func @main
 // FUSE: linalg.matmul
 // FUSE: linalg.generic

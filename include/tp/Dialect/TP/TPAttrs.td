@@ -41,6 +41,29 @@ def TP_SplitRole : I32EnumAttr<"SplitRole", "why a weight is split", [
 
 def TP_SplitRoleAttr : EnumAttr<TP_Dialect, TP_SplitRole, "role">;
 
+def TP_Kernel : I32EnumAttr<"Kernel", "how code generation runs an op", [
+  /// A loop nest over the op's iteration domain (a kernel launch on CUDA).
+  I32EnumAttrCase<"LoopNest", 0, "loop_nest">,
+  /// A (batched) GEMM: BLAS or the packed kernel on CPUs, cuBLAS on CUDA.
+  I32EnumAttrCase<"Gemm", 1, "gemm">,
+  /// A one-hot sum read as one guarded iteration (an embedding lookup).
+  I32EnumAttrCase<"Lookup", 2, "lookup">,
+  /// Its transpose, out[key] += x (an embedding's gradient; C++ only).
+  I32EnumAttrCase<"ScatterAdd", 3, "scatter_add">,
+  /// The P V product that ends a fused attention chain, which runs there.
+  I32EnumAttrCase<"Attention", 4, "attention">,
+  /// An op of a fused attention chain, computed inside it, never stored.
+  I32EnumAttrCase<"InAttention", 5, "in_attention">,
+]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
+def TP_KernelAttr : EnumAttr<TP_Dialect, TP_Kernel, "kernel"> {
+  let summary = "How code generation runs an op (tp-select-kernels)";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def TP_LayoutAttr : AttrDef<TP_Dialect, "Layout"> {
   let mnemonic = "layout";
   let summary = "How a weight argument holds its ONNX initializer";

@@ -86,6 +86,9 @@ def TP_Dialect : Dialect {
         "tp.external_data";
     static constexpr llvm::StringLiteral kOpsetAttrName = "tp.opset";
     static constexpr llvm::StringLiteral kLayoutAttrName = "tp.layout";
+    /// On a linalg op or reshape of a module prepared for emission: how
+    /// code generation runs it (#tp.kernel, tp-select-kernels).
+    static constexpr llvm::StringLiteral kKernelAttrName = "tp.kernel";
     static constexpr llvm::StringLiteral kIndexBoundAttrName =
         "tp.index_bound";
     static constexpr llvm::StringLiteral kReplicatedAttrName =

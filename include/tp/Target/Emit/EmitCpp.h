@@ -22,9 +22,15 @@ namespace mlir::tp {
 
 /// Rewrites named linalg ops (except linalg.fill) into linalg.generic, the
 /// one form the emitters lower, then fuses elementwise chains into loop
-/// nests of bounded size (FuseElementwise.cpp). Both targets emit the
-/// result. Idempotent.
-LogicalResult prepareForEmission(ModuleOp module);
+/// nests of bounded size (FuseElementwise.cpp), and records each op's
+/// kernel for `target` (selectKernels). Both targets emit the result.
+/// Idempotent.
+LogicalResult prepareForEmission(ModuleOp module, StringRef target = "cpu");
+
+/// Writes #tp.kernel on every linalg.generic of `module` (and the reshapes
+/// a fused attention folds in): how the `target` emitter (cpu or cuda)
+/// runs it (tp-select-kernels, SelectKernels.cpp).
+LogicalResult selectKernels(ModuleOp module, StringRef target);
 
 /// Emits `module` (already prepared) as C++ to `os`. Ops the emitter cannot
 /// lower are reported as errors at their location.

@@ -8,6 +8,8 @@
 #ifndef TP_TARGET_EMIT_PASSES_H
 #define TP_TARGET_EMIT_PASSES_H
 
+#include "tp/Dialect/TP/TPDialect.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

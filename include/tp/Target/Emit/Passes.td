@@ -37,9 +37,42 @@ def PrepareForEmission : Pass<"tp-prepare-for-emission", "::mlir::ModuleOp"> {
     build run on the partitioned module before printing it: every named
     linalg op but `linalg.fill` becomes the `linalg.generic` it computes
     (the emitters match generics only), then `tp-fuse-elementwise`. A named
-    op that cannot be generalized is an error at it.
+    op that cannot be generalized is an error at it. Then
+    `tp-select-kernels{target=...}`.
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The emitter: cpu or cuda">
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tp::TPDialect"];
+}
+
+def SelectKernels : Pass<"tp-select-kernels", "::mlir::ModuleOp"> {
+  let summary = "Record how code generation runs each linalg op (#tp.kernel)";
+  let description = [{
+    Writes `tp.kernel` on every `linalg.generic` (and on the reshapes a
+    fused attention chain folds in), which both emitters then only follow:
+    - `attention` on the P V product that ends a chain S = Q Kᵀ, X = f(S),
+      softmax, O = P V that no reader outside needs (MatchAttention.cpp),
+      and `in_attention` on the chain's other ops: the key transpose and
+      the repeat of K/V heads it reads through, the softmax steps and the
+      reshapes between them (`TP_FUSED_ATTENTION=0` in the environment
+      turns fusion off);
+    - `gemm` on a contraction whose operands are row-major matrices up to a
+      transpose;
+    - `lookup` on a one-hot sum (an embedding lookup), and with
+      `target=cpu` `scatter_add` on its transpose (an embedding's
+      gradient), which the CUDA target runs as a loop nest;
+    - `loop_nest` on the rest.
+    Runs last in `tp-prepare-for-emission`. Row groups and GEMM epilogues
+    are still chosen by the C++ emitter as it prints.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The emitter: cpu or cuda">
+  ];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
 }
 
 #endif // TP_TARGET_EMIT_PASSES
