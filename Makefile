@@ -30,10 +30,11 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools \
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata \
   libgtest-dev libopenmpi-dev openmpi-bin libopenblas-dev libssl-dev \
-  clang-22 libclang-rt-22-dev python3-pytest libtorch-dev
+  clang-22 libclang-rt-22-dev python3-pytest libtorch-dev clang-format
 PIP_PACKAGES := -r requirements.txt
 
 .PHONY: deps build demo python check check-sanitized check-cuda-zoo fuzz clean \
+  format-check \
   bench-deps zoo-deps zoo-site archgen bench-training
 
 deps:
@@ -192,6 +193,10 @@ archgen: build
 	  --expected-failures test/Numerics/archgen/expected-failures.txt \
 	  --tp-compile $(BUILD)/bin/tp-compile --tp-run $(BUILD)/bin/tp-run \
 	  $(ARCHGEN_FLAGS)
+
+# Every tracked C++ file as clang-format writes it (.ci/run checks it).
+format-check:
+	utils/check-format.sh
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD)

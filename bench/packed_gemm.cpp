@@ -35,12 +35,12 @@ std::vector<Shape> forwardShapes(const std::string &set) {
   std::vector<Shape> layer;
   int layers = 6;
   if (set == "minilm") // q, k, v, output, MLP up and down
-    layer = {{384, 384}, {384, 384}, {384, 384}, {384, 384},
-             {1536, 384}, {384, 1536}};
+    layer = {{384, 384}, {384, 384},  {384, 384},
+             {384, 384}, {1536, 384}, {384, 1536}};
   else if (set == "gpt2") // fused QKV, output, MLP up and down
     layer = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
   else if (set == "llama") // TinyLlama-1.1B: q, k, v, o, gate, up, down
-    layer = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 2048},
+    layer = {{2048, 2048}, {256, 2048},  {256, 2048}, {2048, 2048},
              {5632, 2048}, {5632, 2048}, {2048, 5632}};
   else if (set == "head") // GPT-2's LM head alone
     layer = {{50304, 768}}, layers = 1;
@@ -55,8 +55,7 @@ std::vector<Shape> forwardShapes(const std::string &set) {
 template <typename F> double seconds(F &&f) {
   auto start = std::chrono::steady_clock::now();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -101,8 +100,8 @@ double fmaPeak() {
 tp::rt::BF16Bits toBF16(float x) {
   std::uint32_t word;
   std::memcpy(&word, &x, sizeof(word));
-  return {static_cast<std::uint16_t>((word + 0x7FFF + ((word >> 16) & 1)) >>
-                                     16)};
+  return {
+      static_cast<std::uint16_t>((word + 0x7FFF + ((word >> 16) & 1)) >> 16)};
 }
 
 /// Runs the products of one round with weights packed as W.

@@ -153,8 +153,7 @@ static LogicalResult writeArtifactAtomically(ModuleOp module, StringRef path,
   return success();
 }
 
-std::vector<int64_t>
-mlir::tp::getPrefillChunks(const CompileOptions &options) {
+std::vector<int64_t> mlir::tp::getPrefillChunks(const CompileOptions &options) {
   if (options.maxSeq == 0 || options.prefillLength == 0)
     return {};
   std::vector<int64_t> chunks;

@@ -26,15 +26,11 @@ struct CompileCommandLine::Flag {
 };
 
 namespace {
-template <typename T>
-struct IsOptional : std::false_type {};
-template <typename T>
-struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T> struct IsOptional : std::false_type {};
+template <typename T> struct IsOptional<std::optional<T>> : std::true_type {};
 
-template <typename T>
-struct IsVector : std::false_type {};
-template <typename T>
-struct IsVector<std::vector<T>> : std::true_type {};
+template <typename T> struct IsVector : std::false_type {};
+template <typename T> struct IsVector<std::vector<T>> : std::true_type {};
 
 /// The choice named `text` into `value`, or the error naming the choices.
 template <typename E>
@@ -49,8 +45,7 @@ LogicalResult parseChoice(const CompileOption &row, StringRef text, E &value,
 }
 
 /// Makes the flag of `row`, whose field has type T.
-template <typename T>
-class FlagMaker {
+template <typename T> class FlagMaker {
 public:
   FlagMaker(const CompileOption &row, cl::OptionCategory &category,
             CompileCommandLine::Flag &flag)
@@ -89,8 +84,7 @@ private:
 
   /// Names the value in --help by the choices (none|cpu|cuda), unless the
   /// table names it.
-  template <typename E>
-  void nameChoices() {
+  template <typename E> void nameChoices() {
     if (*row.valueName)
       return;
     SmallVector<StringRef> names;

@@ -12,26 +12,22 @@
 using namespace mlir;
 using namespace mlir::tp;
 
-template <>
-ArrayRef<StringLiteral> mlir::tp::getChoiceNames<CompileTarget>() {
+template <> ArrayRef<StringLiteral> mlir::tp::getChoiceNames<CompileTarget>() {
   static constexpr StringLiteral names[] = {"none", "cpu", "cuda"};
   return names;
 }
 
-template <>
-ArrayRef<StringLiteral> mlir::tp::getChoiceNames<CompileDType>() {
+template <> ArrayRef<StringLiteral> mlir::tp::getChoiceNames<CompileDType>() {
   static constexpr StringLiteral names[] = {"", "bf16", "f16", "f32"};
   return names;
 }
 
-template <>
-ArrayRef<StringLiteral> mlir::tp::getChoiceNames<PlanStrategy>() {
+template <> ArrayRef<StringLiteral> mlir::tp::getChoiceNames<PlanStrategy>() {
   static constexpr StringLiteral names[] = {"auto", "config"};
   return names;
 }
 
-template <>
-ArrayRef<StringLiteral> mlir::tp::getChoiceNames<TrainOptimizer>() {
+template <> ArrayRef<StringLiteral> mlir::tp::getChoiceNames<TrainOptimizer>() {
   static constexpr StringLiteral names[] = {"adamw", "sgd"};
   return names;
 }

@@ -92,8 +92,8 @@ namespace {
 const std::string &recorded(const Manifest &manifest, const std::string &name) {
   auto it = manifest.checksums.find(name);
   if (it == manifest.checksums.end())
-    throw Error(manifest.dir + "/" TP_ARTIFACT_CHECKSUMS " has no checksum for " +
-                name);
+    throw Error(manifest.dir +
+                "/" TP_ARTIFACT_CHECKSUMS " has no checksum for " + name);
   return it->second;
 }
 } // namespace
@@ -111,9 +111,8 @@ Manifest tp::rt::loadManifest(const std::string &dir) {
                 " lists the checksum of every file; compile the model again "
                 "with this tp-compile");
   }
-  std::map<std::string, std::string> sums =
-      parseChecksums(ArtifactFile(dir, TP_ARTIFACT_CHECKSUMS).readAll(),
-                     sumsPath);
+  std::map<std::string, std::string> sums = parseChecksums(
+      ArtifactFile(dir, TP_ARTIFACT_CHECKSUMS).readAll(), sumsPath);
   std::string text = ArtifactFile(dir, "manifest.json").readAll();
   auto it = sums.find("manifest.json");
   if (it == sums.end())
@@ -161,8 +160,9 @@ void tp::rt::checkLibrarySignature(const Manifest &manifest,
     if (aLine != eLine || aEnd == std::string::npos ||
         eEnd == std::string::npos)
       throw Error(path + " was compiled for a different model than " +
-                  manifest.dir + "/manifest.json describes: the library says '" +
-                  aLine + "', the manifest '" + eLine + "'");
+                  manifest.dir +
+                  "/manifest.json describes: the library says '" + aLine +
+                  "', the manifest '" + eLine + "'");
     a = aEnd + 1;
     e = eEnd + 1;
   }
@@ -233,13 +233,11 @@ RankWeights tp::rt::loadRankWeights(const Manifest &manifest, int32_t rank) {
   if (rank < 0 || rank >= static_cast<int64_t>(manifest.rankSpecs.size()))
     throw Error("rank " + std::to_string(rank) + " is not in the artifact");
   const RankSpec &spec = manifest.rankSpecs[rank];
-  ArtifactFile file(manifest.dir, spec.file,
-                    "rank " + std::to_string(rank));
+  ArtifactFile file(manifest.dir, spec.file, "rank " + std::to_string(rank));
   if (file.size != spec.bytes)
     throw Error("rank " + std::to_string(rank) + ": weight file " + file.path +
-                " has " + std::to_string(file.size) +
-                " bytes, manifest says " + std::to_string(spec.bytes) +
-                " (truncated or replaced?)");
+                " has " + std::to_string(file.size) + " bytes, manifest says " +
+                std::to_string(spec.bytes) + " (truncated or replaced?)");
   RankWeights weights;
   // Every forward pass streams the weights: huge pages where the kernel
   // gives them.

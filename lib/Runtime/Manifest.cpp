@@ -139,13 +139,14 @@ public:
       std::optional<int64_t> value = v.getAsInteger();
       if (!value || *value < min || *value > max)
         fail(std::string("'") + key + "' holds a value that is not an " +
-             "integer in [" + std::to_string(min) + ", " +
-             std::to_string(max) + "]");
+             "integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+             "]");
       values.push_back(*value);
     }
     return values;
   }
-  std::string dtype(const llvm::json::Object &in, const std::string &what) const {
+  std::string dtype(const llvm::json::Object &in,
+                    const std::string &what) const {
     std::string dtype = string(in, "dtype");
     if (dtypeNameBytes(dtype) == 0)
       fail(what + " has unknown dtype '" + dtype + "'");
@@ -175,7 +176,8 @@ public:
     if (spec.kind.empty())
       spec.kind = defaultKind;
     spec.name = string(in, "name", false);
-    std::string what = where + (spec.name.empty() ? "" : " '" + spec.name + "'");
+    std::string what =
+        where + (spec.name.empty() ? "" : " '" + spec.name + "'");
     spec.dtype = dtype(in, what);
     spec.shape = shape(in, "shape", spec.dtype, what);
     if (in.get("stage"))
@@ -282,8 +284,8 @@ static WeightSpec parseWeight(const Reader &reader,
   std::string what = where + " '" + weight.name + "'";
   weight.dtype = reader.dtype(in, what);
   weight.shape = reader.shape(in, "shape", weight.dtype, what);
-  weight.fileOffset =
-      static_cast<uint64_t>(reader.integer(in, "file_offset", 8, kMaxTensorBytes));
+  weight.fileOffset = static_cast<uint64_t>(
+      reader.integer(in, "file_offset", 8, kMaxTensorBytes));
   std::vector<int64_t> offsets =
       reader.integers(in, "data_offsets", 0, kMaxTensorBytes);
   if (offsets.size() != 2 || offsets[1] < offsets[0])
@@ -305,7 +307,8 @@ static RankSpec parseRank(const Reader &reader, const llvm::json::Value &value,
   std::string where = "ranks[" + std::to_string(index) + "]";
   const llvm::json::Object &in = reader.object(&value, where);
   RankSpec rank;
-  rank.rank = static_cast<int32_t>(reader.integer(in, "rank", 0, kMaxRanks - 1));
+  rank.rank =
+      static_cast<int32_t>(reader.integer(in, "rank", 0, kMaxRanks - 1));
   rank.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
   rank.tpIndex = reader.integer(in, "tp_index", 0, kMaxRanks - 1);
   rank.function = reader.string(in, "function", false);
@@ -320,7 +323,8 @@ static RankSpec parseRank(const Reader &reader, const llvm::json::Value &value,
                (c >= 'a' && c <= 'f');
       }))
     reader.fail(where + " has a sha256 that is not 64 lowercase hex digits");
-  rank.bytes = static_cast<uint64_t>(reader.integer(in, "bytes", 8, kMaxTensorBytes));
+  rank.bytes =
+      static_cast<uint64_t>(reader.integer(in, "bytes", 8, kMaxTensorBytes));
   std::set<std::string> names;
   for (const llvm::json::Value &w : reader.array(in, "weights")) {
     WeightSpec weight = parseWeight(reader, w, tp, where + " weight");
@@ -412,8 +416,8 @@ static void validateStages(const Reader &reader, const Manifest &manifest,
     // tp-compile's layout: rank = stage * tp + tp index.
     bool laidOut = static_cast<int64_t>(stage.ranks.size()) == manifest.tp;
     for (size_t t = 0; laidOut && t < stage.ranks.size(); ++t)
-      laidOut = stage.ranks[t] == static_cast<int64_t>(s) * manifest.tp +
-                                      static_cast<int64_t>(t);
+      laidOut = stage.ranks[t] ==
+                static_cast<int64_t>(s) * manifest.tp + static_cast<int64_t>(t);
     if (!laidOut)
       reader.fail(where + " does not hold ranks " +
                   std::to_string(s * manifest.tp) + " .. " +
@@ -571,13 +575,13 @@ Manifest tp::rt::parseManifest(const std::string &json,
         const llvm::json::Object &program =
             reader.object(&value, "'generation." + where + "'");
         PrefillSpec chunk;
-        chunk.length = reader.integer(program, "length", 2, manifest.maxSeq - 1);
+        chunk.length =
+            reader.integer(program, "length", 2, manifest.maxSeq - 1);
         if (!manifest.prefill.empty() &&
             chunk.length <= manifest.prefill.back().length)
           reader.fail("generation.prefill's chunks must be listed by "
                       "ascending length");
-        parseProgram(program, chunk.stages, chunk.inputs, chunk.outputs,
-                     where);
+        parseProgram(program, chunk.stages, chunk.inputs, chunk.outputs, where);
         manifest.prefill.push_back(std::move(chunk));
       }
   }
@@ -601,9 +605,9 @@ Manifest tp::rt::parseManifest(const std::string &json,
     if (manifest.maxSeq > 0 || manifest.pp > 1)
       reader.fail("training: an artifact that trains has one stage and no "
                   "'generation'");
-    auto loss = std::find_if(
-        manifest.outputs.begin(), manifest.outputs.end(),
-        [&](const TensorSpec &o) { return o.name == spec.loss; });
+    auto loss =
+        std::find_if(manifest.outputs.begin(), manifest.outputs.end(),
+                     [&](const TensorSpec &o) { return o.name == spec.loss; });
     if (loss == manifest.outputs.end() || loss->numElements() != 1 ||
         loss->dtype != "F32")
       reader.fail("training: the loss '" + spec.loss +
@@ -628,8 +632,7 @@ Manifest tp::rt::parseManifest(const std::string &json,
   const llvm::json::Array &ranks = reader.array(root, "ranks");
   if (static_cast<int64_t>(ranks.size()) != manifest.ranks)
     reader.fail("the grid has " + std::to_string(manifest.ranks) +
-                " ranks but " + std::to_string(ranks.size()) +
-                " are listed");
+                " ranks but " + std::to_string(ranks.size()) + " are listed");
   std::set<std::string> files;
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankSpec rank = parseRank(reader, ranks[r], r, manifest.tp);
@@ -651,11 +654,12 @@ Manifest tp::rt::parseManifest(const std::string &json,
     const std::string &function = manifest.stages.at(rank.stage).function;
     if (!rank.function.empty() && rank.function != function)
       reader.fail("ranks[" + std::to_string(rank.rank) + "] runs function '" +
-                  rank.function + "', but stage " +
-                  std::to_string(rank.stage) + " runs '" + function + "'");
+                  rank.function + "', but stage " + std::to_string(rank.stage) +
+                  " runs '" + function + "'");
   }
   for (const PrefillSpec &chunk : manifest.prefill) {
-    std::string where = "prefill chunk of " + std::to_string(chunk.length) + " ";
+    std::string where =
+        "prefill chunk of " + std::to_string(chunk.length) + " ";
     validateStages(reader, manifest, chunk.stages, chunk.inputs, chunk.outputs,
                    where);
     // A chunk writes the caches the decode step reads: the same ones.

@@ -38,9 +38,8 @@ Group toGroup(tp_group group) { return {group.size, group.stride}; }
 std::unique_ptr<tp_host_comm> makeHostComm(HostComm *host) {
   auto comm = std::make_unique<tp_host_comm>();
   comm->self = host;
-  comm->all_reduce = [](void *self, tp_group group, void *buffer,
-                        int64_t count, int32_t dtype, int32_t op,
-                        const char *site) {
+  comm->all_reduce = [](void *self, tp_group group, void *buffer, int64_t count,
+                        int32_t dtype, int32_t op, const char *site) {
     return guarded(self, [&](RankContext &context) {
       context.allReduce(toGroup(group), buffer, count,
                         static_cast<DType>(dtype), static_cast<Reduction>(op),
@@ -87,7 +86,8 @@ ModelLibrary::ModelLibrary(void *library, const std::string &path)
   auto query = reinterpret_cast<tp_model_query_fn>(
       dlsym(library, TP_MODEL_QUERY_SYMBOL));
   if (!query)
-    throw Error(path + " exports no " TP_MODEL_QUERY_SYMBOL
+    throw Error(path +
+                " exports no " TP_MODEL_QUERY_SYMBOL
                 "(): not a model library of this tp-compile (rebuild the "
                 "artifact)");
   api = query(TP_MODEL_ABI_VERSION);

@@ -12,13 +12,13 @@
 
 #include "tp/Runtime/Npy.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <atomic>
 #include <fcntl.h>
 #include <fstream>
-#include <unistd.h>
 #include <limits>
+#include <unistd.h>
 
 using namespace tp::rt;
 
@@ -349,9 +349,8 @@ void tp::rt::writeNpy(const std::string &path, const NpyArray &array) {
   std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
                      std::to_string(counter++);
   errno = 0;
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                                    O_CLOEXEC,
-                  0644);
+  int fd = ::open(temp.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     fail(path, "cannot create: " + systemError());
   auto writeAll = [&](const char *p, size_t n) {

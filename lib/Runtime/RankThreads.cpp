@@ -39,8 +39,7 @@ void RankThreads::run(const std::function<void(int32_t)> &call) {
   }
   started.notify_all();
   call(0);
-  wait(finished,
-       [&] { return running.load(std::memory_order_acquire) == 0; });
+  wait(finished, [&] { return running.load(std::memory_order_acquire) == 0; });
 }
 
 void RankThreads::serve(int32_t rank) {

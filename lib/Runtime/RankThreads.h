@@ -1,4 +1,5 @@
-//===- RankThreads.h - thread ranks that live as long as a session -*- C++ -*-===//
+//===- RankThreads.h - thread ranks that live as long as a session -*- C++
+//-*-===//
 //
 // Private to lib/Runtime. A decode step is one call of every rank's stage
 // function, a few milliseconds; starting a thread per rank per call cost a

@@ -401,9 +401,8 @@ private:
   void checkProgram(int index) const {
     if (index != Session::kMainProgram &&
         (index < 0 || static_cast<size_t>(index) >= manifest.prefill.size()))
-      throw Error(artifact + " has no prefill chunk " +
-                  std::to_string(index) + " (it has " +
-                  std::to_string(manifest.prefill.size()) + ")");
+      throw Error(artifact + " has no prefill chunk " + std::to_string(index) +
+                  " (it has " + std::to_string(manifest.prefill.size()) + ")");
   }
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(
@@ -414,9 +413,9 @@ private:
   void openCuda();
   /// The model's outputs from the ranks' results: each split output as
   /// the ranks put it together in `assembled`.
-  std::vector<OutputTensor>
-  collectOutputs(const Program &program, const std::vector<BoundRank> &ranks,
-                 const Assembly &assembled) const;
+  std::vector<OutputTensor> collectOutputs(const Program &program,
+                                           const std::vector<BoundRank> &ranks,
+                                           const Assembly &assembled) const;
   /// Thread and CUDA ranks put each split output together themselves,
   /// after each forward pass and inside its time, each copying its own
   /// block in (in parallel, where an all-gather had every rank copy every
@@ -454,7 +453,6 @@ public:
   const std::vector<RankTrace> &getTrace() const { return traces; }
 
 private:
-
   bool mpi = false;
   /// Threads: every rank; MPI: this process's rank alone, at mpiRank.
   std::vector<BoundRank> bound;
@@ -502,8 +500,8 @@ private:
 /// This process's rank among those on its node, as the MPI launcher says
 /// (Open MPI, MPICH, Slurm); `rank` when none does.
 static int32_t localRank(int32_t rank) {
-  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                           "SLURM_LOCALID"})
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
     if (const char *value = std::getenv(name)) {
       char *end = nullptr;
       long parsed = std::strtol(value, &end, 10);
@@ -557,8 +555,8 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   model = std::make_unique<ModelLibrary>(library, libraryPath);
   if (model->target() != manifest.target)
     throw Error(libraryPath + " is a --target " + model->target() +
-                " library, but " + artifact +
-                "/manifest.json says --target " + manifest.target);
+                " library, but " + artifact + "/manifest.json says --target " +
+                manifest.target);
   checkLibrarySignature(manifest, model->signature());
   cuda = manifest.target == "cuda";
   if (options.trace && cuda)
@@ -580,8 +578,8 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     communication.assign(1, 0);
     if (options.trace && !cuda)
       traces.assign(1, RankTrace{mpiRank, {}});
-    contexts.push_back(createTimedRankContext(
-        std::move(context), &communication[0], traceOf(0)));
+    contexts.push_back(createTimedRankContext(std::move(context),
+                                              &communication[0], traceOf(0)));
     bound.push_back(bindRank(manifest, mainProgram(manifest), mpiRank));
     prefillBound.resize(manifest.prefill.size());
     for (size_t c = 0; c < manifest.prefill.size(); ++c)
@@ -606,8 +604,8 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
       throw Error("rank " + std::to_string(mpiRank) +
                   ": rank 0 sent an NCCL id of " + std::to_string(id.size()) +
                   " bytes");
-    modelRanks.push_back(model->createRank(
-        mpiRank, size, nullptr, localRank(mpiRank) % devices, id));
+    modelRanks.push_back(model->createRank(mpiRank, size, nullptr,
+                                           localRank(mpiRank) % devices, id));
     return;
   }
   if (cuda) {
@@ -624,9 +622,9 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     for (int32_t rank = 0; rank < manifest.ranks; ++rank)
       traces.push_back(RankTrace{rank, {}});
   for (int32_t rank = 0; rank < manifest.ranks; ++rank) {
-    contexts.push_back(createTimedRankContext(
-        createThreadRankContext(world, rank), &communication[rank],
-        traceOf(rank)));
+    contexts.push_back(
+        createTimedRankContext(createThreadRankContext(world, rank),
+                               &communication[rank], traceOf(rank)));
     modelRanks.push_back(model->createRank(
         rank, static_cast<int32_t>(manifest.ranks), contexts.back().get()));
   }
@@ -686,8 +684,7 @@ void Session::Impl::openCuda() {
   for (int32_t rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       try {
-        auto gpu =
-            model->createRank(rank, ranks, nullptr, rank % devices, id);
+        auto gpu = model->createRank(rank, ranks, nullptr, rank % devices, id);
         std::lock_guard<std::mutex> lock(modelRanksMutex);
         modelRanks[rank] = std::move(gpu);
       } catch (const std::exception &e) {
@@ -722,8 +719,8 @@ static void placeBlock(const TensorSpec &spec,
   if (count <= 0)
     return;
   for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(whole + (o * size + begin) * inner,
-                block + o * stride * inner, count * inner);
+    std::memcpy(whole + (o * size + begin) * inner, block + o * stride * inner,
+                count * inner);
 }
 
 /// The whole of split output `spec` from the blocks of its ranks, each of
@@ -786,11 +783,10 @@ void Session::Impl::placeRankBlocks(const Program &program,
     WholeOutput &whole = assembly.at(spec.name);
     if (!whole.size())
       continue;
-    placeBlock(spec,
-               wholeBatch(lastResult(program, slots[i]).shape,
-                          manifest.microbatches),
-               it - last.begin(), mine.outputs.at(slots[i]).data(),
-               whole.data());
+    placeBlock(
+        spec,
+        wholeBatch(lastResult(program, slots[i]).shape, manifest.microbatches),
+        it - last.begin(), mine.outputs.at(slots[i]).data(), whole.data());
   }
 }
 
@@ -803,9 +799,8 @@ Session::Impl::collectOutputs(const Program &program,
   const BoundRank &holder = ranks.at(outputRank(program));
   for (size_t i = 0; i < slots.size(); ++i) {
     const TensorSpec &spec = program.outputs[i];
-    const WholeOutput &whole = spec.splitDim < 0
-                                   ? holder.outputs.at(slots[i])
-                                   : assembly.at(spec.name);
+    const WholeOutput &whole = spec.splitDim < 0 ? holder.outputs.at(slots[i])
+                                                 : assembly.at(spec.name);
     outputs.push_back({spec.name, spec.dtype, spec.shape, whole.copy()});
   }
   return outputs;
@@ -828,16 +823,15 @@ OutputBlocks Session::Impl::getOutputBlocks(const std::string &name,
       const std::vector<int32_t> &last = program.stages.back().ranks;
       auto it = std::find(last.begin(), last.end(), mpiRank);
       const BoundRank &mine = ranks.front();
-      bool holds = spec.splitDim < 0 ? mpiRank == outputRank(program)
-                                     : it != last.end();
+      bool holds =
+          spec.splitDim < 0 ? mpiRank == outputRank(program) : it != last.end();
       if (holds)
         result.blocks.push_back(mine.outputs.at(slots[i]).data());
       result.firstBlock = spec.splitDim < 0 ? 0 : it - last.begin();
-      result.blockShape =
-          spec.splitDim < 0
-              ? spec.shape
-              : wholeBatch(lastResult(program, slots[i]).shape,
-                           manifest.microbatches);
+      result.blockShape = spec.splitDim < 0
+                              ? spec.shape
+                              : wholeBatch(lastResult(program, slots[i]).shape,
+                                           manifest.microbatches);
       return result;
     }
     if (spec.splitDim < 0) {
@@ -899,19 +893,18 @@ void Session::Impl::runThreads(const Program &program,
     try {
       BoundRank &mine = bound[rank];
       ModelLibrary::Rank &cpu = *modelRanks[rank];
-      perRank[rank] =
-          runTimed(
-              mine, manifest.microbatches, warmup, repeat,
-              [&] {
-                traced(rank, [&] {
-                  cpu.run(mine.stage->function, mine.args.data(),
-                          mine.resultPointers.data());
-                });
-              },
-              [&] {
-                if (assembly)
-                  placeRankBlocks(program, mine, rank, *assembly);
-              });
+      perRank[rank] = runTimed(
+          mine, manifest.microbatches, warmup, repeat,
+          [&] {
+            traced(rank, [&] {
+              cpu.run(mine.stage->function, mine.args.data(),
+                      mine.resultPointers.data());
+            });
+          },
+          [&] {
+            if (assembly)
+              placeRankBlocks(program, mine, rank, *assembly);
+          });
     } catch (const std::exception &e) {
       errors[rank] = e.what();
       abortThreadWorld(*world, "rank " + std::to_string(rank) + " failed");
@@ -939,17 +932,16 @@ void Session::Impl::runCuda(const Program &program,
       try {
         BoundRank &mine = bound[rank];
         ModelLibrary::Rank *gpu = modelRanks[rank].get();
-        perRank[rank] =
-            runTimed(
-                mine, manifest.microbatches, warmup, repeat,
-                [&] {
-                  gpu->run(mine.stage->function, mine.args.data(),
-                           mine.resultPointers.data());
-                },
-                [&] {
-                  if (assembly)
-                    placeRankBlocks(program, mine, rank, *assembly);
-                });
+        perRank[rank] = runTimed(
+            mine, manifest.microbatches, warmup, repeat,
+            [&] {
+              gpu->run(mine.stage->function, mine.args.data(),
+                       mine.resultPointers.data());
+            },
+            [&] {
+              if (assembly)
+                placeRankBlocks(program, mine, rank, *assembly);
+            });
       } catch (const std::exception &e) {
         errors[rank] = e.what();
         // A failing rank aborts the others' communicators.
@@ -1010,9 +1002,9 @@ std::vector<OutputTensor> Session::Impl::runMpi(const Program &program,
   return outputs;
 }
 
-std::vector<OutputTensor>
-Session::Impl::gatherOutputs(const Program &program, const BoundRank &mine,
-                             RankContext &context) {
+std::vector<OutputTensor> Session::Impl::gatherOutputs(const Program &program,
+                                                       const BoundRank &mine,
+                                                       RankContext &context) {
   // Outputs travel to rank 0 when another rank holds them; a split
   // output's blocks, from every rank of the last stage.
   const std::vector<int32_t> &last = program.stages.back().ranks;
@@ -1080,8 +1072,7 @@ Session::run(const std::map<std::string, InputView> &inputs, int64_t warmup,
 }
 
 std::vector<OutputTensor>
-Session::runPrefill(const std::map<std::string, InputView> &inputs,
-                    int chunk) {
+Session::runPrefill(const std::map<std::string, InputView> &inputs, int chunk) {
   return impl->run(inputs, 0, 1, chunk);
 }
 

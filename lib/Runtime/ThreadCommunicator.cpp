@@ -292,8 +292,7 @@ void ThreadRankContext::meet(Rendezvous &meeting,
   if (world->spin.count() > 0) {
     lock.unlock();
     waitAwake(world->spin, [&] {
-      return meeting.generation.load(std::memory_order_acquire) !=
-             generation;
+      return meeting.generation.load(std::memory_order_acquire) != generation;
     });
     lock.lock();
   }

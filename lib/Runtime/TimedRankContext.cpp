@@ -35,8 +35,7 @@ public:
   void reduceScatter(Group group, const void *in, void *out, int64_t outer,
                      int64_t chunk, DType type, Reduction op,
                      const char *site) override {
-    Timer timer(this, "reduce-scatter", site,
-                outer * chunk * dtypeBytes(type));
+    Timer timer(this, "reduce-scatter", site, outer * chunk * dtypeBytes(type));
     inner->reduceScatter(group, in, out, outer, chunk, type, op, site);
   }
   void send(int32_t peer, const void *buffer, int64_t bytes,

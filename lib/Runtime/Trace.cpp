@@ -1,4 +1,5 @@
-//===- Trace.cpp - a timeline of each rank's forward passes and collectives ===//
+//===- Trace.cpp - a timeline of each rank's forward passes and collectives
+//===//
 
 #include "tp/Runtime/Trace.h"
 
@@ -50,8 +51,7 @@ void tp::rt::writeChromeTrace(const std::string &path,
   for (const RankTrace &rank : ranks) {
     separate();
     out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
-        << rank.rank << ", \"args\": {\"name\": \"rank " << rank.rank
-        << "\"}}";
+        << rank.rank << ", \"args\": {\"name\": \"rank " << rank.rank << "\"}}";
     for (const TraceEvent &event : rank.events) {
       separate();
       out << "{\"name\": " << quoted(event.name)

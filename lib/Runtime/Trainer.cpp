@@ -228,9 +228,8 @@ void Trainer::Impl::update(Param &param, const float *grad, double scale,
   }
 }
 
-TrainStep
-Trainer::Impl::step(const std::vector<std::map<std::string, InputView>> &batches,
-                    double lr) {
+TrainStep Trainer::Impl::step(
+    const std::vector<std::map<std::string, InputView>> &batches, double lr) {
   if (static_cast<int64_t>(batches.size()) != spec.accumulate)
     throw Error("a training step of " + manifest.dir + " takes " +
                 std::to_string(spec.accumulate) +
@@ -335,10 +334,10 @@ std::string Trainer::Impl::stateHeader(const LocalRank &local) const {
       add("momentum_buffer." + param.spec->name, param);
     }
   }
-  header["__metadata__"] = llvm::json::Object{
-      {"step", std::to_string(steps)},
-      {"optimizer", spec.optimizer},
-      {"rank", std::to_string(local.rank)}};
+  header["__metadata__"] =
+      llvm::json::Object{{"step", std::to_string(steps)},
+                         {"optimizer", spec.optimizer},
+                         {"rank", std::to_string(local.rank)}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(header));
@@ -441,7 +440,8 @@ void Trainer::Impl::resume(const std::string &dir) {
     throw Error(dir + "/trainer.json is not JSON");
   }
   const llvm::json::Object *object = info->getAsObject();
-  std::optional<int64_t> step = object ? object->getInteger("step") : std::nullopt;
+  std::optional<int64_t> step =
+      object ? object->getInteger("step") : std::nullopt;
   std::optional<llvm::StringRef> optimizer =
       object ? object->getString("optimizer") : std::nullopt;
   std::optional<llvm::StringRef> manifestSum =
@@ -454,8 +454,9 @@ void Trainer::Impl::resume(const std::string &dir) {
                 spec.optimizer);
   auto sum = manifest.checksums.find("manifest.json");
   if (sum != manifest.checksums.end() && *manifestSum != sum->second)
-    throw Error(dir + " is a checkpoint of another artifact (its manifest's "
-                      "sha256 is not " +
+    throw Error(dir +
+                " is a checkpoint of another artifact (its manifest's "
+                "sha256 is not " +
                 manifest.dir + "'s)");
   for (LocalRank &local : ranks) {
     const RankSpec &rank = manifest.rankSpecs.at(local.rank);
@@ -499,9 +500,9 @@ void Trainer::Impl::resume(const std::string &dir) {
 Trainer::Trainer(Session &session) : impl(std::make_unique<Impl>(session)) {}
 Trainer::~Trainer() = default;
 
-TrainStep Trainer::step(
-    const std::vector<std::map<std::string, InputView>> &microbatches,
-    double lr) {
+TrainStep
+Trainer::step(const std::vector<std::map<std::string, InputView>> &microbatches,
+              double lr) {
   return impl->step(microbatches, lr);
 }
 

@@ -17,10 +17,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -229,8 +229,7 @@ void Converter::convertGeneric(linalg::GenericOp op) {
     OpBuilder after(op.getContext());
     after.setInsertionPointAfter(op);
     Value rounded = convert(after, op.getLoc(), op.getResult(0), narrow);
-    op.getResult(0).replaceAllUsesExcept(rounded,
-                                         rounded.getDefiningOp());
+    op.getResult(0).replaceAllUsesExcept(rounded, rounded.getDefiningOp());
   }
 }
 
@@ -250,8 +249,8 @@ void Converter::run(func::FuncOp func) {
     setNarrow(entry.getArgument(i));
     argTypes[i] = entry.getArgument(i).getType();
   }
-  func.setType(FunctionType::get(func.getContext(), argTypes,
-                                 func.getResultTypes()));
+  func.setType(
+      FunctionType::get(func.getContext(), argTypes, func.getResultTypes()));
 
   // Named linalg ops (a transpose, a broadcast) as generics, which take
   // narrowed operands as they are; code generation generalizes them anyway.
@@ -282,8 +281,8 @@ void Converter::run(func::FuncOp func) {
       extract.getResult().setType(narrow);
       OpBuilder after(op->getContext());
       after.setInsertionPointAfter(op);
-      auto ext = arith::ExtFOp::create(after, op->getLoc(),
-                                       after.getF32Type(), extract.getResult());
+      auto ext = arith::ExtFOp::create(after, op->getLoc(), after.getF32Type(),
+                                       extract.getResult());
       extract.getResult().replaceAllUsesExcept(ext, ext);
       continue;
     }
@@ -299,8 +298,7 @@ void Converter::run(func::FuncOp func) {
       setNarrow(update.getResult());
       continue;
     }
-    if (llvm::none_of(op->getOperands(),
-                      [&](Value v) { return isNarrow(v); }))
+    if (llvm::none_of(op->getOperands(), [&](Value v) { return isNarrow(v); }))
       continue;
     bool allNarrow = llvm::all_of(op->getOperands(), [&](Value v) {
       return !isF32Tensor(v) || isNarrow(v);

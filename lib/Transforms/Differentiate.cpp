@@ -1,4 +1,5 @@
-//===- Differentiate.cpp - tp-differentiate --------------------------------===//
+//===- Differentiate.cpp - tp-differentiate
+//--------------------------------===//
 //
 // Reverse-mode differentiation of an imported model: appends to the
 // function the gradient of its scalar loss with respect to every trainable
@@ -54,8 +55,8 @@ public:
 
   /// Seeds `arg` with the tangent 1.
   void seed(Value arg) {
-    tangents[arg] = arith::ConstantOp::create(
-        b, loc, b.getFloatAttr(arg.getType(), 1.0));
+    tangents[arg] =
+        arith::ConstantOp::create(b, loc, b.getFloatAttr(arg.getType(), 1.0));
   }
 
   /// The tangent of `v` (null: zero).
@@ -66,9 +67,8 @@ public:
   /// tangent operand and no rule.
   LogicalResult visit(Operation *op) {
     if (op->getNumResults() != 1)
-      return success(llvm::none_of(op->getOperands(), [&](Value v) {
-        return tangent(v);
-      }));
+      return success(llvm::none_of(op->getOperands(),
+                                   [&](Value v) { return tangent(v); }));
     Value r = op->getResult(0);
     SmallVector<Value> t;
     bool any = false;
@@ -142,8 +142,7 @@ private:
                                      zeroIfNull(t[1], type));
     }
     if (isa<arith::SelectOp>(op))
-      return arith::SelectOp::create(b, loc, operand(0),
-                                     zeroIfNull(t[1], type),
+      return arith::SelectOp::create(b, loc, operand(0), zeroIfNull(t[1], type),
                                      zeroIfNull(t[2], type));
     if (isa<arith::ExtFOp>(op))
       return arith::ExtFOp::create(b, loc, type, t[0]);
@@ -154,25 +153,25 @@ private:
     if (isa<math::LogOp>(op))
       return arith::DivFOp::create(b, loc, t[0], operand(0));
     if (isa<math::TanhOp>(op)) // 1 - tanh^2
-      return mul(t[0], arith::SubFOp::create(
-                           b, loc, cst(type, 1.0),
-                           arith::MulFOp::create(b, loc, r, r)));
+      return mul(t[0],
+                 arith::SubFOp::create(b, loc, cst(type, 1.0),
+                                       arith::MulFOp::create(b, loc, r, r)));
     if (isa<math::ErfOp>(op)) { // 2 / sqrt(pi) * exp(-x^2)
       Value x = operand(0);
-      Value e = math::ExpOp::create(
-          b, loc, neg(arith::MulFOp::create(b, loc, x, x)));
-      return mul(t[0], arith::MulFOp::create(
-                           b, loc, e,
-                           cst(type, 2.0 / std::sqrt(M_PI))));
+      Value e =
+          math::ExpOp::create(b, loc, neg(arith::MulFOp::create(b, loc, x, x)));
+      return mul(t[0], arith::MulFOp::create(b, loc, e,
+                                             cst(type, 2.0 / std::sqrt(M_PI))));
     }
     if (isa<math::SqrtOp>(op)) // 1 / (2 sqrt x)
       return arith::DivFOp::create(
           b, loc, t[0], arith::MulFOp::create(b, loc, cst(type, 2.0), r));
     if (isa<math::RsqrtOp>(op)) // -1/2 x^(-3/2) = -r^3 / 2
-      return mul(t[0], arith::MulFOp::create(
-                           b, loc, cst(type, -0.5),
-                           arith::MulFOp::create(
-                               b, loc, r, arith::MulFOp::create(b, loc, r, r))));
+      return mul(t[0],
+                 arith::MulFOp::create(
+                     b, loc, cst(type, -0.5),
+                     arith::MulFOp::create(
+                         b, loc, r, arith::MulFOp::create(b, loc, r, r))));
     if (isa<math::PowFOp>(op)) {
       // d(a^c) = c a^(c-1) da + a^c log(a) dc
       Value a = operand(0), c = operand(1);
@@ -184,14 +183,13 @@ private:
       }
       Value second;
       if (t[1])
-        second =
-            mul(t[1], arith::MulFOp::create(b, loc, r,
-                                            math::LogOp::create(b, loc, a)));
+        second = mul(t[1], arith::MulFOp::create(
+                               b, loc, r, math::LogOp::create(b, loc, a)));
       return add(first, second);
     }
     if (isa<math::AbsFOp>(op)) {
-      Value positive = arith::CmpFOp::create(
-          b, loc, arith::CmpFPredicate::OGE, operand(0), cst(type, 0.0));
+      Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE,
+                                             operand(0), cst(type, 0.0));
       return arith::SelectOp::create(b, loc, positive, t[0], neg(t[0]));
     }
     return {};
@@ -204,10 +202,10 @@ private:
 
 /// A zero tensor of `type`.
 Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                        type.getElementType());
-  Value zero = arith::ConstantOp::create(
-      b, loc, b.getZeroAttr(type.getElementType()));
+  Value empty =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  Value zero =
+      arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
   return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
 }
 
@@ -293,19 +291,18 @@ FailureOr<linalg::GenericOp> rewriteGatherAsSum(OpBuilder &b,
           Value equal =
               arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq,
                                     position, mapping.lookup(index));
-          match = match ? arith::AndIOp::create(nb, nloc, match, equal)
-                        : equal;
+          match = match ? arith::AndIOp::create(nb, nloc, match, equal) : equal;
         }
-        Value y = mapping.lookupOrDefault(
-            oldBody->getTerminator()->getOperand(0));
+        Value y =
+            mapping.lookupOrDefault(oldBody->getTerminator()->getOperand(0));
         Value zero = arith::ConstantOp::create(
             nb, nloc, nb.getZeroAttr(resultType.getElementType()));
         Value picked =
             match ? arith::SelectOp::create(nb, nloc, match, y, zero) : y;
         Value acc = args.back();
-        Value total =
-            gathered.empty() ? picked
-                             : arith::AddFOp::create(nb, nloc, acc, picked);
+        Value total = gathered.empty()
+                          ? picked
+                          : arith::AddFOp::create(nb, nloc, acc, picked);
         linalg::YieldOp::create(nb, nloc, total);
       });
   return sum;
@@ -369,8 +366,8 @@ struct Differentiator {
       return;
     auto type = cast<RankedTensorType>(g.getType());
     AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                          type.getElementType());
+    Value empty =
+        tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
     auto sum = linalg::GenericOp::create(
         b, loc, type, ValueRange{it->second, g}, ValueRange{empty},
         ArrayRef<AffineMap>{id, id, id},
@@ -479,8 +476,7 @@ LogicalResult Differentiator::backwardGeneric(OpBuilder &b,
     };
     SmallVector<utils::IteratorType> iterators(numLoops,
                                                utils::IteratorType::reduction);
-    std::fill_n(iterators.begin(), numParallel,
-                utils::IteratorType::parallel);
+    std::fill_n(iterators.begin(), numParallel, utils::IteratorType::parallel);
     SmallVector<Value> inputs(op.getDpsInputs());
     SmallVector<AffineMap> gradMaps;
     for (unsigned j = 0; j < numInputs; ++j)
@@ -499,8 +495,8 @@ LogicalResult Differentiator::backwardGeneric(OpBuilder &b,
                            .getResult()
                      : zeros(b, loc, xType);
     auto grad = linalg::GenericOp::create(
-        b, loc, xType, inputs, ValueRange{init}, gradMaps,
-        iterators, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        b, loc, xType, inputs, ValueRange{init}, gradMaps, iterators,
+        [&](OpBuilder &nb, Location nloc, ValueRange args) {
           IRMapping mapping;
           for (unsigned j = 0; j < numInputs; ++j)
             mapping.map(body.getArgument(j), args[j]);
@@ -538,9 +534,10 @@ LogicalResult Differentiator::backwardGeneric(OpBuilder &b,
           // generators expect one).
           Value result;
           if (numParallel == numLoops)
-            result = contribution ? contribution
-                                  : arith::ConstantOp::create(
-                                        nb, nloc, nb.getZeroAttr(acc.getType()));
+            result = contribution
+                         ? contribution
+                         : arith::ConstantOp::create(
+                               nb, nloc, nb.getZeroAttr(acc.getType()));
           else
             result = contribution
                          ? arith::AddFOp::create(nb, nloc, acc, contribution)
@@ -566,17 +563,17 @@ LogicalResult Differentiator::backward(OpBuilder &b, Operation *op) {
            << op->getName() << "'";
   Value dy = grads.lookup(op->getResult(0));
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
-    accumulate(b, loc, expand.getSrc(),
-               tensor::CollapseShapeOp::create(
-                   b, loc, expand.getSrcType(), dy,
-                   expand.getReassociationIndices()));
+    accumulate(
+        b, loc, expand.getSrc(),
+        tensor::CollapseShapeOp::create(b, loc, expand.getSrcType(), dy,
+                                        expand.getReassociationIndices()));
     return success();
   }
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
-    accumulate(b, loc, collapse.getSrc(),
-               tensor::ExpandShapeOp::create(
-                   b, loc, collapse.getSrcType(), dy,
-                   collapse.getReassociationIndices()));
+    accumulate(
+        b, loc, collapse.getSrc(),
+        tensor::ExpandShapeOp::create(b, loc, collapse.getSrcType(), dy,
+                                      collapse.getReassociationIndices()));
     return success();
   }
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
@@ -622,8 +619,8 @@ LogicalResult Differentiator::backward(OpBuilder &b, Operation *op) {
       sizes.push_back(b.getIndexAttr(size));
     }
     accumulate(b, loc, pad.getSource(),
-               tensor::ExtractSliceOp::create(b, loc, type, dy, offsets,
-                                              sizes, strides));
+               tensor::ExtractSliceOp::create(b, loc, type, dy, offsets, sizes,
+                                              strides));
     return success();
   }
   return op->emitError("tp-differentiate: no differentiation rule for '")
@@ -644,8 +641,7 @@ LogicalResult Differentiator::findActive(ArrayRef<BlockArgument> weights) {
     });
     return reads;
   };
-  for (Operation &op : llvm::make_early_inc_range(
-           block.without_terminator())) {
+  for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
     if (!readsActive(op))
       continue;
     // A gather from a value that depends on a weight becomes a sum the
@@ -700,8 +696,8 @@ LogicalResult Differentiator::run(Value loss, ArrayRef<BlockArgument> weights,
       b, loss.getLoc(), b.getFloatAttr(lossType.getElementType(), 1.0));
   Value seed = tensor::EmptyOp::create(b, loss.getLoc(), lossType.getShape(),
                                        lossType.getElementType());
-  grads[loss] = linalg::FillOp::create(b, loss.getLoc(), one, seed)
-                    .getResult(0);
+  grads[loss] =
+      linalg::FillOp::create(b, loss.getLoc(), one, seed).getResult(0);
   SmallVector<Operation *> forward;
   for (Operation &op : block.without_terminator())
     forward.push_back(&op);
@@ -791,10 +787,10 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
       if (perArgument) {
         for (auto &[layout, g] : pieces)
           named.push_back(
-              {StringAttr::get(func.getContext(),
-                               getPieceName(name.getValue(), layout,
-                                            cast<RankedTensorType>(g.getType())
-                                                .getRank())),
+              {StringAttr::get(
+                   func.getContext(),
+                   getPieceName(name.getValue(), layout,
+                                cast<RankedTensorType>(g.getType()).getRank())),
                g});
         continue;
       }
@@ -813,8 +809,7 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
       int64_t dim = pieces.front().first.getDim(), next = 0;
       SmallVector<Value> parts;
       for (auto &[layout, g] : pieces) {
-        if (layout.getDim() != dim ||
-            layout.getSliceOffset() != next)
+        if (layout.getDim() != dim || layout.getSliceOffset() != next)
           return func.emitError("tp-differentiate: the pieces of weight '")
                  << name.getValue() << "' do not tile it along one dim";
         next += layout.getSliceSize();
@@ -901,13 +896,13 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
     for (auto [name, g] : *outputs) {
       operands.push_back(g);
       types.push_back(g.getType());
-      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          TPDialect::kOutputAttrName,
-          b.getStringAttr("grad." + name.getValue()))));
+      attrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr(TPDialect::kOutputAttrName,
+                         b.getStringAttr("grad." + name.getValue()))));
     }
     ret->setOperands(operands);
-    func.setType(FunctionType::get(func.getContext(),
-                                   func.getArgumentTypes(), types));
+    func.setType(
+        FunctionType::get(func.getContext(), func.getArgumentTypes(), types));
     func.setAllResultAttrs(attrs);
     return success();
   }

@@ -202,7 +202,8 @@ struct ElementReader {
   explicit ElementReader(DenseElementsAttr attr) : attr(attr) {
     Type element = attr.getElementType();
     if (element.isInteger(1)) {
-      bools.assign(attr.getValues<bool>().begin(), attr.getValues<bool>().end());
+      bools.assign(attr.getValues<bool>().begin(),
+                   attr.getValues<bool>().end());
       return;
     }
     bytes = element.getIntOrFloatBitWidth() / 8;
@@ -211,8 +212,8 @@ struct ElementReader {
   bool equal(int64_t a, int64_t b) const {
     if (!bools.empty())
       return bools[a] == bools[b];
-    return std::memcmp(raw.data() + a * bytes, raw.data() + b * bytes,
-                       bytes) == 0;
+    return std::memcmp(raw.data() + a * bytes, raw.data() + b * bytes, bytes) ==
+           0;
   }
 };
 
@@ -231,8 +232,7 @@ bool isPositionRelative(DenseElementsAttr attr, RankedTensorType type,
     int64_t i = flat / strides[q] % shape[q], j = flat / strides[k] % shape[k];
     if (j + 1 < shape[k]) {
       variesAlongKeys |= !read.equal(flat, flat + strides[k]);
-      if (i + 1 < shape[q] &&
-          !read.equal(flat, flat + strides[q] + strides[k]))
+      if (i + 1 < shape[q] && !read.equal(flat, flat + strides[q] + strides[k]))
         return false;
     }
   }

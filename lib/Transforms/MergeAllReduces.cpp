@@ -83,8 +83,7 @@ void collectTerms(linalg::GenericOp add, SmallVectorImpl<Term> &terms,
 }
 
 /// A summed all-reduce or reduce-scatter used only once.
-template <typename ReduceOp>
-ReduceOp getSoleReduce(Value v) {
+template <typename ReduceOp> ReduceOp getSoleReduce(Value v) {
   auto reduce = v.template getDefiningOp<ReduceOp>();
   if (!reduce || !reduce->hasOneUse() ||
       reduce.getReduction() != shard::ReductionKind::Sum)

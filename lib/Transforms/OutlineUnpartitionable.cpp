@@ -122,8 +122,7 @@ struct OutlineUnpartitionable
     // An input passed twice must split the same way both times.
     DenseMap<Value, int64_t> byValue;
     for (auto [operand, dim] : llvm::zip(op->getOperands(), *dims))
-      if (!byValue.try_emplace(operand, dim).second &&
-          byValue[operand] != dim)
+      if (!byValue.try_emplace(operand, dim).second && byValue[operand] != dim)
         return {};
     SmallVector<int64_t> split;
     for (Value v : inputs)
@@ -147,9 +146,8 @@ struct OutlineUnpartitionable
     ArrayRef<int64_t> resultSplit = split.take_back(op.getNumResults());
     for (auto [result, dim] : llvm::zip(op.getResults(), resultSplit))
       result.setType(withLocalDim(result.getType(), dim, ranks));
-    local.setType(FunctionType::get(local.getContext(),
-                                    entry.getArgumentTypes(),
-                                    op.getResultTypes()));
+    local.setType(FunctionType::get(
+        local.getContext(), entry.getArgumentTypes(), op.getResultTypes()));
     return local;
   }
 

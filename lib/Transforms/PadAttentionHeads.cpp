@@ -35,13 +35,12 @@ using namespace mlir::tp;
 
 namespace {
 
-using heads::HeadBlock;
-using heads::Widening;
 using heads::firstNonUnit;
+using heads::HeadBlock;
 using heads::roundUp;
+using heads::Widening;
 
-struct PadAttentionHeads
-    : tp::impl::PadAttentionHeadsBase<PadAttentionHeads> {
+struct PadAttentionHeads : tp::impl::PadAttentionHeadsBase<PadAttentionHeads> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -62,8 +61,7 @@ struct PadAttentionHeads
            expand.getReassociationIndices()) {
         std::optional<int64_t> heads = firstNonUnit(shape, group);
         if (!heads || shape[*heads] % devices == 0 ||
-            llvm::count_if(group, [&](int64_t d) { return shape[d] != 1; }) <
-                2)
+            llvm::count_if(group, [&](int64_t d) { return shape[d] != 1; }) < 2)
           continue;
         HeadBlock block;
         if (failed(block.widen(expand.getResult(),

@@ -140,9 +140,9 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
         return;
       int64_t size = roundUp(vocab.getInt(), devices);
       op->setOperand(1, getPadded(table, 0, size));
-      op->setAttr(TPDialect::kEmbeddingAttrName,
-                  IntegerAttr::get(IntegerType::get(op->getContext(), 64),
-                                   size));
+      op->setAttr(
+          TPDialect::kEmbeddingAttrName,
+          IntegerAttr::get(IntegerType::get(op->getContext(), 64), size));
     });
   }
 

@@ -157,13 +157,12 @@ struct PlanPipeline : tp::impl::PlanPipelineBase<PlanPipeline> {
     SmallVector<int64_t> bounds = {0};
     if (!boundaries.empty()) {
       if (static_cast<int64_t>(boundaries.size()) != stages - 1 ||
-          llvm::any_of(llvm::seq<size_t>(0, boundaries.size()),
-                       [&](size_t i) {
-                         int64_t ordinal = boundaries[i];
-                         return ordinal < 0 ||
-                                ordinal >= static_cast<int64_t>(cuts.size()) ||
-                                (i > 0 && ordinal <= boundaries[i - 1]);
-                       })) {
+          llvm::any_of(llvm::seq<size_t>(0, boundaries.size()), [&](size_t i) {
+            int64_t ordinal = boundaries[i];
+            return ordinal < 0 ||
+                   ordinal >= static_cast<int64_t>(cuts.size()) ||
+                   (i > 0 && ordinal <= boundaries[i - 1]);
+          })) {
         main.emitError() << "tp-plan-pipeline: boundaries must be "
                          << stages - 1 << " increasing ordinals below "
                          << cuts.size() << " (the " << kind << ")";
@@ -196,8 +195,8 @@ struct PlanPipeline : tp::impl::PlanPipelineBase<PlanPipeline> {
                           ArrayRef<int64_t>{stages});
     SmallVector<Attribute> stageFlops, chosen;
     for (int64_t k = 1; k < stages; ++k)
-      chosen.push_back(b.getI64IntegerAttr(
-          llvm::find(cuts, bounds[k]) - cuts.begin()));
+      chosen.push_back(
+          b.getI64IntegerAttr(llvm::find(cuts, bounds[k]) - cuts.begin()));
     b.setInsertionPoint(main);
     for (int64_t k = 0; k < stages; ++k) {
       buildStage(b, main, ops, bounds[k], bounds[k + 1], k,

@@ -180,8 +180,7 @@ void gatherForWholeProjections(func::FuncOp func, shard::GridOp grid) {
   SmallVector<OpOperand *> reads;
   func.walk([&](linalg::LinalgOp op) {
     OpOperand *input = getActivationOperand(op);
-    if (!input || getSplitRole(op) ||
-        op->hasAttr(TPDialect::kBackwardAttrName))
+    if (!input || getSplitRole(op) || op->hasAttr(TPDialect::kBackwardAttrName))
       return;
     if (llvm::any_of(input->get().getUsers(), [&](Operation *user) {
           auto other = dyn_cast<linalg::LinalgOp>(user);
@@ -291,8 +290,8 @@ struct PlanSequenceParallel
     b.setInsertionPointAfterValue(v);
     auto type = cast<RankedTensorType>(v.getType());
     Location loc = v.getLoc();
-    Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                         type.getElementType());
+    Value init =
+        tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
     auto copy = linalg::CopyOp::create(b, loc, v, init);
     v.replaceAllUsesExcept(copy->getResult(0), copy);
     return copy->getResult(0);

@@ -208,9 +208,9 @@ struct PlanTensorParallel
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(operand->getOwner());
       Location loc = operand->getOwner()->getLoc();
-      auto shardOp = shard::ShardOp::create(
-          b, loc, operand->get(), createSplitSharding(b, loc, dim),
-          /*annotate_for_users=*/true);
+      auto shardOp = shard::ShardOp::create(b, loc, operand->get(),
+                                            createSplitSharding(b, loc, dim),
+                                            /*annotate_for_users=*/true);
       operand->set(shardOp.getResult());
     }
     // A weight's gradient splits as the weight: each rank computes its
@@ -221,9 +221,9 @@ struct PlanTensorParallel
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointAfterValue(value);
       Location loc = value.getLoc();
-      auto shardOp = shard::ShardOp::create(
-          b, loc, value, createSplitSharding(b, loc, dim),
-          /*annotate_for_users=*/false);
+      auto shardOp = shard::ShardOp::create(b, loc, value,
+                                            createSplitSharding(b, loc, dim),
+                                            /*annotate_for_users=*/false);
       value.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
     // Windows on split channels: tp-outline-unpartitionable gives each rank

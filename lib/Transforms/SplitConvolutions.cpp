@@ -52,7 +52,8 @@ bool isWholeWeight(func::FuncOp func, unsigned index) {
 /// Position of loop `loop` among `map`'s results as a bare dim, or -1.
 int64_t positionOf(AffineMap map, unsigned loop) {
   for (auto [i, expr] : llvm::enumerate(map.getResults()))
-    if (auto dim = dyn_cast<AffineDimExpr>(expr); dim && dim.getPosition() == loop)
+    if (auto dim = dyn_cast<AffineDimExpr>(expr);
+        dim && dim.getPosition() == loop)
       return static_cast<int64_t>(i);
   return -1;
 }
@@ -77,7 +78,8 @@ std::optional<ConvSplit> matchConvolution(linalg::GenericOp op) {
     filter = expand.getSrc();
   }
   split.weight = dyn_cast<BlockArgument>(filter);
-  if (!split.weight || !isa<func::FuncOp>(split.weight.getOwner()->getParentOp()))
+  if (!split.weight ||
+      !isa<func::FuncOp>(split.weight.getOwner()->getParentOp()))
     return std::nullopt;
   auto func = cast<func::FuncOp>(split.weight.getOwner()->getParentOp());
   if (!isWholeWeight(func, split.weight.getArgNumber()))
@@ -127,8 +129,7 @@ RankedTensorType withDim(RankedTensorType type, int64_t dim, int64_t size) {
   return type.clone(shape);
 }
 
-struct SplitConvolutions
-    : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
+struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     auto module = func->getParentOfType<ModuleOp>();
@@ -179,8 +180,8 @@ struct SplitConvolutions
     split.weight.setType(localArgType);
     SmallVector<Type> inputs(func.getArgumentTypes());
     inputs[argIndex] = localArgType;
-    func.setType(FunctionType::get(func.getContext(), inputs,
-                                   func.getResultTypes()));
+    func.setType(
+        FunctionType::get(func.getContext(), inputs, func.getResultTypes()));
     setLayout(func, argIndex,
               LayoutAttr::get(func.getContext(), SplitRole::ConvOutput,
                               split.weightDim));
@@ -190,13 +191,12 @@ struct SplitConvolutions
     Location loc = conv.getLoc();
     if (auto callSite = dyn_cast<CallSiteLoc>(loc))
       loc = callSite.getCallee();
-    auto filterType =
-        cast<RankedTensorType>(conv.getDpsInputs()[1].getType());
+    auto filterType = cast<RankedTensorType>(conv.getDpsInputs()[1].getType());
     Value filter = split.weight;
     if (split.expand) {
-      auto localFilterType = withDim(filterType, split.filterDim,
-                                     filterType.getDimSize(split.filterDim) /
-                                         ranks);
+      auto localFilterType =
+          withDim(filterType, split.filterDim,
+                  filterType.getDimSize(split.filterDim) / ranks);
       b.setInsertionPoint(split.expand);
       auto expand = tensor::ExpandShapeOp::create(
           b, split.expand.getLoc(), localFilterType, split.weight,
@@ -295,15 +295,16 @@ struct SplitConvolutions
       return nullptr;
     // The loop over channels: a parallel loop that indexes the gathered dim
     // and the output as plain dims.
-    auto dimOf = [](AffineMap map, int64_t position) -> std::optional<unsigned> {
+    auto dimOf = [](AffineMap map,
+                    int64_t position) -> std::optional<unsigned> {
       if (auto dim = dyn_cast<AffineDimExpr>(map.getResult(position)))
         return dim.getPosition();
       return std::nullopt;
     };
     std::optional<unsigned> loop =
         dimOf(generic.getMatchingIndexingMap(use), axis);
-    if (!loop || generic.getIteratorTypesArray()[*loop] !=
-                     utils::IteratorType::parallel)
+    if (!loop ||
+        generic.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel)
       return nullptr;
     AffineMap outMap = generic.getIndexingMapsArray().back();
     int64_t outDim = positionOf(outMap, *loop);
@@ -321,8 +322,8 @@ struct SplitConvolutions
         continue;
       auto arg = dyn_cast<BlockArgument>(operand.get());
       int64_t dim = positionOf(map, *loop);
-      auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
-                      : nullptr;
+      auto func =
+          arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
       if (!func || dim < 0 || !arg.hasOneUse() ||
           !isWholeWeight(func, arg.getArgNumber()))
         return nullptr;
@@ -338,14 +339,15 @@ struct SplitConvolutions
       arg.setType(localType(arg, dim));
       SmallVector<Type> inputs(func.getArgumentTypes());
       inputs[arg.getArgNumber()] = arg.getType();
-      func.setType(FunctionType::get(func.getContext(), inputs,
-                                     func.getResultTypes()));
+      func.setType(
+          FunctionType::get(func.getContext(), inputs, func.getResultTypes()));
       setLayout(func, arg.getArgNumber(),
                 LayoutAttr::get(func.getContext(), SplitRole::ConvOutput, dim));
     }
     auto resultType = localType(generic.getResult(0), outDim);
-    Value localInit = tensor::EmptyOp::create(
-        b, generic.getLoc(), resultType.getShape(), resultType.getElementType());
+    Value localInit =
+        tensor::EmptyOp::create(b, generic.getLoc(), resultType.getShape(),
+                                resultType.getElementType());
     if (fill)
       localInit = linalg::FillOp::create(b, fill.getLoc(), fill.getInputs()[0],
                                          localInit)

@@ -219,14 +219,14 @@ struct SplitFusedProjections
         }
         Operation *clone = b.clone(*link.op, mapping);
         clone->getResult(0).setType(endType.clone(
-            shape,
-            cast<ShapedType>(link.op->getResult(0).getType()).getElementType()));
+            shape, cast<ShapedType>(link.op->getResult(0).getType())
+                       .getElementType()));
         carried = clone->getResult(0);
       }
       if (view)
-        carried = tensor::ExpandShapeOp::create(
-            b, slice.getLoc(), slice.getResultType(), carried,
-            view.getReassociationIndices());
+        carried = tensor::ExpandShapeOp::create(b, slice.getLoc(),
+                                                slice.getResultType(), carried,
+                                                view.getReassociationIndices());
       slice.replaceAllUsesWith(carried);
       slice.erase();
     }

@@ -30,7 +30,7 @@ namespace {
 /// `v`: `all_gather(x)` itself, or a slice of it from 0 that drops padding
 /// on the gathered dim only.
 std::optional<std::pair<shard::AllGatherOp, int64_t>> getGather(Value v,
-                                                                 bool dimZero) {
+                                                                bool dimZero) {
   Value gathered = v;
   auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
   if (slice)

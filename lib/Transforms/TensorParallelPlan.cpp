@@ -72,7 +72,7 @@ static bool isReadAsOperandOnly(Value arg) {
 /// The weight that `v` is, possibly through reshapes that only add or drop
 /// unit dims around `dim`, with the weight's dim that holds `dim`.
 static std::optional<std::pair<Value, int64_t>> getReshapedWeight(Value v,
-                                                                   int64_t dim) {
+                                                                  int64_t dim) {
   if (Value weight = getWeightArg(v))
     return std::make_pair(weight, dim);
   if (auto expand = v.getDefiningOp<tensor::ExpandShapeOp>()) {
@@ -138,8 +138,7 @@ static bool isSeparableLoop(linalg::LinalgOp op, unsigned loop,
     return false;
   return llvm::all_of(op.getIndexingMapsArray(), [&](AffineMap map) {
     return llvm::all_of(map.getResults(), [&](AffineExpr expr) {
-      return !expr.isFunctionOfDim(loop) ||
-             getPlainLoop(expr, ranges) == loop;
+      return !expr.isFunctionOfDim(loop) || getPlainLoop(expr, ranges) == loop;
     });
   });
 }
@@ -187,8 +186,8 @@ bool mlir::tp::isModelInput(Value ids) {
   while (true) {
     if (auto arg = dyn_cast<BlockArgument>(ids)) {
       auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      return func && func.getArgAttr(arg.getArgNumber(),
-                                     TPDialect::kInputAttrName);
+      return func &&
+             func.getArgAttr(arg.getArgNumber(), TPDialect::kInputAttrName);
     }
     Operation *def = ids.getDefiningOp();
     if (isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
@@ -199,8 +198,10 @@ bool mlir::tp::isModelInput(Value ids) {
     auto generic = dyn_cast_or_null<linalg::GenericOp>(def);
     if (!generic || generic.getNumDpsInputs() != 1 ||
         generic.getNumReductionLoops() != 0 ||
-        !generic.getBody()->getOperations().front().hasTrait<
-            OpTrait::OneOperand>() ||
+        !generic.getBody()
+             ->getOperations()
+             .front()
+             .hasTrait<OpTrait::OneOperand>() ||
         generic.getBody()->getOperations().size() != 2 ||
         !isa<CastOpInterface>(generic.getBody()->front()))
       return false;
@@ -477,14 +478,15 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
     return true;
   }
   std::optional<unsigned> resultDim = getPlainDim(
-      op.getIndexingMapMatchingResult(cast<OpResult>(user->getResult(0))),
-      loop, ranges);
+      op.getIndexingMapMatchingResult(cast<OpResult>(user->getResult(0))), loop,
+      ranges);
   if (!resultDim)
     return fail(user, "drops the split dim");
   // A window (a convolution's) that upstream partition cannot split: it can
   // still run on each rank's part of a loop that no window reads.
-  if (!llvm::all_of(op.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isProjectedPermutation(); })) {
+  if (!llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+        return map.isProjectedPermutation();
+      })) {
     if (!isSeparableLoop(op, loop, ranges))
       return fail(user, "reads the split dim inside a window");
     splitLoops[user] = loop;
@@ -501,8 +503,7 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
     if (auto weight = getReshapedWeight(input->get(), *d)) {
       if (!inBackward)
         biases[weight->first] = weight->second;
-    }
-    else if (isModelInput(input->get()))
+    } else if (isModelInput(input->get()))
       splitOperands[input] = *d;
     else if (inBackward)
       splitBackwardInput(input->get(), *d);
@@ -553,9 +554,9 @@ bool SplitTracker::readsSplitEverywhere(Value value, int64_t dim) {
       continue;
     }
     if (!op.getMatchingIndexingMap(&use).isProjectedPermutation() ||
-        !getPlainDim(op.getIndexingMapMatchingResult(
-                         cast<OpResult>(op->getResult(0))),
-                     *loop, ranges))
+        !getPlainDim(
+            op.getIndexingMapMatchingResult(cast<OpResult>(op->getResult(0))),
+            *loop, ranges))
       return false;
   }
   return true;

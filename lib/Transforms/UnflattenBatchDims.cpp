@@ -174,9 +174,8 @@ struct ReshapeOfFill : OpRewritePattern<ReshapeOp> {
     if (!fill || !type.hasStaticShape() ||
         !fill.getOutputs()[0].template getDefiningOp<tensor::EmptyOp>())
       return rewriter.notifyMatchFailure(reshape, "not a fill of an empty");
-    Value empty = tensor::EmptyOp::create(rewriter, reshape.getLoc(),
-                                          type.getShape(),
-                                          type.getElementType());
+    Value empty = tensor::EmptyOp::create(
+        rewriter, reshape.getLoc(), type.getShape(), type.getElementType());
     rewriter.replaceOpWithNewOp<linalg::FillOp>(reshape, fill.getInputs()[0],
                                                 empty);
     return success();
@@ -241,7 +240,8 @@ struct SwapUnitReshape : OpRewritePattern<tensor::ExpandShapeOp> {
     for (auto [c, r] : llvm::zip(srcGroups, dstGroups)) {
       if (c.empty() || r.empty())
         return failure();
-      auto realDims = [](ArrayRef<int64_t> shape, const ReassociationIndices &g) {
+      auto realDims = [](ArrayRef<int64_t> shape,
+                         const ReassociationIndices &g) {
         return llvm::count_if(g, [&](int64_t d) { return shape[d] != 1; });
       };
       // `outer` keeps its dims; `inner` (at most one real dim) contributes
@@ -255,7 +255,8 @@ struct SwapUnitReshape : OpRewritePattern<tensor::ExpandShapeOp> {
       ArrayRef<int64_t> innerShape = unitResult ? dst : src;
       auto &outerGroups = unitResult ? expandGroups : collapseGroups;
       auto &innerGroups = unitResult ? collapseGroups : expandGroups;
-      auto main = llvm::find_if(inner, [&](int64_t d) { return innerShape[d] != 1; });
+      auto main =
+          llvm::find_if(inner, [&](int64_t d) { return innerShape[d] != 1; });
       // Units before the main inner dim, the outer dims, units after it.
       int64_t first = mid.size();
       for (int64_t d : inner) {

@@ -21,15 +21,11 @@ using mlir::tp::CompileOption;
 using mlir::tp::CompileOptions;
 
 namespace {
-template <typename T>
-struct IsOptional : std::false_type {};
-template <typename T>
-struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T> struct IsOptional : std::false_type {};
+template <typename T> struct IsOptional<std::optional<T>> : std::true_type {};
 
-template <typename T>
-struct IsVector : std::false_type {};
-template <typename T>
-struct IsVector<std::vector<T>> : std::true_type {};
+template <typename T> struct IsVector : std::false_type {};
+template <typename T> struct IsVector<std::vector<T>> : std::true_type {};
 
 [[noreturn]] void throwTypeError(const CompileOption &row, const char *expected,
                                  nb::handle value) {
@@ -40,8 +36,7 @@ struct IsVector<std::vector<T>> : std::true_type {};
 
 /// The field's value as Python has it: a choice by its name (None for the
 /// nameless one), an absent optional as None, a vector as a list.
-template <typename T>
-nb::object toPython(const T &value) {
+template <typename T> nb::object toPython(const T &value) {
   if constexpr (IsOptional<T>::value) {
     return value ? toPython(*value) : nb::none();
   } else if constexpr (IsVector<T>::value) {
@@ -59,8 +54,7 @@ nb::object toPython(const T &value) {
 
 /// `value` as the field's type, converted as int(), float() and
 /// os.fspath() would; a choice from its name.
-template <typename T>
-T fromPython(const CompileOption &row, nb::handle value) {
+template <typename T> T fromPython(const CompileOption &row, nb::handle value) {
   if constexpr (IsOptional<T>::value) {
     if (value.is_none())
       return std::nullopt;
@@ -122,8 +116,7 @@ void bindOption(nb::class_<CompileOptions> &options, const CompileOption &row,
 }
 
 /// The names of a choice (std::optional<E> or E), else None.
-template <typename T>
-nb::object getChoices() {
+template <typename T> nb::object getChoices() {
   if constexpr (IsOptional<T>::value) {
     return getChoices<typename T::value_type>();
   } else if constexpr (std::is_enum_v<T>) {

@@ -44,9 +44,12 @@ static bool parseInput(const std::string &text, ConvertOptions &options,
     std::string type = dims.substr(colon + 1);
     dims = dims.substr(0, colon);
     static const std::pair<const char *, int32_t> types[] = {
-        {"f32", onnx::TensorProto::FLOAT},   {"f16", onnx::TensorProto::FLOAT16},
-        {"bf16", onnx::TensorProto::BFLOAT16}, {"f64", onnx::TensorProto::DOUBLE},
-        {"i64", onnx::TensorProto::INT64},   {"i32", onnx::TensorProto::INT32},
+        {"f32", onnx::TensorProto::FLOAT},
+        {"f16", onnx::TensorProto::FLOAT16},
+        {"bf16", onnx::TensorProto::BFLOAT16},
+        {"f64", onnx::TensorProto::DOUBLE},
+        {"i64", onnx::TensorProto::INT64},
+        {"i32", onnx::TensorProto::INT32},
         {"bool", onnx::TensorProto::BOOL}};
     for (const auto &[name, id] : types)
       if (type == name)
@@ -60,9 +63,8 @@ static bool parseInput(const std::string &text, ConvertOptions &options,
   size_t start = 0;
   while (!dims.empty() && start <= dims.size()) {
     size_t x = dims.find('x', start);
-    std::string part = dims.substr(start, x == std::string::npos
-                                              ? std::string::npos
-                                              : x - start);
+    std::string part = dims.substr(
+        start, x == std::string::npos ? std::string::npos : x - start);
     char *end = nullptr;
     long long d = std::strtoll(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0' || d < 0) {

@@ -14,9 +14,9 @@
 #include "tp/Runtime/Session.h"
 #include "tp/Runtime/Trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -45,7 +45,7 @@ struct Options {
   int64_t stallRank = -1; // testing: this rank never enters its stage
   bool quiet = false;
   bool printManifest = false;
-  std::string trace; // --trace FILE: Chrome trace of the ranks' timelines
+  std::string trace;     // --trace FILE: Chrome trace of the ranks' timelines
   int64_t generate = -1; // --generate T: new tokens per prompt
   int64_t eos = -1;
   bool sample = false;
@@ -63,18 +63,19 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string &message) {
-  std::cerr << "tp-run: error: " << message << "\n"
-            << "usage: tp-run ARTIFACT --input NAME=FILE.npy ... "
-               "[--output-dir DIR] [--launcher threads|mpi] [--ranks N] "
-               "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet] "
-               "[--trace FILE.json]\n"
-               "       tp-run ARTIFACT --print-manifest\n"
-               "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
-               "[--input attention_mask=FILE.npy] [--eos ID] [--num-beams K] "
-               "[--sample [--top-k K] [--top-p P] [--temperature T] "
-               "[--seed N]] [--output-dir DIR]\n"
-               "       tp-run ARTIFACT --train --data DIR [--steps N] [--lr LR] "
-               "[--save CKPT [--save-every N]] [--resume CKPT]\n";
+  std::cerr
+      << "tp-run: error: " << message << "\n"
+      << "usage: tp-run ARTIFACT --input NAME=FILE.npy ... "
+         "[--output-dir DIR] [--launcher threads|mpi] [--ranks N] "
+         "[--timeout SECONDS] [--repeat N] [--warmup N] [--quiet] "
+         "[--trace FILE.json]\n"
+         "       tp-run ARTIFACT --print-manifest\n"
+         "       tp-run ARTIFACT --generate T --input input_ids=FILE.npy "
+         "[--input attention_mask=FILE.npy] [--eos ID] [--num-beams K] "
+         "[--sample [--top-k K] [--top-p P] [--temperature T] "
+         "[--seed N]] [--output-dir DIR]\n"
+         "       tp-run ARTIFACT --train --data DIR [--steps N] [--lr LR] "
+         "[--save CKPT [--save-every N]] [--resume CKPT]\n";
   std::exit(2);
 }
 
@@ -148,7 +149,8 @@ Options parseOptions(int argc, char **argv) {
     } else if (matches(arg, "--timeout")) {
       options.timeoutSeconds = seconds(value(i, "--timeout"), "--timeout");
     } else if (matches(arg, "--repeat")) {
-      options.repeat = std::max<int64_t>(1, integer(value(i, "--repeat"), "--repeat"));
+      options.repeat =
+          std::max<int64_t>(1, integer(value(i, "--repeat"), "--repeat"));
     } else if (matches(arg, "--warmup")) {
       options.warmup = integer(value(i, "--warmup"), "--warmup");
     } else if (matches(arg, "--debug-stall-rank")) {
@@ -459,10 +461,9 @@ int train(const Options &options, Session &session) {
       size_t index = static_cast<size_t>(next % batches.size());
       std::map<std::string, InputView> &inputs = step.emplace_back();
       for (const auto &[name, array] : batches[index])
-        inputs[name] = {dtypeOfDescr(array.descr), array.shape,
-                        array.data.data(),
-                        options.data + "/" + std::to_string(index) + "/" +
-                            name + ".npy"};
+        inputs[name] = {
+            dtypeOfDescr(array.descr), array.shape, array.data.data(),
+            options.data + "/" + std::to_string(index) + "/" + name + ".npy"};
     }
     TrainStep result;
     try {
@@ -471,16 +472,15 @@ int train(const Options &options, Session &session) {
       // A failed step changed no weight: the last checkpoint stays.
       if (saved < 0)
         throw;
-      throw Error(std::string(e.what()) + "; " + options.save +
-                  " holds step " + std::to_string(saved));
+      throw Error(std::string(e.what()) + "; " + options.save + " holds step " +
+                  std::to_string(saved));
     }
     seconds += result.seconds;
     if (root && !options.quiet) {
-      std::cout << "step " << result.step << ": loss "
-                << std::setprecision(9) << result.loss << std::setprecision(4)
-                << " grad norm " << result.gradNorm << " lr " << result.lr
-                << " (" << std::fixed << std::setprecision(1)
-                << result.seconds * 1e3 << " ms";
+      std::cout << "step " << result.step << ": loss " << std::setprecision(9)
+                << result.loss << std::setprecision(4) << " grad norm "
+                << result.gradNorm << " lr " << result.lr << " (" << std::fixed
+                << std::setprecision(1) << result.seconds * 1e3 << " ms";
       if (tokens)
         std::cout << ", " << std::setprecision(0)
                   << static_cast<double>(tokens * accumulate) / result.seconds
@@ -499,9 +499,9 @@ int train(const Options &options, Session &session) {
     }
   }
   if (root) {
-    std::cout << "trained " << options.steps << " steps on "
-              << manifest.ranks << " ranks in " << std::fixed
-              << std::setprecision(3) << seconds << " s";
+    std::cout << "trained " << options.steps << " steps on " << manifest.ranks
+              << " ranks in " << std::fixed << std::setprecision(3) << seconds
+              << " s";
     if (tokens)
       std::cout << ", " << std::setprecision(0)
                 << static_cast<double>(tokens * accumulate * options.steps) /

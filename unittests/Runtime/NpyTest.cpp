@@ -110,8 +110,8 @@ TEST_F(NpyFile, RoundTripEveryTypeAndRank) {
 
 TEST(Npy, Descriptors) {
   const std::pair<const char *, DType> table[] = {
-      {"<f4", DType::F32}, {"<f8", DType::F64}, {"<i8", DType::I64},
-      {"<i4", DType::I32}, {"<i2", DType::I16}, {"|i1", DType::I8},
+      {"<f4", DType::F32}, {"<f8", DType::F64},  {"<i8", DType::I64},
+      {"<i4", DType::I32}, {"<i2", DType::I16},  {"|i1", DType::I8},
       {"|u1", DType::U8},  {"|b1", DType::Bool}, {"<f2", DType::F16},
       {"<u2", DType::BF16}};
   for (const auto &[descr, type] : table) {

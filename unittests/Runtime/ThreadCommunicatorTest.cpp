@@ -354,8 +354,8 @@ TEST_P(Collectives, AllReduceHalves) {
       std::vector<uint16_t> &data = results[context.rank()];
       for (int64_t i = 0; i < count; ++i)
         data.push_back(toBits(0.25f * i + context.rank()));
-      context.allReduce({ranks, 1}, data.data(), count, type,
-                        Reduction::Sum, "all_reduce at test:1");
+      context.allReduce({ranks, 1}, data.data(), count, type, Reduction::Sum,
+                        "all_reduce at test:1");
     }));
     for (int32_t rank = 0; rank < ranks; ++rank)
       for (int64_t i = 0; i < count; ++i)

@@ -35,26 +35,19 @@ enum class TrainOptimizer { AdamW, SGD };
 
 /// The names an enum's values have on the command line and in Python, in
 /// the enum's order; "" is a value that is only ever the default.
-template <typename E>
-ArrayRef<StringLiteral> getChoiceNames();
-template <>
-ArrayRef<StringLiteral> getChoiceNames<CompileTarget>();
-template <>
-ArrayRef<StringLiteral> getChoiceNames<CompileDType>();
-template <>
-ArrayRef<StringLiteral> getChoiceNames<PlanStrategy>();
-template <>
-ArrayRef<StringLiteral> getChoiceNames<TrainOptimizer>();
+template <typename E> ArrayRef<StringLiteral> getChoiceNames();
+template <> ArrayRef<StringLiteral> getChoiceNames<CompileTarget>();
+template <> ArrayRef<StringLiteral> getChoiceNames<CompileDType>();
+template <> ArrayRef<StringLiteral> getChoiceNames<PlanStrategy>();
+template <> ArrayRef<StringLiteral> getChoiceNames<TrainOptimizer>();
 
 /// The name of `value` ("cuda" for CompileTarget::Cuda).
-template <typename E>
-StringRef stringifyChoice(E value) {
+template <typename E> StringRef stringifyChoice(E value) {
   return getChoiceNames<E>()[static_cast<size_t>(value)];
 }
 
 /// The value named `name`, if there is one.
-template <typename E>
-std::optional<E> symbolizeChoice(StringRef name) {
+template <typename E> std::optional<E> symbolizeChoice(StringRef name) {
   ArrayRef<StringLiteral> names = getChoiceNames<E>();
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == name)
@@ -93,8 +86,7 @@ struct CompileOptions {
 struct CompileOption {
   /// How the command line takes it.
   enum Kind { Optional, Required, Hidden, Positional };
-  template <typename T>
-  using Member = T CompileOptions::*;
+  template <typename T> using Member = T CompileOptions::*;
   /// The field, by its type (a new type in CompileOptions.def is a new
   /// alternative here, and a case in each maker of options).
   using Field = std::variant<

@@ -428,7 +428,6 @@ inline const StageInfo &findStage(const char *name) {
 // The C ABI (tp_model_abi.h)
 //===----------------------------------------------------------------------===//
 
-
 namespace tp::cuda::abi {
 
 /// A tp_model_rank is a tp::cuda::Rank behind the ABI's opaque type.
@@ -436,9 +435,7 @@ inline Rank *unwrap(tp_model_rank *rank) {
   return reinterpret_cast<Rank *>(rank);
 }
 
-inline const char *signature() {
-  return tp_model_signature();
-}
+inline const char *signature() { return tp_model_signature(); }
 
 inline int deviceCount() {
   int count = 0;
@@ -652,8 +649,8 @@ inline int reorderRows(tp_model_rank *rank, void *cache, int64_t rows,
       kind = cudaMemcpyDeviceToDevice;
       TP_CUDA_CHECK(cudaSetDevice(context->device), site);
       copy = allocate<char>(context, bytes, site);
-      TP_CUDA_CHECK(
-          cudaMemcpyAsync(copy, data, bytes, kind, context->stream), site);
+      TP_CUDA_CHECK(cudaMemcpyAsync(copy, data, bytes, kind, context->stream),
+                    site);
     } else {
       hostCopy.assign(data, data + bytes);
       copy = hostCopy.data();
@@ -664,9 +661,8 @@ inline int reorderRows(tp_model_rank *rank, void *cache, int64_t rows,
       char *to = data + i * rowBytes;
       const char *from = static_cast<char *>(copy) + source[i] * rowBytes;
       if (onDevice)
-        TP_CUDA_CHECK(cudaMemcpyAsync(to, from, rowBytes, kind,
-                                      context->stream),
-                      site);
+        TP_CUDA_CHECK(
+            cudaMemcpyAsync(to, from, rowBytes, kind, context->stream), site);
       else
         std::memcpy(to, from, rowBytes);
     }
@@ -701,9 +697,7 @@ inline void abortRank(tp_model_rank *rank) {
   context->world = nullptr;
 }
 
-inline void destroyRank(tp_model_rank *rank) {
-  detail::destroy(unwrap(rank));
-}
+inline void destroyRank(tp_model_rank *rank) { detail::destroy(unwrap(rank)); }
 
 } // namespace tp::cuda::abi
 

@@ -89,8 +89,7 @@ inline void *allocate(int64_t bytes) {
   size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
   void *pointer = std::aligned_alloc(64, rounded ? rounded : 64);
   if (!pointer)
-    throw Error("out of memory allocating " + std::to_string(bytes) +
-                " bytes");
+    throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
   return pointer;
 }
 /// Memory streamed whole on every call (a rank's weights, their packed
@@ -105,8 +104,7 @@ inline void *allocateLarge(int64_t bytes) {
   size_t rounded = (static_cast<size_t>(bytes) + kHuge - 1) / kHuge * kHuge;
   void *pointer = std::aligned_alloc(kHuge, rounded);
   if (!pointer)
-    throw Error("out of memory allocating " + std::to_string(bytes) +
-                " bytes");
+    throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   madvise(pointer, rounded, MADV_HUGEPAGE); // advice: failure is harmless
 #endif
@@ -321,11 +319,8 @@ struct tp_model_rank {
   std::string lastError;
 };
 
-
 namespace tp::rt::detail {
-inline const char *signature() {
-  return tp_model_signature();
-}
+inline const char *signature() { return tp_model_signature(); }
 inline int deviceCount() { return -1; }
 inline int uniqueId(void *id) {
   std::memset(id, 0, TP_MODEL_UNIQUE_ID_BYTES);
@@ -351,8 +346,7 @@ inline int runRank(tp_model_rank *rank, const char *stage, void *const *args,
         entries.stages[i].function(&rank->context, args, results);
         return 0;
       }
-    throw Error(std::string("the model has no stage function '") + stage +
-                "'");
+    throw Error(std::string("the model has no stage function '") + stage + "'");
   } catch (const std::exception &e) {
     rank->lastError = e.what();
   } catch (...) {

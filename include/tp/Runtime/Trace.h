@@ -1,4 +1,5 @@
-//===- Trace.h - a timeline of each rank's forward passes and collectives ---===//
+//===- Trace.h - a timeline of each rank's forward passes and collectives
+//---===//
 //
 // tp-run --trace FILE records, per rank, when each forward pass (a call of
 // the rank's stage function) and each collective or send/recv began and

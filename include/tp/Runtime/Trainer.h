@@ -53,8 +53,9 @@ public:
   /// torch.nn.utils.clip_grad_norm_ do. `lr` < 0: the manifest's. A
   /// non-finite loss or gradient norm throws Error naming the step before
   /// any weight changes. Under MPI every process calls it.
-  TrainStep step(const std::vector<std::map<std::string, InputView>> &microbatches,
-                 double lr = -1);
+  TrainStep
+  step(const std::vector<std::map<std::string, InputView>> &microbatches,
+       double lr = -1);
 
   /// Steps taken (restored by resume).
   int64_t getStep() const;

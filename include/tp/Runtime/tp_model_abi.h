@@ -77,8 +77,8 @@ typedef struct tp_host_comm {
   int (*all_gather)(void *self, tp_group group, const void *in, void *out,
                     int64_t outer, int64_t chunk_bytes, const char *site);
   int (*reduce_scatter)(void *self, tp_group group, const void *in, void *out,
-                        int64_t outer, int64_t chunk, int32_t dtype,
-                        int32_t op, const char *site);
+                        int64_t outer, int64_t chunk, int32_t dtype, int32_t op,
+                        const char *site);
   int (*send)(void *self, int32_t peer, const void *buffer, int64_t bytes,
               const char *site);
   int (*recv)(void *self, int32_t peer, void *buffer, int64_t bytes,
@@ -155,14 +155,13 @@ typedef const tp_model_api *(*tp_model_query_fn)(uint32_t abi_version);
 /* Defines tp_model_query over the functions of namespace NS (a library's
  * side of the ABI, as RankContext.h and CudaRankContext.h write it) for
  * TARGET. */
-#define TP_MODEL_DEFINE_QUERY(NS, TARGET)                                     \
-  extern "C" TP_MODEL_EXPORT const tp_model_api *tp_model_query(              \
+#define TP_MODEL_DEFINE_QUERY(NS, TARGET)                                      \
+  extern "C" TP_MODEL_EXPORT const tp_model_api *tp_model_query(               \
       uint32_t abi_version) {                                                  \
-    static const tp_model_api api = {                                         \
-        TP_MODEL_ABI_VERSION, TARGET,          NS::signature,                  \
-        NS::deviceCount,      NS::uniqueId,    NS::createRank,                 \
-        NS::runRank,          NS::reorderRows, NS::lastError,                  \
-        NS::abortRank,        NS::destroyRank};                                \
+    static const tp_model_api api = {                                          \
+        TP_MODEL_ABI_VERSION, TARGET,         NS::signature,  NS::deviceCount, \
+        NS::uniqueId,         NS::createRank, NS::runRank,    NS::reorderRows, \
+        NS::lastError,        NS::abortRank,  NS::destroyRank};                \
     return abi_version == TP_MODEL_ABI_VERSION ? &api : 0;                     \
   }
 #endif

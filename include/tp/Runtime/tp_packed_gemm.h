@@ -83,17 +83,22 @@ struct Vector {
   static Type add(Type a, Type b) { return _mm512_add_ps(a, b); }
   static void store(float *p, Type v) { _mm512_storeu_ps(p, v); }
   static Mask mask(int64_t count) {
-    return static_cast<Mask>(count >= 16 ? 0xFFFF
+    return static_cast<Mask>(count >= 16  ? 0xFFFF
                              : count <= 0 ? 0
                                           : (1u << count) - 1);
   }
-  static Type load(Mask m, const float *p) { return _mm512_maskz_loadu_ps(m, p); }
-  static void store(float *p, Mask m, Type v) { _mm512_mask_storeu_ps(p, m, v); }
+  static Type load(Mask m, const float *p) {
+    return _mm512_maskz_loadu_ps(m, p);
+  }
+  static void store(float *p, Mask m, Type v) {
+    _mm512_mask_storeu_ps(p, m, v);
+  }
   /// kWidth weights as f32, from any stored type.
   static Type widen(const float *p) { return load(p); }
   static Type widen(const BF16Bits *p) {
     __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
   }
   static Type widen(const _Float16 *p) {
     return _mm512_cvtph_ps(
@@ -124,25 +129,27 @@ struct Vector {
   static Type widen(const float *p) { return load(p); }
   static Type widen(const BF16Bits *p) {
     __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
   }
 #if defined(__F16C__)
   static Type widen(const _Float16 *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
   }
 #endif
 };
 #endif
 
 #if defined(TP_PACKED_GEMM_KERNEL)
-constexpr int64_t kPanel = 2 * Vector::kWidth; // columns per panel
+constexpr int64_t kPanel = 2 * Vector::kWidth;   // columns per panel
 constexpr int64_t kTileRows = Vector::kTileRows; // rows per micro-tile
 #else
 constexpr int64_t kPanel = 32;
 constexpr int64_t kTileRows = 8;
 #endif
 constexpr int64_t kPrefetchBytes = 1024; // ahead in a narrow panel's stream
-constexpr int64_t kFullTilePrefetchBytes = 2048; // ahead in f32's, see tile
+constexpr int64_t kFullTilePrefetchBytes = 2048;    // ahead in f32's, see tile
 constexpr int64_t kWidenPanelRows = 16 * kTileRows; // see gemm
 
 /// Whether the micro-kernel widens weights stored as W itself (f16 needs
@@ -170,8 +177,8 @@ inline int64_t packedElements(int64_t k, int64_t n) {
 /// a cache line from each of K rows per panel (3x faster on GPT-2's
 /// weights); B stored transposed is read kPanel rows at a time.
 template <typename W>
-inline void pack(const W *b, int64_t ldb, bool transposed, int64_t k,
-                 int64_t n, W *out) {
+inline void pack(const W *b, int64_t ldb, bool transposed, int64_t k, int64_t n,
+                 W *out) {
   constexpr int64_t kPackRows = 32;
   if (transposed) {
     for (int64_t n0 = 0; n0 < n; n0 += kPanel) {
@@ -225,14 +232,13 @@ inline void tile(const float *a, int64_t lda, const W *panel, int64_t k,
   TP_PACKED_UNROLL
   for (int s = 0; s < Splits; ++s)
     TP_PACKED_UNROLL
-    for (int r = 0; r < Rows; ++r)
-      acc[s][r][0] = acc[s][r][1] = V::zero();
+  for (int r = 0; r < Rows; ++r)
+    acc[s][r][0] = acc[s][r][1] = V::zero();
   TP_PACKED_UNROLL
   for (int r = 0; r < Rows; ++r) {
     // C's rows are far apart: start fetching them while the loop runs.
     _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc + w),
-                 _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char *>(c + r * ldc + w), _MM_HINT_T0);
   }
   auto step = [&](int s, int64_t kk) __attribute__((always_inline)) {
     // A narrow weight's panels are fetched kPrefetchBytes ahead, a line
@@ -271,20 +277,20 @@ inline void tile(const float *a, int64_t lda, const W *panel, int64_t k,
   int64_t kk = 0;
   for (; kk + Splits <= k; kk += Splits)
     TP_PACKED_UNROLL
-    for (int s = 0; s < Splits; ++s)
-      step(s, kk + s);
+  for (int s = 0; s < Splits; ++s)
+    step(s, kk + s);
   for (; kk < k; ++kk)
     step(0, kk);
   TP_PACKED_UNROLL
   for (int s = 1; s < Splits; ++s)
     TP_PACKED_UNROLL
-    for (int r = 0; r < Rows; ++r) {
-      acc[0][r][0] = V::add(acc[0][r][0], acc[s][r][0]);
-      acc[0][r][1] = V::add(acc[0][r][1], acc[s][r][1]);
-    }
+  for (int r = 0; r < Rows; ++r) {
+    acc[0][r][0] = V::add(acc[0][r][0], acc[s][r][0]);
+    acc[0][r][1] = V::add(acc[0][r][1], acc[s][r][1]);
+  }
   if (cols == kPanel) {
     TP_PACKED_UNROLL
-  for (int r = 0; r < Rows; ++r) {
+    for (int r = 0; r < Rows; ++r) {
       float *row = c + r * ldc;
       if (accumulate) {
         acc[0][r][0] = V::add(acc[0][r][0], V::load(row));
@@ -409,8 +415,8 @@ void blasGemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
     bf = wide.data();
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans,
-              transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
-              bf, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+              transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, bf,
+              ldb, accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
 } // namespace packed
@@ -435,8 +441,8 @@ weightGemm(RankContext *context, int64_t m, int64_t n, int64_t k,
     if (m <= packed::Vector::kMaxRows || !std::is_same_v<W, float>) {
       void *&slot = context->packedWeight({b, k, n, ldb, transposed});
       if (!slot) {
-        W *panels = static_cast<W *>(allocateLarge(
-            packed::packedElements(k, n) * int64_t(sizeof(W))));
+        W *panels = static_cast<W *>(
+            allocateLarge(packed::packedElements(k, n) * int64_t(sizeof(W))));
         packed::pack(b, ldb, transposed, k, n, panels);
         slot = panels;
       }

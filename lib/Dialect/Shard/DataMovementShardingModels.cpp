@@ -286,8 +286,8 @@ struct InsertSliceShardingModel
     SmallVector<OpFoldResult> offsets, sizes, strides;
     for (int64_t d = 0, e = localDest.getRank(); d < e; ++d) {
       offsets.push_back(builder.getIndexAttr(insert.getStaticOffsets()[d]));
-      sizes.push_back(builder.getIndexAttr(
-          cut[d] ? insert.getStaticSizes()[d] : localDest.getDimSize(d)));
+      sizes.push_back(builder.getIndexAttr(cut[d] ? insert.getStaticSizes()[d]
+                                                  : localDest.getDimSize(d)));
       strides.push_back(builder.getIndexAttr(insert.getStaticStrides()[d]));
     }
     auto local = tensor::InsertSliceOp::create(

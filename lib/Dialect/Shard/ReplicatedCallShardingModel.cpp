@@ -58,9 +58,7 @@ struct ReplicatedCallShardingModel
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
-    auto isSplit = [](const Sharding &s) {
-      return s && !isFullReplication(s);
-    };
+    auto isSplit = [](const Sharding &s) { return s && !isFullReplication(s); };
     FlatSymbolRefAttr local = getLocalCallee(op);
     if (!local || (llvm::none_of(operandShardings, isSplit) &&
                    llvm::none_of(resultShardings, isSplit))) {
@@ -71,10 +69,10 @@ struct ReplicatedCallShardingModel
     for (auto [result, sharding] :
          llvm::zip_equal(op->getResults(), resultShardings)) {
       resultTypes.push_back(
-          sharding ? shardType(result.getType(),
-                               getGridOrNull(op, sharding.getGridAttr(),
-                                             symbolTable),
-                               sharding)
+          sharding ? shardType(
+                         result.getType(),
+                         getGridOrNull(op, sharding.getGridAttr(), symbolTable),
+                         sharding)
                    : result.getType());
     }
     auto call = func::CallOp::create(builder, op->getLoc(), local, resultTypes,

@@ -97,8 +97,7 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (name == kIndexBoundAttrName) {
     auto bound = dyn_cast<IntegerAttr>(attr.getValue());
     if (!bound || bound.getInt() < 1)
-      return op->emitOpError() << "'" << name
-                               << "' must be a positive integer";
+      return op->emitOpError() << "'" << name << "' must be a positive integer";
     return success();
   }
   return op->emitOpError() << "unknown argument attribute '" << name << "'";
@@ -150,10 +149,11 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                     : nullptr;
     if (!layout || !type || layout.getDim() >= type.getRank() ||
         layout.isPiece() || layout.isPadded() || layout.isRepeated())
-      return op->emitOpError() << "'" << name
-                               << "' on an op must be a #tp.layout without "
-                                  "slice, padding or repeat, on a dim of its one "
-                                  "tensor result";
+      return op->emitOpError()
+             << "'" << name
+             << "' on an op must be a #tp.layout without "
+                "slice, padding or repeat, on a dim of its one "
+                "tensor result";
     return success();
   }
   if (name == kStageAttrName || name == kEmbeddingAttrName ||
@@ -191,8 +191,7 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kLocalCalleeAttrName) {
     if (!isa<FlatSymbolRefAttr>(attr.getValue()) || !isa<CallOpInterface>(op))
-      return op->emitOpError()
-             << "'" << name << "' must be a symbol on a call";
+      return op->emitOpError() << "'" << name << "' must be a symbol on a call";
     return success();
   }
   if (name == kBackwardAttrName) {

@@ -52,7 +52,6 @@ static std::vector<int64_t> getShape(Type type) {
                               shaped.getShape().end());
 }
 
-
 /// Adds stage `stage`'s use of the weight in argument `arg` to the plan.
 static LogicalResult
 addWeightUse(func::FuncOp func, unsigned arg, unsigned stage,

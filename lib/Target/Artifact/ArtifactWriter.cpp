@@ -138,10 +138,11 @@ static void dealChunk(const WeightPlan &weight, const WeightUse &use,
 /// per stage) hold, one source row at a time, and deals out each row with
 /// its blocks repeated in place: rank t of a split use gets the t-th run
 /// of the repeated row (the heads of rank t), an unsplit use all of it.
-static LogicalResult readAndDealRepeated(
-    const WeightPlan &weight, ArrayRef<const WeightUse *> uses,
-    InitializerSource &source, std::vector<RankOutput> &outputs,
-    int64_t tpDevices, Location loc, const std::function<void()> &progress) {
+static LogicalResult
+readAndDealRepeated(const WeightPlan &weight, ArrayRef<const WeightUse *> uses,
+                    InitializerSource &source, std::vector<RankOutput> &outputs,
+                    int64_t tpDevices, Location loc,
+                    const std::function<void()> &progress) {
   const WeightUse &first = *uses.front();
   uint64_t outer = 1, inner = weight.kind.bytes;
   for (int64_t d = 0; d < first.dim; ++d)
@@ -278,12 +279,12 @@ static LogicalResult writeShards(ModuleOp module, const ArtifactPlan &plan,
       const WeightUse &first = weight.uses[u];
       for (; u < e; ++u) {
         const WeightUse &use = weight.uses[u];
-        bool sameRange = use.repeat == first.repeat &&
-                         (first.readsWhole()
-                              ? use.readsWhole()
-                              : !use.readsWhole() && use.dim == first.dim &&
-                                    use.offset == first.offset &&
-                                    use.size == first.size);
+        bool sameRange =
+            use.repeat == first.repeat &&
+            (first.readsWhole()
+                 ? use.readsWhole()
+                 : !use.readsWhole() && use.dim == first.dim &&
+                       use.offset == first.offset && use.size == first.size);
         if (!sameRange || !stages.insert(use.stage).second)
           break;
         uses.push_back(&use);
@@ -421,7 +422,8 @@ static ::tp::rt::Manifest getManifest(const ArtifactPlan &plan,
     spec.rank = static_cast<int32_t>(rank.rank);
     spec.stage = rank.stage;
     spec.tpIndex = rank.tpIndex;
-    spec.function = func::FuncOp(plan.stageFuncs[rank.stage]).getSymName().str();
+    spec.function =
+        func::FuncOp(plan.stageFuncs[rank.stage]).getSymName().str();
     spec.file = rank.fileName;
     spec.bytes = out.bytes;
     spec.sha256 = out.sha256;
@@ -564,8 +566,8 @@ LogicalResult mlir::tp::writeArtifact(ModuleOp module, StringRef outDir,
   if (auto tied =
           module->getAttrOfType<ArrayAttr>(TPDialect::kTiedWeightsAttrName))
     for (auto tie : tied.getAsRange<TiedWeightAttr>())
-      written.tied.push_back({tie.getCopy().str(), tie.getSource().str(),
-                              tie.getTransposed()});
+      written.tied.push_back(
+          {tie.getCopy().str(), tie.getSource().str(), tie.getTransposed()});
   *manifest << ::tp::rt::printManifest(written);
   manifest->close();
   if (manifest->has_error())

@@ -70,10 +70,10 @@ InitializerSource::open(const onnx::TensorProto &tensor, StringRef modelDir,
   if (stored.bytes && stored.safetensorsName != source->kind.safetensorsName) {
     if (source->kind.safetensorsName != "F32" ||
         (stored.safetensorsName != "F16" && stored.safetensorsName != "BF16"))
-      return emitError(loc) << "initializer '" << tensor.name() << "' is "
-                            << source->kind.safetensorsName
-                            << " and cannot be stored as "
-                            << stored.safetensorsName;
+      return emitError(loc)
+             << "initializer '" << tensor.name() << "' is "
+             << source->kind.safetensorsName << " and cannot be stored as "
+             << stored.safetensorsName;
     source->narrowTo = stored;
   }
   uint64_t elements = 1;
@@ -135,8 +135,8 @@ bool InitializerSource::read(uint64_t offset, uint64_t length, char *dst,
   return true;
 }
 
-bool InitializerSource::readSource(uint64_t offset, uint64_t length,
-                                   char *dst, std::string &error) {
+bool InitializerSource::readSource(uint64_t offset, uint64_t length, char *dst,
+                                   std::string &error) {
   if (fd >= 0) {
     while (length) {
       ssize_t got = ::pread(fd, dst, length, externalOffset + offset);

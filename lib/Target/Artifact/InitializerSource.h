@@ -56,8 +56,8 @@ private:
   void readTypedFields(uint64_t firstElement, uint64_t count, char *dst);
 
   const onnx::TensorProto &tensor;
-  ElementKind kind;     // as stored in the initializer
-  ElementKind narrowTo; // what read() gives, when it converts
+  ElementKind kind;      // as stored in the initializer
+  ElementKind narrowTo;  // what read() gives, when it converts
   uint64_t numBytes = 0; // of what read() gives
   std::string externalPath;
   uint64_t externalOffset = 0;

@@ -84,8 +84,7 @@ mlir::tp::getPrefillChunks(ModuleOp module) {
 
 static void printType(Type type, llvm::raw_ostream &os) {
   auto shaped = dyn_cast<ShapedType>(type);
-  os << artifact::getDTypeName(shaped ? shaped.getElementType() : type)
-     << "[";
+  os << artifact::getDTypeName(shaped ? shaped.getElementType() : type) << "[";
   if (shaped)
     llvm::interleave(shaped.getShape(), os, ",");
   os << "]";

@@ -321,9 +321,8 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
       for (::tp::rt::RankSpec &rank : manifest.rankSpecs) {
         auto it = sums.find(rank.file);
         if (it == sums.end())
-          throw ::tp::rt::Error(sumsPath + " has no checksum for " +
-                                rank.file + ": not a checkpoint of " +
-                                artifactDir.str());
+          throw ::tp::rt::Error(sumsPath + " has no checksum for " + rank.file +
+                                ": not a checkpoint of " + artifactDir.str());
         rank.sha256 = it->second;
       }
     } catch (const ::tp::rt::Error &e) {
@@ -469,8 +468,8 @@ bool mlir::tp::exportWeights(StringRef artifactDir, StringRef outPath,
       std::string transposed(whole.size(), '\0');
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
-          std::memcpy(&transposed[(c * rows + r) * e], &whole[(r * cols + c) * e],
-                      e);
+          std::memcpy(&transposed[(c * rows + r) * e],
+                      &whole[(r * cols + c) * e], e);
       whole = std::move(transposed);
     }
     os << whole;

@@ -55,8 +55,9 @@ static bool addCompiler(llvm::SHA256 &hash, StringRef program) {
     return false;
   addField(hash, real);
   addField(hash, std::to_string(status.getSize()));
-  addField(hash, std::to_string(
-                     status.getLastModificationTime().time_since_epoch().count()));
+  addField(hash,
+           std::to_string(
+               status.getLastModificationTime().time_since_epoch().count()));
   return true;
 }
 

@@ -1,4 +1,5 @@
-//===- BuildCache.h - model libraries kept by what they are built from ---*- C++ -*-===//
+//===- BuildCache.h - model libraries kept by what they are built from ---*- C++
+//-*-===//
 //
 // tp-compile --build-cache DIR: a library built before from the same source,
 // headers, compiler and flags is copied from DIR instead of compiled again

@@ -56,9 +56,8 @@ std::string CppEmitter::name(Value value) const {
   value.printAsOperand(textStream, OpPrintingFlags());
   if (Operation *def = value.getDefiningOp())
     textStream << " (" << def->getName() << " at " << def->getLoc() << ")";
-  llvm::report_fatal_error(
-      llvm::Twine("code generation: value ") + text +
-      " is used before it was emitted");
+  llvm::report_fatal_error(llvm::Twine("code generation: value ") + text +
+                           " is used before it was emitted");
 }
 
 std::string CppEmitter::bind(Value value, StringRef prefix) {
@@ -100,8 +99,7 @@ FailureOr<std::string> CppEmitter::scalarTypeFor(Type type, Operation *op) {
 }
 
 FailureOr<std::string> CppEmitter::elementTypeOf(Value tensor, Operation *op) {
-  return scalarTypeFor(cast<ShapedType>(tensor.getType()).getElementType(),
-                       op);
+  return scalarTypeFor(cast<ShapedType>(tensor.getType()).getElementType(), op);
 }
 
 int64_t CppEmitter::numElements(Value tensor) {
@@ -163,8 +161,8 @@ LogicalResult CppEmitter::allocate(Value result, Operation *op,
   std::string text = bind(result, prefix);
   if (auto slot = resultSlots.find(result); slot != resultSlots.end()) {
     // Returned: computed straight into the caller's result buffer.
-    os << *type << " *" << text << " = static_cast<" << *type
-       << " *>(results[" << slot->second << "]);\n";
+    os << *type << " *" << text << " = static_cast<" << *type << " *>(results["
+       << slot->second << "]);\n";
     builtInResult.insert(result);
     return success();
   }
@@ -211,22 +209,20 @@ bool mlir::tp::emit::reducesInPlace(Operation *op) {
   // Only a buffer this function allocated for the input alone.
   Operation *def = allReduce.getInput().getDefiningOp();
   return def && isa<linalg::GenericOp, shard::AllReduceOp, shard::AllGatherOp,
-                    shard::ReduceScatterOp, shard::AllSliceOp,
-                    tensor::ConcatOp, tensor::ExtractSliceOp, tensor::PadOp>(
-                    def);
+                    shard::ReduceScatterOp, shard::AllSliceOp, tensor::ConcatOp,
+                    tensor::ExtractSliceOp, tensor::PadOp>(def);
 }
 
 /// Ops whose tensor results are buffers of their own, which no other value
 /// names (a reshape of one is a use).
 static bool makesFreshBuffer(Operation *def) {
-  return def && isa<linalg::GenericOp, linalg::FillOp, shard::AllReduceOp,
-                    shard::AllGatherOp, shard::ReduceScatterOp,
-                    shard::AllSliceOp, tensor::ConcatOp,
-                    tensor::ExtractSliceOp, tensor::PadOp>(def);
+  return def &&
+         isa<linalg::GenericOp, linalg::FillOp, shard::AllReduceOp,
+             shard::AllGatherOp, shard::ReduceScatterOp, shard::AllSliceOp,
+             tensor::ConcatOp, tensor::ExtractSliceOp, tensor::PadOp>(def);
 }
 
-bool CppEmitter::writesInitInPlace(linalg::LinalgOp op,
-                                   OpOperand &init) const {
+bool CppEmitter::writesInitInPlace(linalg::LinalgOp op, OpOperand &init) const {
   Value value = init.get();
   if (!op.payloadUsesValueFromOperand(&init) || !value.hasOneUse())
     return false;
@@ -306,8 +302,9 @@ bool CppEmitter::needsBuffer(Value emptyResult) const {
 // Blocks and dispatch
 //===----------------------------------------------------------------------===//
 
-LogicalResult CppEmitter::emitBlock(
-    Block &block, function_ref<LogicalResult(Operation *)> onTerminator) {
+LogicalResult
+CppEmitter::emitBlock(Block &block,
+                      function_ref<LogicalResult(Operation *)> onTerminator) {
   llvm::DenseMap<Operation *, SmallVector<Value>> releaseAfter;
   computeLastUses(block, releaseAfter);
   for (Operation &op : block) {
@@ -334,8 +331,8 @@ LogicalResult CppEmitter::emitBlock(
 
 LogicalResult CppEmitter::emitOp(Operation *op) {
   std::string where = describe(op);
-  bool isScalar = op->getNumResults() == 1 &&
-                  !isa<ShapedType>(op->getResult(0).getType());
+  bool isScalar =
+      op->getNumResults() == 1 && !isa<ShapedType>(op->getResult(0).getType());
   if (!isScalar || isa<tensor::ExtractOp>(op)) {
     os << "// " << op->getName();
     if (!where.empty())
@@ -477,8 +474,8 @@ LogicalResult CppEmitter::emitFunction(Operation *op) {
       return failure();
     std::string text = bind(arg, "a");
     os << *type << " *" << text << " = static_cast<" << *type << " *>(args["
-       << arg.getArgNumber() << "]); // " << describeArg(func, arg.getArgNumber())
-       << "\n";
+       << arg.getArgNumber() << "]); // "
+       << describeArg(func, arg.getArgNumber()) << "\n";
   }
   // A value returned once, made in this block, is made in its result
   // buffer (the logits of a language model are tens of MB to copy).
@@ -677,7 +674,8 @@ inline float tanhF(float x) {
 )";
 
 std::string mlir::tp::emit::cppModelPrelude() {
-  return std::string("#ifndef TP_CPU_MODEL_PRELUDE\n#define TP_CPU_MODEL_PRELUDE\n") +
+  return std::string(
+             "#ifndef TP_CPU_MODEL_PRELUDE\n#define TP_CPU_MODEL_PRELUDE\n") +
          kPrelude + "namespace {\n#define TP_HD\n" + kScalarSemantics +
          "} // namespace\n\n#endif // TP_CPU_MODEL_PRELUDE\n";
 }

@@ -127,8 +127,9 @@ public:
 
   virtual LogicalResult emitOp(Operation *op);
   /// Emits a block's ops; `onTerminator` handles its terminator.
-  LogicalResult emitBlock(Block &block,
-                          function_ref<LogicalResult(Operation *)> onTerminator);
+  LogicalResult
+  emitBlock(Block &block,
+            function_ref<LogicalResult(Operation *)> onTerminator);
   /// arith/math/index ops on scalars, and tensor.extract: `const T v = ...;`.
   LogicalResult emitScalarOp(Operation *op);
   LogicalResult emitGeneric(linalg::GenericOp op);
@@ -147,15 +148,14 @@ public:
   LogicalResult emitTensorOp(Operation *op);
   /// Where the targets differ in emitTensorOp: copying a box of `sizes`
   /// (walked with `srcSteps` in `src`, `dstSteps` in `dst`) from
-  /// `srcOffsets` of `src` to `dstOffsets` of `dst`; filling a buffer with a value; zeroing it; from_elements.
-  virtual LogicalResult emitBoxCopy(Operation *op, Value dst,
-                                    ArrayRef<int64_t> dstShape,
-                                    ArrayRef<int64_t> dstOffsets, Value src,
-                                    ArrayRef<int64_t> srcShape,
-                                    ArrayRef<int64_t> srcOffsets,
-                                    ArrayRef<int64_t> sizes,
-                                    ArrayRef<int64_t> srcSteps,
-                                    ArrayRef<int64_t> dstSteps);
+  /// `srcOffsets` of `src` to `dstOffsets` of `dst`; filling a buffer with a
+  /// value; zeroing it; from_elements.
+  virtual LogicalResult
+  emitBoxCopy(Operation *op, Value dst, ArrayRef<int64_t> dstShape,
+              ArrayRef<int64_t> dstOffsets, Value src,
+              ArrayRef<int64_t> srcShape, ArrayRef<int64_t> srcOffsets,
+              ArrayRef<int64_t> sizes, ArrayRef<int64_t> srcSteps,
+              ArrayRef<int64_t> dstSteps);
   virtual LogicalResult emitFillBuffer(Operation *op, Value result,
                                        StringRef value);
   virtual void emitZeroBuffer(Value result);

@@ -272,8 +272,8 @@ LogicalResult CudaEmitter::emitModule() {
     llvm::interleaveComma(grid.getShape(), os);
     os << "]\n";
   }
-  os << kCudaPrelude << "namespace {\n" << kScalarSemantics
-     << "} // namespace\n\n";
+  os << kCudaPrelude << "namespace {\n"
+     << kScalarSemantics << "} // namespace\n\n";
   if (!globals.empty() || !kernels.empty())
     os << "namespace {\n\n"
        << globals << (globals.empty() ? "" : "\n") << kernels

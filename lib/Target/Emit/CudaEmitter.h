@@ -54,8 +54,7 @@ public:
                             ArrayRef<int64_t> dstOffsets, Value src,
                             ArrayRef<int64_t> srcShape,
                             ArrayRef<int64_t> srcOffsets,
-                            ArrayRef<int64_t> sizes,
-                            ArrayRef<int64_t> srcSteps,
+                            ArrayRef<int64_t> sizes, ArrayRef<int64_t> srcSteps,
                             ArrayRef<int64_t> dstSteps) override;
   LogicalResult emitFillBuffer(Operation *op, Value result,
                                StringRef value) override;

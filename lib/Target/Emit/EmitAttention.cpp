@@ -17,7 +17,6 @@
 #include "CppEmitter.h"
 #include "LinalgMatchers.h"
 
-
 using namespace mlir;
 using namespace mlir::tp::emit;
 
@@ -27,7 +26,8 @@ namespace {
 std::string offset(StringRef base, int64_t stride, int64_t group = 1) {
   if (!stride)
     return base.str();
-  std::string batch = group == 1 ? "b" : "(b / " + std::to_string(group) + "LL)";
+  std::string batch =
+      group == 1 ? "b" : "(b / " + std::to_string(group) + "LL)";
   return (base + " + " + batch + " * " + Twine(stride) + "LL").str();
 }
 
@@ -36,15 +36,16 @@ const char *trans(bool t) { return t ? "CblasTrans" : "CblasNoTrans"; }
 /// C (m x n, leading dim ldc) = op(A) (m x k) * op(B) (k x n), where n or k
 /// is the run-time `limit` (the filled keys): a matrix-vector product for
 /// one row, sgemm otherwise.
-void emitProduct(raw_indented_ostream &os, int64_t m, StringRef n,
-                 StringRef k, const std::string &a, bool transA, StringRef lda,
+void emitProduct(raw_indented_ostream &os, int64_t m, StringRef n, StringRef k,
+                 const std::string &a, bool transA, StringRef lda,
                  const std::string &b, bool transB, int64_t ldb,
                  const std::string &c, StringRef ldc) {
   if (m == 1) {
     // y (n) = op(B)ᵀ x: B is stored [k, n], or [n, k] when transposed.
-    os << "cblas_sgemv(CblasRowMajor, " << (transB ? "CblasNoTrans" : "CblasTrans")
-       << ", " << (transB ? n : k) << ", " << (transB ? k : n) << ", 1.0f, "
-       << b << ", " << ldb << ", " << a << ", 1, 0.0f, " << c << ", 1);\n";
+    os << "cblas_sgemv(CblasRowMajor, "
+       << (transB ? "CblasNoTrans" : "CblasTrans") << ", " << (transB ? n : k)
+       << ", " << (transB ? k : n) << ", 1.0f, " << b << ", " << ldb << ", "
+       << a << ", 1, 0.0f, " << c << ", 1);\n";
     return;
   }
   os << "cblas_sgemm(CblasRowMajor, " << trans(transA) << ", " << trans(transB)
@@ -109,8 +110,7 @@ LogicalResult CppEmitter::emitFilledKeys(const Gemm &product, bool keysAreRows,
       keysAreRows ? "limit * " + ld : std::to_string(rows * product.ldb) + "LL";
   std::string in = "in" + buffer.str();
   os << "const " << *type << " *" << in << " = "
-     << offset(name(product.rhs), product.strideRhs, product.rhsGroup)
-     << ";\n";
+     << offset(name(product.rhs), product.strideRhs, product.rhsGroup) << ";\n";
   os << "for (std::int64_t i = 0; i < " << count << "; ++i) {\n";
   os.indent();
   std::string element = in + "[i]";
@@ -143,8 +143,7 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
      << qk.batch << " x (" << queries << " queries x " << keys
      << " keys), depth " << depth << ", value width " << width
      << "; the scores of one batch element at a time, "
-     << (a.position ? "over the filled keys of the KV cache"
-                    : "over every key")
+     << (a.position ? "over the filled keys of the KV cache" : "over every key")
      << "\n";
   os << "TP_LOOP_NEST {\n";
   os.indent();
@@ -180,14 +179,12 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
   int64_t valueRows = pv.transRhs ? width : keys;
   std::string kBuffer = "k" + id, vBuffer = "v" + id;
   std::string q = operand(qk.lhs, qk.lhsElement, "q");
-  std::string k =
-      kPerBatch ? kBuffer + ".data()"
-                : offset(operand(qk.rhs, qk.rhsElement, "k"), qk.strideRhs,
-                         qk.rhsGroup);
-  std::string v =
-      vPerBatch ? vBuffer + ".data()"
-                : offset(operand(pv.rhs, pv.rhsElement, "v"), pv.strideRhs,
-                         pv.rhsGroup);
+  std::string k = kPerBatch ? kBuffer + ".data()"
+                            : offset(operand(qk.rhs, qk.rhsElement, "k"),
+                                     qk.strideRhs, qk.rhsGroup);
+  std::string v = vPerBatch ? vBuffer + ".data()"
+                            : offset(operand(pv.rhs, pv.rhsElement, "v"),
+                                     pv.strideRhs, pv.rhsGroup);
   if (kPerBatch)
     os << "std::vector<float> " << kBuffer << "(" << keyRows * qk.ldb << ");\n";
   if (vPerBatch)
@@ -210,15 +207,14 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
   SmallVector<SmallVector<std::string>> indices;
   for (auto [n, logits] : llvm::enumerate(a.logits))
     indices.push_back(declareChainIndices(
-        os, logits, "a" + id + "_" + std::to_string(n) + "_", "b", "row",
-        key));
+        os, logits, "a" + id + "_" + std::to_string(n) + "_", "b", "row", key));
   os << "float *x = s + row * limit;\n";
 
   // Emits `op`'s payload with `bound` block arguments; returns the yield.
-  auto emitBody = [&](linalg::GenericOp generic,
-                      ArrayRef<std::pair<Value, std::string>> bound,
-                      ArrayRef<std::string> indices = {})
-      -> FailureOr<std::string> {
+  auto emitBody =
+      [&](linalg::GenericOp generic,
+          ArrayRef<std::pair<Value, std::string>> bound,
+          ArrayRef<std::string> indices = {}) -> FailureOr<std::string> {
     Block &body = generic.getRegion().front();
     for (auto &[arg, text] : bound)
       bindTo(arg, text);

@@ -77,9 +77,9 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
     llvm::raw_string_ostream rowStream(rowIndices);
     raw_indented_ostream declarations(rowStream);
     for (auto [n, logits] : llvm::enumerate(a.logits))
-      indices.push_back(declareChainIndices(
-          declarations, logits, "i" + std::to_string(n) + "_", "b", "row",
-          "j"));
+      indices.push_back(declareChainIndices(declarations, logits,
+                                            "i" + std::to_string(n) + "_", "b",
+                                            "row", "j"));
   }
   llvm::MapVector<Value, std::string> captured;
   for (auto [logits, chained, names] :
@@ -96,11 +96,11 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
       args.push_back(name(input->get()));
       auto inputShape =
           cast<RankedTensorType>(input->get().getType()).getShape();
-      payload.bindTo(arg, param + "[" +
-                              CppEmitter::offsetExpr(
-                                  logits.getMatchingIndexingMap(input),
-                                  inputShape, names) +
-                              "]");
+      payload.bindTo(
+          arg, param + "[" +
+                   CppEmitter::offsetExpr(logits.getMatchingIndexingMap(input),
+                                          inputShape, names) +
+                   "]");
     }
     WalkResult walk = logits.getRegion().walk([&](Operation *inner) {
       for (Value operand : inner->getOperands()) {
@@ -153,19 +153,19 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   k << rowIndices;
   k << "float runMax = -std::numeric_limits<float>::infinity(), runSum = 0;\n";
   k << "float acc[" << perLane << "] = {};\n";
-  k << "for (std::int64_t first = 0; first < limit; first += "
-    << kWarp << ") {\n";
+  k << "for (std::int64_t first = 0; first < limit; first += " << kWarp
+    << ") {\n";
   k.indent();
   k << "const std::int64_t j = first + lane;\n";
   k << "float x = -std::numeric_limits<float>::infinity();\n";
   k << "if (j < limit) {\n";
   k.indent();
   k << "float s = 0;\n";
-  std::string keyElement = "kt[" +
-                           operandOffset(std::to_string(qk.strideRhs),
-                                         qk.transRhs, qk.ldb, "d", "j",
-                                         qk.rhsGroup) +
-                           "]";
+  std::string keyElement =
+      "kt[" +
+      operandOffset(std::to_string(qk.strideRhs), qk.transRhs, qk.ldb, "d", "j",
+                    qk.rhsGroup) +
+      "]";
   k << "for (std::int64_t d = 0; d < " << depth << "; ++d) {\n";
   k.indent();
   if (a.keyPayload) {
@@ -256,8 +256,7 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   kernels += text;
 
   os << kernel << "<<<tp::cuda::blocksForWarps(" << rows
-     << "), tp::cuda::threadsForWarps(" << rows
-     << "), 0, context->stream>>>(";
+     << "), tp::cuda::threadsForWarps(" << rows << "), 0, context->stream>>>(";
   llvm::interleaveComma(args, os);
   os << ");\nTP_CUDA_CHECK_LAUNCH(" << site << ");\n";
   return success();

@@ -330,8 +330,7 @@ LogicalResult KernelWriter::writeKernel(raw_indented_ostream &os,
   return success();
 }
 
-LogicalResult KernelWriter::emitPoint(raw_indented_ostream &os,
-                                      CppEmitter &k) {
+LogicalResult KernelWriter::emitPoint(raw_indented_ostream &os, CppEmitter &k) {
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
   bool reduces = owned && (!loopDims.empty() || lookup);
   // Accumulators: a reduction's running value lives in a register.

@@ -54,14 +54,11 @@ LogicalResult CudaEmitter::emitCudaConstant(Operation *op) {
   return success();
 }
 
-LogicalResult CudaEmitter::emitBoxCopy(Operation *op, Value dst,
-                                       ArrayRef<int64_t> dstShape,
-                                       ArrayRef<int64_t> dstOffsets, Value src,
-                                       ArrayRef<int64_t> srcShape,
-                                       ArrayRef<int64_t> srcOffsets,
-                                       ArrayRef<int64_t> sizes,
-                                       ArrayRef<int64_t> srcSteps,
-                                       ArrayRef<int64_t> dstSteps) {
+LogicalResult CudaEmitter::emitBoxCopy(
+    Operation *op, Value dst, ArrayRef<int64_t> dstShape,
+    ArrayRef<int64_t> dstOffsets, Value src, ArrayRef<int64_t> srcShape,
+    ArrayRef<int64_t> srcOffsets, ArrayRef<int64_t> sizes,
+    ArrayRef<int64_t> srcSteps, ArrayRef<int64_t> dstSteps) {
   if (sizes.size() > kMaxBoxRank)
     return op->emitError("CUDA code generation supports copies of rank up "
                          "to ")
@@ -81,10 +78,10 @@ LogicalResult CudaEmitter::emitBoxCopy(Operation *op, Value dst,
       text += (i ? ", " : "") + std::to_string(value);
     return text + "}";
   };
-  os << "tp::cuda::copyBox(context, " << name(dst) << " + " << dstBase
-       << "LL, " << name(src) << " + " << srcBase << "LL, tp::cuda::Box{"
-       << sizes.size() << ", " << list(sizes) << ", " << list(dstStrides)
-       << ", " << list(srcStrides) << "}, " << site << ");\n";
+  os << "tp::cuda::copyBox(context, " << name(dst) << " + " << dstBase << "LL, "
+     << name(src) << " + " << srcBase << "LL, tp::cuda::Box{" << sizes.size()
+     << ", " << list(sizes) << ", " << list(dstStrides) << ", "
+     << list(srcStrides) << "}, " << site << ");\n";
   return success();
 }
 

@@ -136,8 +136,7 @@ static bool isPackableProduct(const Gemm &gemm, Value weight) {
 /// `name`, a pointer to the weight, as the packed kernel's weight type: its
 /// own for f32 and f16 (_Float16), tp::rt::BF16Bits for model.cpp's
 /// BFloat16.
-static std::string packedWeightPointer(const std::string &name,
-                                       Type element) {
+static std::string packedWeightPointer(const std::string &name, Type element) {
   if (element.isBF16())
     return "reinterpret_cast<const tp::rt::BF16Bits *>(" + name + ")";
   return name;
@@ -322,9 +321,8 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
     std::string text = v == gemm.lhs   ? lhsName
                        : v == gemm.rhs ? rhsName
                                        : e.name(v);
-    return text + (stride && batched
-                            ? " + b * " + std::to_string(stride) + "LL"
-                            : std::string());
+    return text + (stride && batched ? " + b * " + std::to_string(stride) + "LL"
+                                     : std::string());
   };
   e.os << "// ";
   if (batched)
@@ -399,12 +397,11 @@ static LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op,
     return close();
   }
   e.os << "cblas_" << (isDouble ? "d" : "s") << "gemm(CblasRowMajor, "
-       << trans(gemm.transLhs) << ", " << trans(gemm.transRhs) << ", "
-       << gemm.m << ", " << gemm.n << ", " << gemm.k << ", " << one << ", "
+       << trans(gemm.transLhs) << ", " << trans(gemm.transRhs) << ", " << gemm.m
+       << ", " << gemm.n << ", " << gemm.k << ", " << one << ", "
        << pointer(gemm.lhs, gemm.strideLhs) << ", " << gemm.lda << ", "
-       << pointer(gemm.rhs, gemm.strideRhs) << ", " << gemm.ldb << ", "
-       << beta << ", " << pointer(out, gemm.strideOut) << ", " << gemm.ldc
-       << ");\n";
+       << pointer(gemm.rhs, gemm.strideRhs) << ", " << gemm.ldb << ", " << beta
+       << ", " << pointer(out, gemm.strideOut) << ", " << gemm.ldc << ");\n";
   return close();
 }
 
@@ -607,8 +604,8 @@ LogicalResult CppEmitter::emitGenericLoops(
          << columns->second << "; ++" << indices[i] << ")\n";
       continue;
     }
-    os << "for (std::int64_t " << indices[i] << " = 0; " << indices[i]
-       << " < " << range << "; ++" << indices[i] << ")\n";
+    os << "for (std::int64_t " << indices[i] << " = 0; " << indices[i] << " < "
+       << range << "; ++" << indices[i] << ")\n";
   }
   os << "{\n";
   os.indent();

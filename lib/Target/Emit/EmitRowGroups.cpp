@@ -112,10 +112,8 @@ void CppEmitter::findRowGroups() {
     auto generic = dyn_cast<linalg::GenericOp>(op);
     if (!generic || !generic.hasPureTensorSemantics() ||
         fusedIntoAttention.contains(op) || attentionAt.count(op) ||
-        getKernel(generic) != Kernel::LoopNest ||
-        rowDimsOf(generic) == 0 ||
-        llvm::any_of(generic.getStaticLoopRanges(),
-                     ShapedType::isDynamic))
+        getKernel(generic) != Kernel::LoopNest || rowDimsOf(generic) == 0 ||
+        llvm::any_of(generic.getStaticLoopRanges(), ShapedType::isDynamic))
       return {};
     return generic;
   };
@@ -148,8 +146,8 @@ void CppEmitter::findRowGroups() {
       SmallVector<linalg::GenericOp> nests = {first};
       made.insert(first->result_begin(), first->result_end());
       size_t last = i;
-      for (size_t j = i + 1;
-           j < ops.size() && nests.size() < kMaxRowGroupNests; ++j) {
+      for (size_t j = i + 1; j < ops.size() && nests.size() < kMaxRowGroupNests;
+           ++j) {
         Operation *op = ops[j];
         if (onlyBinds(op) && !fusedIntoAttention.contains(op)) {
           if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op) &&
@@ -169,8 +167,7 @@ void CppEmitter::findRowGroups() {
           ++same;
         SmallVector<int64_t> rows(group->rows.begin(),
                                   group->rows.begin() + same);
-        if (rows.empty() || rowCount(rows) < 2 ||
-            !fitsRows(next, rows, made) ||
+        if (rows.empty() || rowCount(rows) < 2 || !fitsRows(next, rows, made) ||
             !llvm::all_of(nests, [&](linalg::GenericOp nest) {
               return fitsRows(nest, rows, made);
             }))

@@ -41,8 +41,8 @@ static std::string floatLiteral(const APFloat &value, Type type) {
   if (value.isNaN())
     return "std::numeric_limits<" + cType + ">::quiet_NaN()";
   if (value.isInfinity())
-    return std::string(value.isNegative() ? "-" : "") +
-           "std::numeric_limits<" + cType + ">::infinity()";
+    return std::string(value.isNegative() ? "-" : "") + "std::numeric_limits<" +
+           cType + ">::infinity()";
   double number = value.convertToDouble();
   if (!type.isF64()) {
     bool lost;
@@ -171,8 +171,7 @@ static std::string cmpiExpr(arith::CmpIPredicate predicate, Type type,
 
 LogicalResult CppEmitter::emitScalarOp(Operation *op) {
   if (op->getNumResults() != 1)
-    return op->emitError("code generation does not support ")
-           << op->getName();
+    return op->emitError("code generation does not support ") << op->getName();
   Value result = op->getResult(0);
   Type type = result.getType();
   FailureOr<std::string> cType = scalarTypeFor(type, op);
@@ -201,8 +200,8 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
   // Wrapping integer arithmetic: computed on unsigned values.
   auto wrapping = [&](StringRef symbol) {
     if (type.isInteger(1))
-      return "static_cast<bool>(" + arg(0) + " " + symbol.str() + " " +
-             arg(1) + ")";
+      return "static_cast<bool>(" + arg(0) + " " + symbol.str() + " " + arg(1) +
+             ")";
     return "static_cast<" + *cType + ">(" + unsignedBinary(symbol) + ")";
   };
   auto castTo = [&](StringRef to, StringRef inner) {
@@ -212,7 +211,8 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
 
   std::string expr =
       llvm::TypeSwitch<Operation *, std::string>(op)
-          .Case([&](arith::ConstantOp c) { return scalarLiteral(c.getValue()); })
+          .Case(
+              [&](arith::ConstantOp c) { return scalarLiteral(c.getValue()); })
           .Case([&](arith::AddFOp) { return binary("+"); })
           .Case([&](arith::SubFOp) { return binary("-"); })
           .Case([&](arith::MulFOp) { return binary("*"); })
@@ -246,14 +246,14 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           .Case([&](arith::MaxSIOp) { return call("std::max"); })
           .Case([&](arith::MinSIOp) { return call("std::min"); })
           .Case([&](arith::MaxUIOp) {
-            return castTo(*cType, "std::max(" + castTo(unsignedType(type), arg(0)) +
-                                      ", " + castTo(unsignedType(type), arg(1)) +
-                                      ")");
+            return castTo(*cType,
+                          "std::max(" + castTo(unsignedType(type), arg(0)) +
+                              ", " + castTo(unsignedType(type), arg(1)) + ")");
           })
           .Case([&](arith::MinUIOp) {
-            return castTo(*cType, "std::min(" + castTo(unsignedType(type), arg(0)) +
-                                      ", " + castTo(unsignedType(type), arg(1)) +
-                                      ")");
+            return castTo(*cType,
+                          "std::min(" + castTo(unsignedType(type), arg(0)) +
+                              ", " + castTo(unsignedType(type), arg(1)) + ")");
           })
           .Case([&](arith::CmpFOp c) {
             return cmpfExpr(c.getPredicate(), arg(0), arg(1));
@@ -321,7 +321,8 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           .Case([&](math::TruncOp) { return call("std::trunc"); })
           .Case([&](math::AbsFOp) { return call("std::fabs"); })
           .Case([&](math::AbsIOp) {
-            return castTo(*cType, arg(0) + " < 0 ? -" + arg(0) + " : " + arg(0));
+            return castTo(*cType,
+                          arg(0) + " < 0 ? -" + arg(0) + " : " + arg(0));
           })
           .Case([&](math::CopySignOp) { return call("std::copysign"); })
           .Case([&](tensor::ExtractOp extract) {
@@ -345,8 +346,7 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           })
           .Default([](Operation *) { return std::string(); });
   if (expr.empty())
-    return op->emitError("code generation does not support ")
-           << op->getName();
+    return op->emitError("code generation does not support ") << op->getName();
   os << "const " << *cType << " " << bind(result) << " = " << expr << ";\n";
   return success();
 }

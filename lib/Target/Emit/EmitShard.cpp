@@ -88,8 +88,8 @@ static FailureOr<std::string> reductionLiteral(Operation *op,
   }
 }
 
-std::pair<int64_t, int64_t>
-mlir::tp::emit::splitAtAxis(ArrayRef<int64_t> shape, int64_t axis) {
+std::pair<int64_t, int64_t> mlir::tp::emit::splitAtAxis(ArrayRef<int64_t> shape,
+                                                        int64_t axis) {
   int64_t outer = 1, chunk = 1;
   for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
     if (i < axis)
@@ -135,7 +135,8 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
   if (auto allGather = dyn_cast<shard::AllGatherOp>(op)) {
     auto group = groupOf(op, allGather.getGrid(), allGather.getGridAxes());
     auto type = elementTypeOf(allGather.getResult(), op);
-    if (failed(group) || failed(type) || failed(allocate(allGather.getResult(), op)))
+    if (failed(group) || failed(type) ||
+        failed(allocate(allGather.getResult(), op)))
       return failure();
     auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
     auto [outer, inner] =
@@ -154,7 +155,8 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
     if (failed(group) || failed(dtype) || failed(reduction) ||
         failed(allocate(reduceScatter.getResult(), op)))
       return failure();
-    auto shape = cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
+    auto shape =
+        cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
     auto [outer, inner] =
         splitAtAxis(shape, reduceScatter.getScatterAxis().getSExtValue());
     os << "context->reduceScatter(" << groupLiteral(*group) << ", "
@@ -168,7 +170,8 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
     // No communication: this rank keeps its chunk of the slice axis.
     auto group = groupOf(op, allSlice.getGrid(), allSlice.getGridAxes());
     auto type = elementTypeOf(allSlice.getResult(), op);
-    if (failed(group) || failed(type) || failed(allocate(allSlice.getResult(), op)))
+    if (failed(group) || failed(type) ||
+        failed(allocate(allSlice.getResult(), op)))
       return failure();
     auto shape = cast<ShapedType>(allSlice.getResult().getType()).getShape();
     auto [outer, inner] =
@@ -178,10 +181,10 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
     os << "const std::int64_t index = context->groupIndex("
        << groupLiteral(*group) << ");\n";
     os << "for (std::int64_t o = 0; o < " << outer << "; ++o)\n";
-    os << "  std::memcpy(" << name(allSlice.getResult()) << " + o * "
-       << inner << "LL, " << name(allSlice.getInput()) << " + (o * "
-       << group->size << "LL + index) * " << inner << "LL, " << inner
-       << " * sizeof(" << *type << "));\n";
+    os << "  std::memcpy(" << name(allSlice.getResult()) << " + o * " << inner
+       << "LL, " << name(allSlice.getInput()) << " + (o * " << group->size
+       << "LL + index) * " << inner << "LL, " << inner << " * sizeof(" << *type
+       << "));\n";
     os.unindent();
     os << "}\n";
     return success();
@@ -196,8 +199,8 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
       auto group = groupOf(op, multiIndex.getGrid(), {axis});
       if (failed(group))
         return failure();
-      os << "const std::int64_t " << bind(result)
-         << " = context->groupIndex(" << groupLiteral(*group) << ");\n";
+      os << "const std::int64_t " << bind(result) << " = context->groupIndex("
+         << groupLiteral(*group) << ");\n";
     }
     return success();
   }

@@ -37,8 +37,7 @@ LogicalResult CppEmitter::emitConstant(Operation *op) {
     // A splat is materialised once per call: constants are small here.
     os << *type << " " << storage << "[" << tensor.getNumElements()
        << "];\nstd::fill_n(" << storage << ", " << tensor.getNumElements()
-       << ", " << scalarLiteral(elements.getSplatValue<Attribute>())
-       << ");\n";
+       << ", " << scalarLiteral(elements.getSplatValue<Attribute>()) << ");\n";
     os << *type << " *" << text << " = " << storage << ";\n";
     return success();
   }
@@ -55,14 +54,11 @@ LogicalResult CppEmitter::emitConstant(Operation *op) {
   return success();
 }
 
-LogicalResult CppEmitter::emitBoxCopy(Operation *, Value dst,
-                                      ArrayRef<int64_t> dstShape,
-                                      ArrayRef<int64_t> dstOffsets, Value src,
-                                      ArrayRef<int64_t> srcShape,
-                                      ArrayRef<int64_t> srcOffsets,
-                                      ArrayRef<int64_t> sizes,
-                                      ArrayRef<int64_t> srcSteps,
-                                      ArrayRef<int64_t> dstSteps) {
+LogicalResult CppEmitter::emitBoxCopy(
+    Operation *, Value dst, ArrayRef<int64_t> dstShape,
+    ArrayRef<int64_t> dstOffsets, Value src, ArrayRef<int64_t> srcShape,
+    ArrayRef<int64_t> srcOffsets, ArrayRef<int64_t> sizes,
+    ArrayRef<int64_t> srcSteps, ArrayRef<int64_t> dstSteps) {
   std::string elementType =
       scalarType(cast<ShapedType>(dst.getType()).getElementType());
   unsigned rank = sizes.size();
@@ -88,9 +84,9 @@ LogicalResult CppEmitter::emitBoxCopy(Operation *, Value dst,
                  std::to_string(srcStrides[d]) + "LL";
   }
   int64_t run = innerRun ? sizes.back() : 1;
-  os << "  std::memcpy(" << name(dst) << " + " << dstOffset << ", "
-     << name(src) << " + " << srcOffset << ", " << run << " * sizeof("
-     << elementType << "));\n";
+  os << "  std::memcpy(" << name(dst) << " + " << dstOffset << ", " << name(src)
+     << " + " << srcOffset << ", " << run << " * sizeof(" << elementType
+     << "));\n";
   os.unindent();
   os << "}\n";
   return success();
@@ -110,8 +106,7 @@ void CppEmitter::emitZeroBuffer(Value result) {
 
 LogicalResult CppEmitter::emitFromElements(tensor::FromElementsOp op) {
   for (auto [i, element] : llvm::enumerate(op.getElements()))
-    os << name(op.getResult()) << "[" << i << "] = " << name(element)
-       << ";\n";
+    os << name(op.getResult()) << "[" << i << "] = " << name(element) << ";\n";
   return success();
 }
 
@@ -133,8 +128,7 @@ LogicalResult CppEmitter::emitTensorOp(Operation *op) {
   }
   if (op->getNumResults() != 1 ||
       !isa<RankedTensorType>(op->getResult(0).getType()))
-    return op->emitError("code generation does not support ")
-           << op->getName();
+    return op->emitError("code generation does not support ") << op->getName();
   Value result = op->getResult(0);
   auto resultShape = cast<RankedTensorType>(result.getType()).getShape();
   auto zeros = [](size_t rank) { return SmallVector<int64_t>(rank, 0); };

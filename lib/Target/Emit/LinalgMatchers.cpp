@@ -73,8 +73,7 @@ static bool isGemmBody(linalg::GenericOp op) {
 
 FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op,
                                           GemmOperands operands) {
-  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
-      !isGemmBody(op))
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 || !isGemmBody(op))
     return failure();
   Type element = getElementTypeOrSelf(op.getResult(0).getType());
   if (!element.isF32() && !element.isF64())
@@ -91,8 +90,7 @@ FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op,
     return failure();
   FailureOr<linalg::ContractionDimensions> roles =
       linalg::inferContractionDims(op);
-  if (failed(roles) || roles->m.empty() || roles->n.empty() ||
-      roles->k.empty())
+  if (failed(roles) || roles->m.empty() || roles->n.empty() || roles->k.empty())
     return failure();
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   auto lhsDims = dimsOf(maps[0]), rhsDims = dimsOf(maps[1]),
@@ -123,12 +121,13 @@ FailureOr<Gemm> mlir::tp::emit::matchGemm(linalg::GenericOp op,
     return failure();
 
   // An input holds the batch dims as a prefix in the output's order, or none.
-  auto stripBatch = [&](ArrayRef<unsigned> dims, bool &hasBatch)
-      -> std::optional<ArrayRef<unsigned>> {
+  auto stripBatch = [&](ArrayRef<unsigned> dims,
+                        bool &hasBatch) -> std::optional<ArrayRef<unsigned>> {
     hasBatch = !batch.empty() && dims.size() >= batch.size() &&
                llvm::equal(dims.take_front(batch.size()), batch);
-    if (!hasBatch &&
-        llvm::any_of(dims, [&](unsigned d) { return llvm::is_contained(batch, d); }))
+    if (!hasBatch && llvm::any_of(dims, [&](unsigned d) {
+          return llvm::is_contained(batch, d);
+        }))
       return std::nullopt;
     return hasBatch ? dims.drop_front(batch.size()) : dims;
   };
@@ -188,8 +187,7 @@ bool mlir::tp::emit::isZeroFill(Value init) {
   if (auto ifOp = init.getDefiningOp<scf::IfOp>()) {
     unsigned index = cast<OpResult>(init).getResultNumber();
     Value a = ifOp.thenYield().getOperand(index);
-    if (ifOp.getElseRegion().empty() ||
-        a != ifOp.elseYield().getOperand(index))
+    if (ifOp.getElseRegion().empty() || a != ifOp.elseYield().getOperand(index))
       return false;
     init = a;
   }
@@ -322,9 +320,8 @@ std::optional<Lookup> mlir::tp::emit::matchLookup(linalg::GenericOp op,
   Lookup lookup;
   lookup.dim = dim;
   lookup.scatter = scatter;
-  for (auto [indexSide, keySide] :
-       {std::pair(cmp.getLhs(), cmp.getRhs()),
-        std::pair(cmp.getRhs(), cmp.getLhs())}) {
+  for (auto [indexSide, keySide] : {std::pair(cmp.getLhs(), cmp.getRhs()),
+                                    std::pair(cmp.getRhs(), cmp.getLhs())}) {
     Value offset;
     if (!asIndexPlusOffset(indexSide, offset))
       continue;

@@ -37,7 +37,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
-
 using namespace mlir;
 using namespace mlir::tp::emit;
 
@@ -68,12 +67,12 @@ Value throughExt(Value v) {
 }
 
 Value yielded(linalg::GenericOp op) {
-  return beforeRounding(
-      op.getRegion().front().getTerminator()->getOperand(0));
+  return beforeRounding(op.getRegion().front().getTerminator()->getOperand(0));
 }
 
 bool isElementwise(linalg::GenericOp op) {
-  return op.getNumDpsInits() == 1 && op.getNumLoops() == op.getNumParallelLoops();
+  return op.getNumDpsInits() == 1 &&
+         op.getNumLoops() == op.getNumParallelLoops();
 }
 
 /// A reduction of `input` over its last dim into a tensor of the other
@@ -171,13 +170,15 @@ std::optional<FusedAttention> matchChain(linalg::GenericOp out) {
   a.sum = l.getDefiningOp<linalg::GenericOp>();
   a.exp = e.getDefiningOp<linalg::GenericOp>();
   if (!a.sum || !a.exp || !reducesLastDim(a.sum, e) ||
-      !foldsInput<arith::AddFOp>(a.sum) || !isZeroFill(a.sum.getDpsInits()[0]) ||
-      !l.hasOneUse() || !usersAre(e, {a.sum, a.probs}) ||
-      !isElementwise(a.exp) || a.exp.getNumDpsInputs() != 2)
+      !foldsInput<arith::AddFOp>(a.sum) ||
+      !isZeroFill(a.sum.getDpsInits()[0]) || !l.hasOneUse() ||
+      !usersAre(e, {a.sum, a.probs}) || !isElementwise(a.exp) ||
+      a.exp.getNumDpsInputs() != 2)
     return std::nullopt;
   auto expOp = yielded(a.exp).getDefiningOp<math::ExpOp>();
-  auto sub = expOp ? throughExt(expOp.getOperand()).getDefiningOp<arith::SubFOp>()
-                   : arith::SubFOp();
+  auto sub = expOp
+                 ? throughExt(expOp.getOperand()).getDefiningOp<arith::SubFOp>()
+                 : arith::SubFOp();
   if (!sub)
     return std::nullopt;
   Value x = a.exp.getDpsInputs()[0], m = a.exp.getDpsInputs()[1];
@@ -410,9 +411,8 @@ void foldHeadRepeat(Gemm &product, FusedAttention &a) {
 }
 
 /// The dim of `input` (an operand of `op`) that loop `loop` indexes.
-std::optional<std::pair<Value, int64_t>> dimIndexedBy(linalg::GenericOp op,
-                                                       OpOperand *input,
-                                                       unsigned loop) {
+std::optional<std::pair<Value, int64_t>>
+dimIndexedBy(linalg::GenericOp op, OpOperand *input, unsigned loop) {
   AffineMap map = op.getMatchingIndexingMap(input);
   for (unsigned r = 0, e = map.getNumResults(); r < e; ++r)
     if (map.getResult(r) == getAffineDimExpr(loop, op.getContext()))
@@ -520,8 +520,8 @@ void findCacheBound(FusedAttention &a) {
   // K is S's second input, V is O's.
   std::optional<std::pair<Value, int64_t>> k = dimIndexedBy(
       a.scores, a.scores.getDpsInputOperand(1), keyLoop.getPosition());
-  std::optional<std::pair<Value, int64_t>> v = dimIndexedBy(
-      a.out, a.out.getDpsInputOperand(1), valueLoop.getPosition());
+  std::optional<std::pair<Value, int64_t>> v =
+      dimIndexedBy(a.out, a.out.getDpsInputOperand(1), valueLoop.getPosition());
   if (!k || !v)
     return;
   auto keys = cacheAxisOf(k->first, k->second);
@@ -545,9 +545,10 @@ mlir::tp::emit::matchAttention(linalg::GenericOp out) {
   return a;
 }
 
-SmallVector<std::string> mlir::tp::emit::declareChainIndices(
-    raw_indented_ostream &os, linalg::GenericOp logits, StringRef prefix,
-    StringRef b, StringRef row, StringRef key) {
+SmallVector<std::string>
+mlir::tp::emit::declareChainIndices(raw_indented_ostream &os,
+                                    linalg::GenericOp logits, StringRef prefix,
+                                    StringRef b, StringRef row, StringRef key) {
   SmallVector<int64_t> ranges = logits.getStaticLoopRanges();
   unsigned rank = ranges.size();
   SmallVector<std::string> indices(rank);

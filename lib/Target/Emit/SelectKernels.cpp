@@ -33,9 +33,8 @@ LogicalResult mlir::tp::selectKernels(ModuleOp module, StringRef target) {
     op->setAttr(TPDialect::kKernelAttrName, KernelAttr::get(ctx, kernel));
   };
   // A choice made before (for another target) is made again.
-  module.walk([&](Operation *op) {
-    op->removeAttr(TPDialect::kKernelAttrName);
-  });
+  module.walk(
+      [&](Operation *op) { op->removeAttr(TPDialect::kKernelAttrName); });
   // Fused attention first: its products are GEMMs only outside it.
   // TP_FUSED_ATTENTION=0 keeps the chains as they are (to compare, or to
   // rule the fused code out).
@@ -47,8 +46,8 @@ LogicalResult mlir::tp::selectKernels(ModuleOp module, StringRef target) {
         return;
       mark(op, Kernel::Attention);
       for (linalg::GenericOp inner :
-           {chain->scores, chain->rounding, chain->max, chain->exp,
-            chain->sum, chain->probs, chain->keyTranspose})
+           {chain->scores, chain->rounding, chain->max, chain->exp, chain->sum,
+            chain->probs, chain->keyTranspose})
         if (inner)
           mark(inner, Kernel::InAttention);
       for (linalg::GenericOp inner : chain->logits)

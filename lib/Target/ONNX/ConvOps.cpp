@@ -271,14 +271,12 @@ LogicalResult convertPool(NodeContext &ctx, bool isMax) {
     // constant, which sharding propagation sees through), not a tensor per
     // output position.
     if (ctx.attrInt("count_include_pad", 0) ||
-        llvm::all_of(llvm::seq<size_t>(0, spatial.size()),
-                            [&](size_t d) {
-                              return w->padBegin[d] == 0 &&
-                                     (w->out[d] - 1) * w->strides[d] +
-                                             (w->kernel[d] - 1) *
-                                                 w->dilations[d] <
-                                         spatial[d];
-                            })) {
+        llvm::all_of(llvm::seq<size_t>(0, spatial.size()), [&](size_t d) {
+          return w->padBegin[d] == 0 &&
+                 (w->out[d] - 1) * w->strides[d] +
+                         (w->kernel[d] - 1) * w->dilations[d] <
+                     spatial[d];
+        })) {
       ConstTensor taps;
       taps.dtype = x.dtype;
       taps.allocate();

@@ -76,9 +76,9 @@ void recordIndexBound(Value indices, int64_t dim) {
   auto name = tp::TPDialect::kIndexBoundAttrName;
   if (auto old = func.getArgAttrOfType<IntegerAttr>(index, name))
     dim = std::min(dim, old.getInt());
-  func.setArgAttr(index, name,
-                  IntegerAttr::get(IntegerType::get(func.getContext(), 64),
-                                   dim));
+  func.setArgAttr(
+      index, name,
+      IntegerAttr::get(IntegerType::get(func.getContext(), 64), dim));
 }
 
 LogicalResult convertConcat(NodeContext &ctx) {
@@ -203,8 +203,8 @@ LogicalResult convertSplit(NodeContext &ctx) {
                     ? ctx.attrInt("num_outputs", 1)
                     : ctx.getNumOutputs();
     if (n < 1)
-      return ctx.emitError() << "num_outputs is " << n
-                             << "; it must be at least 1";
+      return ctx.emitError()
+             << "num_outputs is " << n << "; it must be at least 1";
     int64_t chunk = (dim + n - 1) / n;
     for (int64_t i = 0; i < n; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));

@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "GraphImporter.h"
-#include "TorchScriptLoader.h"
 #include "ModelLoader.h"
+#include "TorchScriptLoader.h"
 
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Target/ONNX/ImportONNX.h"
@@ -58,10 +58,9 @@ LogicalResult GraphImporter::checkOpset() {
     return emitError(fileLoc)
            << "'" << path << "' does not import the default ONNX opset";
   if (opset < kMinOpset || opset > kMaxOpset)
-    return emitError(fileLoc)
-           << "'" << path << "' imports ONNX opset " << opset
-           << "; this importer reads opsets " << kMinOpset << " to "
-           << kMaxOpset;
+    return emitError(fileLoc) << "'" << path << "' imports ONNX opset " << opset
+                              << "; this importer reads opsets " << kMinOpset
+                              << " to " << kMaxOpset;
   return success();
 }
 
@@ -414,8 +413,9 @@ std::optional<std::vector<float>> GraphImporter::readFloats(
     // Checked by checkExternalData: inside the model's folder, long enough.
     SmallString<256> file(modelDir);
     llvm::sys::path::append(file, external->file);
-    auto buffer = llvm::MemoryBuffer::getFileSlice(file, bytes, external->offset,
-                                                   /*IsVolatile=*/false);
+    auto buffer =
+        llvm::MemoryBuffer::getFileSlice(file, bytes, external->offset,
+                                         /*IsVolatile=*/false);
     if (!buffer || (*buffer)->getBufferSize() != bytes)
       return std::nullopt;
     std::memcpy(values.data(), (*buffer)->getBufferStart(), bytes);
@@ -429,8 +429,7 @@ std::optional<std::vector<float>> GraphImporter::readFloats(
   }
   if (init.float_data_size() != count)
     return std::nullopt;
-  std::copy(init.float_data().begin(), init.float_data().end(),
-            values.begin());
+  std::copy(init.float_data().begin(), init.float_data().end(), values.begin());
   return values;
 }
 
@@ -543,8 +542,8 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
       return emitError(loc)
              << "node '" << getNodeName(node) << "' (" << node.op_type()
              << ") has " << node.input_size() << " inputs and "
-             << node.output_size() << " outputs; opset "
-             << known->second.second << ", the newest this ONNX knows, "
+             << node.output_size() << " outputs; opset " << known->second.second
+             << ", the newest this ONNX knows, "
              << "expects at least " << latest->min_input() << " and "
              << latest->min_output();
     return success();
@@ -579,8 +578,7 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node,
   if (inputs < schema->min_input() || inputs > schema->max_input())
     return fail("inputs", inputs, schema->min_input(), schema->max_input());
   if (outputs < schema->min_output() || outputs > schema->max_output())
-    return fail("outputs", outputs, schema->min_output(),
-                schema->max_output());
+    return fail("outputs", outputs, schema->min_output(), schema->max_output());
   const auto &formal = schema->inputs();
   for (int i = 0; i < inputs && i < static_cast<int>(formal.size()); ++i)
     if (node.input(i).empty() &&
@@ -853,10 +851,10 @@ static LogicalResult checkInputTypes(const onnx::ModelProto &model,
     int32_t want = getElementTypeByName(entry.getValue());
     int32_t have = declared->type().tensor_type().elem_type();
     if (have != want)
-      return emitError(loc) << "--input-shape gives input '" << entry.getKey()
-                            << "' type " << entry.getValue()
-                            << ", but the model declares ONNX element type "
-                            << have;
+      return emitError(loc)
+             << "--input-shape gives input '" << entry.getKey() << "' type "
+             << entry.getValue()
+             << ", but the model declares ONNX element type " << have;
   }
   return success();
 }

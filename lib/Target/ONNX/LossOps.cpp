@@ -31,10 +31,10 @@ struct PickedRows {
 
 /// Sums `picked(input[n, c, d...], weight[c])` over the classes c equal to
 /// the row's target, skipping targets equal to `ignoreIndex`.
-Value buildPick(OpBuilder &b, Location loc, Value input, Value target,
-                Value weight, std::optional<int64_t> ignoreIndex,
-                function_ref<Value(OpBuilder &, Location, Value x, Value w)>
-                    picked) {
+Value buildPick(
+    OpBuilder &b, Location loc, Value input, Value target, Value weight,
+    std::optional<int64_t> ignoreIndex,
+    function_ref<Value(OpBuilder &, Location, Value x, Value w)> picked) {
   MLIRContext *ctx = b.getContext();
   auto inputType = getTensorType(input);
   auto targetType = getTensorType(target);
@@ -72,8 +72,8 @@ Value buildPick(OpBuilder &b, Location loc, Value input, Value target,
         if (ignoreIndex) {
           Value ignored = arith::ConstantOp::create(
               nb, nloc, nb.getIntegerAttr(indexType, *ignoreIndex));
-          Value kept = arith::CmpIOp::create(
-              nb, nloc, arith::CmpIPredicate::ne, t, ignored);
+          Value kept = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ne,
+                                             t, ignored);
           match = arith::AndIOp::create(nb, nloc, match, kept);
         }
         Value zero = createScalar(nb, nloc, elementType, 0.0);
@@ -91,12 +91,12 @@ PickedRows buildNegativeLogLikelihood(OpBuilder &b, Location loc, Value input,
                                       std::optional<int64_t> ignoreIndex) {
   auto targetType = getTensorType(target);
   Type elementType = getTensorType(input).getElementType();
-  Value losses = buildPick(
-      b, loc, input, target, weight, ignoreIndex,
-      [](OpBuilder &nb, Location nloc, Value x, Value w) -> Value {
-        Value loss = arith::NegFOp::create(nb, nloc, x);
-        return w ? arith::MulFOp::create(nb, nloc, loss, w) : loss;
-      });
+  Value losses =
+      buildPick(b, loc, input, target, weight, ignoreIndex,
+                [](OpBuilder &nb, Location nloc, Value x, Value w) -> Value {
+                  Value loss = arith::NegFOp::create(nb, nloc, x);
+                  return w ? arith::MulFOp::create(nb, nloc, loss, w) : loss;
+                });
   Value counts;
   if (weight) {
     // The target's class weight: a pick over the classes that reads only
@@ -113,8 +113,8 @@ PickedRows buildNegativeLogLikelihood(OpBuilder &b, Location loc, Value input,
           Value ignored = arith::ConstantOp::create(
               nb, nloc,
               nb.getIntegerAttr(targetType.getElementType(), *ignoreIndex));
-          Value kept = arith::CmpIOp::create(
-              nb, nloc, arith::CmpIPredicate::ne, s[0], ignored);
+          Value kept = arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::ne,
+                                             s[0], ignored);
           return arith::SelectOp::create(
               nb, nloc, kept, one, createScalar(nb, nloc, elementType, 0.0));
         });
@@ -161,8 +161,8 @@ LogicalResult convertLoss(NodeContext &ctx, bool softmax) {
   bool weighted = ctx.hasInput(2);
   if (weighted && (ctx.input(2).shape != SmallVector<int64_t>{classes} ||
                    ctx.input(2).dtype != x.dtype))
-    return ctx.emitError() << "the class weights (input 2) must be ["
-                           << classes << "] of the input's type, got "
+    return ctx.emitError() << "the class weights (input 2) must be [" << classes
+                           << "] of the input's type, got "
                            << formatShape(ctx.input(2).shape);
   std::string reduction = ctx.attrString("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
@@ -180,10 +180,9 @@ LogicalResult convertLoss(NodeContext &ctx, bool softmax) {
     if (ctx.hasOutput(1))
       ctx.setResult(1, input, x.dtype);
   }
-  PickedRows picked =
-      buildNegativeLogLikelihood(b, loc, input, ctx.operand(1),
-                                 weighted ? ctx.operand(2) : Value(),
-                                 ignoreIndex);
+  PickedRows picked = buildNegativeLogLikelihood(
+      b, loc, input, ctx.operand(1), weighted ? ctx.operand(2) : Value(),
+      ignoreIndex);
   if (reduction == "none") {
     ctx.setResult(0, picked.losses, x.dtype);
     return success();
@@ -192,7 +191,8 @@ LogicalResult convertLoss(NodeContext &ctx, bool softmax) {
   if (reduction == "mean") {
     Value count = buildTotal(b, loc, picked.counts);
     total = buildElementwise(
-        b, loc, ValueRange{total, count}, {}, getTensorType(total).getElementType(),
+        b, loc, ValueRange{total, count}, {},
+        getTensorType(total).getElementType(),
         [](OpBuilder &nb, Location nloc, ValueRange s) -> Value {
           return arith::DivFOp::create(nb, nloc, s[0], s[1]);
         });

@@ -60,9 +60,10 @@ static std::string formatInput(StringRef name, ArrayRef<int64_t> dims,
   return text;
 }
 
-LogicalResult mlir::tp::onnx_import::loadTorchScript(
-    StringRef path, const ONNXImportOptions *options, Location loc,
-    onnx::ModelProto &model) {
+LogicalResult
+mlir::tp::onnx_import::loadTorchScript(StringRef path,
+                                       const ONNXImportOptions *options,
+                                       Location loc, onnx::ModelProto &model) {
   std::string converter = findConverter();
   if (converter.empty())
     return emitError(loc) << "'" << path
@@ -111,8 +112,8 @@ LogicalResult mlir::tp::onnx_import::loadTorchScript(
                                            outPath) ||
         llvm::sys::fs::createTemporaryFile("tp-torchscript", "err", errFd,
                                            errPath))
-      return emitError(loc) << "cannot create a temporary file to convert '"
-                            << path << "'";
+      return emitError(loc)
+             << "cannot create a temporary file to convert '" << path << "'";
     llvm::sys::Process::SafelyCloseFileDescriptor(outFd);
     llvm::sys::Process::SafelyCloseFileDescriptor(errFd);
     llvm::FileRemover removeOut(outPath), removeErr(errPath);
@@ -133,8 +134,9 @@ LogicalResult mlir::tp::onnx_import::loadTorchScript(
         if (StringRef(message).starts_with(prefix))
           message = message.substr(prefix.size());
       if (message.empty())
-        message = failure.empty() ? kConverter + std::string(" stopped with "
-                                                             "status ") +
+        message = failure.empty() ? kConverter +
+                                        std::string(" stopped with "
+                                                    "status ") +
                                         std::to_string(rc)
                                   : failure;
       return emitError(loc) << "cannot import TorchScript: " << message;
@@ -142,8 +144,8 @@ LogicalResult mlir::tp::onnx_import::loadTorchScript(
     auto out = llvm::MemoryBuffer::getFile(outPath, /*IsText=*/false,
                                            /*RequiresNullTerminator=*/false);
     if (!out)
-      return emitError(loc) << "cannot read what " << kConverter
-                            << " made of '" << path << "'";
+      return emitError(loc) << "cannot read what " << kConverter << " made of '"
+                            << path << "'";
     bytes = (*out)->getBuffer().str();
     if (auto err = llvm::MemoryBuffer::getFile(errPath))
       warnings = (*err)->getBuffer().str();

@@ -1,4 +1,5 @@
-//===- TorchScriptLoader.h - TorchScript files through the ONNX path -*- C++ -*-===//
+//===- TorchScriptLoader.h - TorchScript files through the ONNX path -*- C++
+//-*-===//
 //
 // A TorchScript file (a zip archive) is converted by tp-import-torchscript,
 // a separate program because libtorch is heavy to load (see
@@ -21,9 +22,8 @@ namespace mlir::tp::onnx_import {
 /// Converts the TorchScript file at `path`: the whole graph for the input
 /// shapes in `options`, or with `options` null only its inputs and weights
 /// (what the artifact writer reads). Diagnostics go to `loc`.
-LogicalResult loadTorchScript(StringRef path,
-                              const ONNXImportOptions *options, Location loc,
-                              onnx::ModelProto &model);
+LogicalResult loadTorchScript(StringRef path, const ONNXImportOptions *options,
+                              Location loc, onnx::ModelProto &model);
 
 } // namespace mlir::tp::onnx_import
 

@@ -34,8 +34,7 @@ public:
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || ::fstat(fd, &st) != 0)
-      throw ConvertError("cannot open '" + path +
-                         "': " + std::strerror(errno));
+      throw ConvertError("cannot open '" + path + "': " + std::strerror(errno));
     bytes = static_cast<size_t>(st.st_size);
   }
   ~ArchiveReader() override { ::close(fd); }

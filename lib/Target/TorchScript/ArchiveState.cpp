@@ -39,8 +39,8 @@ public:
     struct stat st;
     if (::fstat(fd, &st) == 0 && st.st_size > 0) {
       size = static_cast<size_t>(st.st_size);
-      void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd,
-                       0);
+      void *p =
+          ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
       base = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
     }
     ::close(fd);
@@ -203,12 +203,13 @@ ArchiveState tp::torchscript::readArchiveState(const std::string &path) {
   auto readRecord = [&](const std::string &key) -> at::DataPtr {
     std::string record = "data/" + key;
     // A pointer into the mapping that keeps it mapped.
-    return at::DataPtr(file->base + reader.getRecordOffset(record),
-                       new std::shared_ptr<Mapping>(file),
-                       [](void *owner) {
-                         delete static_cast<std::shared_ptr<Mapping> *>(owner);
-                       },
-                       at::kCPU);
+    return at::DataPtr(
+        file->base + reader.getRecordOffset(record),
+        new std::shared_ptr<Mapping>(file),
+        [](void *owner) {
+          delete static_cast<std::shared_ptr<Mapping> *>(owner);
+        },
+        at::kCPU);
   };
   ArchiveState state;
   collect("", unpickle(reader, "data.pkl", readRecord), *file, state);

@@ -66,8 +66,7 @@ at::Tensor attention(const at::Tensor &query, const at::Tensor &key,
 /// [.., D, ..] -> [.., D, 1, ..] -> [.., D, times, ..] -> [.., D * times, ..],
 /// the pattern the planner knows from GQA exports.
 std::string repeatEach(Translator &t, const std::string &x,
-                       std::vector<int64_t> sizes, int64_t dim,
-                       int64_t times) {
+                       std::vector<int64_t> sizes, int64_t dim, int64_t times) {
   if (times == 1)
     return x;
   std::string unsqueezed = t.emit("Unsqueeze", {x, t.constInts({dim + 1})});
@@ -124,14 +123,13 @@ void convertAttention(Translator &t) {
   std::string lowest =
       t.constScalar(-std::numeric_limits<double>::infinity(), type);
   if (isCausal) {
-    at::Tensor keep =
-        at::ones({q[rank - 2], k[rank - 2]}, at::kBool).tril();
+    at::Tensor keep = at::ones({q[rank - 2], k[rank - 2]}, at::kBool).tril();
     scores = t.emit("Where", {t.constTensor(keep), scores, lowest});
   }
   if (t.numInputs() > 3 && !t.isNone(3)) {
     if (t.typeOf(t.in(3)) == onnx::TensorProto::BOOL)
-      scores = t.emit("Where", {t.operand(3, onnx::TensorProto::BOOL),
-                                scores, lowest});
+      scores = t.emit("Where",
+                      {t.operand(3, onnx::TensorProto::BOOL), scores, lowest});
     else
       scores = t.emit("Add", {scores, t.operand(3, type)});
   }

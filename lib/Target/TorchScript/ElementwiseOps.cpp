@@ -19,9 +19,9 @@ void binary(Translator &t, const char *op, bool reversed = false,
   int32_t type = t.typeOf(t.out());
   std::string self = t.operand(0, type), other = t.operand(1, type);
   if (alphaIndex && !t.isNone(alphaIndex) && t.doubleArg(alphaIndex) != 1.0)
-    (reversed ? self : other) = t.emit(
-        "Mul", {reversed ? self : other,
-                t.constScalar(t.doubleArg(alphaIndex), type)});
+    (reversed ? self : other) =
+        t.emit("Mul", {reversed ? self : other,
+                       t.constScalar(t.doubleArg(alphaIndex), type)});
   t.define(reversed ? t.emit(op, {other, self}) : t.emit(op, {self, other}));
 }
 
@@ -167,8 +167,8 @@ void tp::torchscript::populateElementwiseConverters(ConverterMap &m) {
   m["aten::gelu"] = [](Translator &t) {
     std::string approximate =
         t.numInputs() > 1 ? t.constant(1).toStringRef() : "none";
-    t.define(t.emit("Gelu", {t.operand(0)},
-                    {{"approximate", approximate.c_str()}}));
+    t.define(
+        t.emit("Gelu", {t.operand(0)}, {{"approximate", approximate.c_str()}}));
   };
   m["aten::leaky_relu"] = [](Translator &t) {
     float slope = t.numInputs() > 1 ? float(t.doubleArg(1)) : 0.01f;
@@ -190,9 +190,8 @@ void tp::torchscript::populateElementwiseConverters(ConverterMap &m) {
                              t.constScalar(6, type)}));
   };
 
-  for (const char *name :
-       {"aten::to", "aten::type_as", "aten::float", "aten::double",
-        "aten::long", "aten::int", "aten::bool", "aten::half",
-        "aten::bfloat16"})
+  for (const char *name : {"aten::to", "aten::type_as", "aten::float",
+                           "aten::double", "aten::long", "aten::int",
+                           "aten::bool", "aten::half", "aten::bfloat16"})
     m[name] = castToResult;
 }

@@ -137,7 +137,8 @@ void resolveAttributes(LoadedGraph &loaded) {
     if (!(*it)->hasUses())
       (*it)->destroy();
   for (Node *node : graph.nodes()) {
-    if (node->kind() != c10::prim::GetAttr || loaded.weights.count(node->output()))
+    if (node->kind() != c10::prim::GetAttr ||
+        loaded.weights.count(node->output()))
       continue;
     for (const torch::jit::Use &use : node->output()->uses())
       if (use.user->kind() != c10::prim::GetAttr)
@@ -330,9 +331,10 @@ void typeByRunning(LoadedGraph &loaded, const std::string &path,
       if (fixed && !written.count(output) && !stack[i].isObject() &&
           !stack[i].isTuple())
         // A copy: a later in-place op may write the tensor we ran.
-        folded.emplace_back(output, stack[i].isTensor()
-                                        ? c10::IValue(stack[i].toTensor().clone())
-                                        : stack[i]);
+        folded.emplace_back(output,
+                            stack[i].isTensor()
+                                ? c10::IValue(stack[i].toTensor().clone())
+                                : stack[i]);
       else if (kind != c10::prim::Constant)
         variable.insert(output);
       env[output] = std::move(stack[i]);
@@ -421,20 +423,20 @@ void warnAssumedTypes(LoadedGraph &loaded,
                        formatDims(inputs.at(name).shape) + ":" + other;
     loaded.warnings.push_back("input '" + name + "' is assumed to be " +
                               assumed + ": " + why + "; if it is not " +
-                              assumed + ", give its type with its shape: " +
-                              flag);
+                              assumed +
+                              ", give its type with its shape: " + flag);
   }
 }
 
 } // namespace
 
-LoadedGraph tp::torchscript::loadGraph(
-    const std::string &path, const ArchiveState &archive,
-    const std::map<std::string, InputSpec> &inputs, bool typed) {
+LoadedGraph
+tp::torchscript::loadGraph(const std::string &path, const ArchiveState &archive,
+                           const std::map<std::string, InputSpec> &inputs,
+                           bool typed) {
   LoadedGraph loaded;
-  loaded.module =
-      torch::jit::load(makeArchiveReader(path, archive.unreadRecords),
-                       at::Device(at::kCPU));
+  loaded.module = torch::jit::load(
+      makeArchiveReader(path, archive.unreadRecords), at::Device(at::kCPU));
   c10::ClassTypePtr type = loaded.module.type();
   if (type->hasAttribute("training") && loaded.module.is_training())
     throw ConvertError(path + ": the module was saved in training mode; "

@@ -70,16 +70,15 @@ void reduce(Translator &t, const char *op, bool axesInput) {
   int64_t keep = hasDims && t.numInputs() > 2 && t.boolArg(2) ? 1 : 0;
   int32_t type = t.typeOf(t.out());
   std::string x = t.operand(0, type);
-  t.define(axesInput
-               ? t.emit(op, {x, t.constInts(axes)}, {{"keepdims", keep}})
-               : t.emit(op, {x}, {{"axes", axes}, {"keepdims", keep}}));
+  t.define(axesInput ? t.emit(op, {x, t.constInts(axes)}, {{"keepdims", keep}})
+                     : t.emit(op, {x}, {{"axes", axes}, {"keepdims", keep}}));
 }
 
 std::vector<int64_t> pairs(Translator &t, size_t i, size_t spatial,
                            int64_t fallback) {
-  std::vector<int64_t> values =
-      t.numInputs() > i && !t.isNone(i) ? t.intListArg(i)
-                                        : std::vector<int64_t>();
+  std::vector<int64_t> values = t.numInputs() > i && !t.isNone(i)
+                                    ? t.intListArg(i)
+                                    : std::vector<int64_t>();
   if (values.empty())
     values.assign(spatial, fallback);
   if (values.size() == 1)
@@ -145,10 +144,10 @@ void convolution(Translator &t) {
 void pool(Translator &t, bool max) {
   size_t spatial = t.rankOf(t.in(0)) - 2;
   std::vector<int64_t> kernel = pairs(t, 1, spatial, 1);
-  std::vector<int64_t> stride = t.numInputs() > 2 && !t.isNone(2) &&
-                                        !t.intListArg(2).empty()
-                                    ? pairs(t, 2, spatial, 1)
-                                    : kernel;
+  std::vector<int64_t> stride =
+      t.numInputs() > 2 && !t.isNone(2) && !t.intListArg(2).empty()
+          ? pairs(t, 2, spatial, 1)
+          : kernel;
   std::vector<int64_t> padding = pairs(t, 3, spatial, 0);
   std::string x = t.operand(0);
   if (max) {

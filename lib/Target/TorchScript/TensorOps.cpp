@@ -64,9 +64,9 @@ std::string slice(Translator &t, const std::string &x, int64_t axis,
       v += size;
     return std::clamp<int64_t>(v, 0, size);
   };
-  return t.emit("Slice", {x, t.constInts({clamp(start)}),
-                          t.constInts({clamp(end)}), t.constInts({axis}),
-                          t.constInts({step})});
+  return t.emit("Slice",
+                {x, t.constInts({clamp(start)}), t.constInts({clamp(end)}),
+                 t.constInts({axis}), t.constInts({step})});
 }
 
 /// base with `part` written over [start, end) of dim `axis` (step 1):
@@ -115,8 +115,8 @@ void copyIntoSlices(Translator &t) {
   if (levels.empty() && view != t.in(0))
     t.fail("an in-place write into a view is not supported");
   int32_t type = t.typeOf(t.in(0));
-  std::string value = t.emit(
-      "Expand", {t.operand(1, type), t.constInts(t.sizesOf(t.in(0)))});
+  std::string value =
+      t.emit("Expand", {t.operand(1, type), t.constInts(t.sizesOf(t.in(0)))});
   // Innermost slice first: each level writes the part into its base.
   for (const Level &level : levels)
     value = sliceScatter(t, t.tensorName(level.base), t.sizesOf(level.base),
@@ -131,8 +131,8 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
   m["aten::copy_"] = copyIntoSlices;
   for (const char *name :
        {"aten::view", "aten::reshape", "aten::flatten", "aten::unflatten",
-        "aten::squeeze", "aten::unsqueeze", "aten::view_as",
-        "aten::reshape_as", "aten::_reshape_alias"})
+        "aten::squeeze", "aten::unsqueeze", "aten::view_as", "aten::reshape_as",
+        "aten::_reshape_alias"})
     m[name] = reshapeToResult;
 
   m["aten::permute"] = [](Translator &t) {
@@ -177,8 +177,8 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
     std::vector<int64_t> sizes = t.sizesOf(t.in(0));
     int64_t axis = t.dim(t.intArg(1), sizes.size());
     int64_t start = t.isNone(2) ? 0 : t.intArg(2);
-    int64_t end = t.isNone(3) ? std::numeric_limits<int64_t>::max()
-                              : t.intArg(3);
+    int64_t end =
+        t.isNone(3) ? std::numeric_limits<int64_t>::max() : t.intArg(3);
     int64_t step = t.numInputs() > 4 ? t.intArg(4) : 1;
     if (step < 1)
       t.fail("slice step must be positive");
@@ -189,8 +189,7 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
     int64_t axis = t.dim(t.intArg(1), sizes.size());
     int64_t start = t.intArg(2);
     t.define(slice(t, t.operand(0), axis, sizes[axis], start,
-                   (start < 0 ? start + sizes[axis] : start) + t.intArg(3),
-                   1));
+                   (start < 0 ? start + sizes[axis] : start) + t.intArg(3), 1));
   };
   m["aten::select"] = [](Translator &t) {
     std::vector<int64_t> sizes = t.sizesOf(t.in(0));
@@ -198,10 +197,10 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
     int64_t index = t.intArg(2);
     if (index < 0)
       index += sizes[axis];
-    t.define(t.emit("Gather",
-                    {t.operand(0),
-                     t.constTensor(at::scalar_tensor(index, at::kLong))},
-                    {{"axis", axis}}));
+    t.define(t.emit(
+        "Gather",
+        {t.operand(0), t.constTensor(at::scalar_tensor(index, at::kLong))},
+        {{"axis", axis}}));
   };
   m["aten::index_select"] = [](Translator &t) {
     int64_t axis = t.dim(t.intArg(1), t.rankOf(t.in(0)));
@@ -227,8 +226,8 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
       for (size_t i = 0; i < list->inputs().size(); ++i) {
         Value *index = list->input(i);
         if (index->type()->kind() != c10::TypeKind::NoneType)
-          indices.push_back({static_cast<int64_t>(i), t.tensorName(index),
-                             t.typeOf(index)});
+          indices.push_back(
+              {static_cast<int64_t>(i), t.tensorName(index), t.typeOf(index)});
       }
     } else {
       c10::IValue constant = t.constant(1);
@@ -265,10 +264,11 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
       std::string wrapped = t.emit(
           "Where", {t.emit("Less", {index, zero}),
                     t.emit("Add", {index, t.constScalar(size, i64)}), index});
-      linear = j == 0 ? wrapped
-                      : t.emit("Add", {t.emit("Mul", {linear,
-                                                      t.constScalar(size, i64)}),
-                                       wrapped});
+      linear = j == 0
+                   ? wrapped
+                   : t.emit("Add",
+                            {t.emit("Mul", {linear, t.constScalar(size, i64)}),
+                             wrapped});
       extent *= size;
     }
     std::string x = t.operand(0);
@@ -295,8 +295,8 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
 
   m["aten::cat"] = [](Translator &t) {
     std::vector<Value *> parts = listOperands(t, 0);
-    int64_t axis = t.dim(t.numInputs() > 1 ? t.intArg(1) : 0,
-                         t.rankOf(t.out()));
+    int64_t axis =
+        t.dim(t.numInputs() > 1 ? t.intArg(1) : 0, t.rankOf(t.out()));
     int32_t type = t.typeOf(t.out());
     std::vector<std::string> names;
     for (Value *part : parts) {
@@ -356,18 +356,18 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
   };
 
   m["aten::triu"] = [](Translator &t) {
-    t.define(t.emit("Trilu",
-                    {t.operand(0), t.constTensor(at::scalar_tensor(
-                                       t.numInputs() > 1 ? t.intArg(1) : 0,
-                                       at::kLong))},
-                    {{"upper", int64_t(1)}}));
+    t.define(t.emit(
+        "Trilu",
+        {t.operand(0), t.constTensor(at::scalar_tensor(
+                           t.numInputs() > 1 ? t.intArg(1) : 0, at::kLong))},
+        {{"upper", int64_t(1)}}));
   };
   m["aten::tril"] = [](Translator &t) {
-    t.define(t.emit("Trilu",
-                    {t.operand(0), t.constTensor(at::scalar_tensor(
-                                       t.numInputs() > 1 ? t.intArg(1) : 0,
-                                       at::kLong))},
-                    {{"upper", int64_t(0)}}));
+    t.define(t.emit(
+        "Trilu",
+        {t.operand(0), t.constTensor(at::scalar_tensor(
+                           t.numInputs() > 1 ? t.intArg(1) : 0, at::kLong))},
+        {{"upper", int64_t(0)}}));
   };
   m["aten::cumsum"] = [](Translator &t) {
     int64_t axis = t.dim(t.intArg(1), t.rankOf(t.in(0)));
@@ -385,8 +385,8 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
     t.define(t.constTensor(at::full(t.sizesOf(t.out()), t.doubleArg(1),
                                     at::TensorOptions(resultType(t)))));
   };
-  for (auto [name, value] : {std::pair("aten::zeros", 0.0),
-                             std::pair("aten::ones", 1.0)})
+  for (auto [name, value] :
+       {std::pair("aten::zeros", 0.0), std::pair("aten::ones", 1.0)})
     m[name] = [resultType, value = value](Translator &t) {
       t.define(t.constTensor(at::full(t.sizesOf(t.out()), value,
                                       at::TensorOptions(resultType(t)))));
@@ -421,8 +421,8 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
     return [value](Translator &t) {
       at::ScalarType type =
           *t.out()->type()->cast<c10::TensorType>()->scalarType();
-      t.define(t.constTensor(at::full(t.sizesOf(t.out()), value,
-                                      at::TensorOptions(type))));
+      t.define(t.constTensor(
+          at::full(t.sizesOf(t.out()), value, at::TensorOptions(type))));
     };
   };
   m["aten::zeros_like"] = filledLike(0);
@@ -432,7 +432,7 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
   m["aten::full_like"] = [](Translator &t) {
     at::ScalarType type =
         *t.out()->type()->cast<c10::TensorType>()->scalarType();
-    t.define(t.constTensor(at::full(t.sizesOf(t.out()), t.doubleArg(1),
-                                    at::TensorOptions(type))));
+    t.define(t.constTensor(
+        at::full(t.sizesOf(t.out()), t.doubleArg(1), at::TensorOptions(type))));
   };
 }

@@ -213,8 +213,8 @@ std::string Translator::constTensor(const at::Tensor &tensor) {
   onnx::AttributeProto *value = proto->add_attribute();
   value->set_name("value");
   value->set_type(onnx::AttributeProto::TENSOR);
-  *value->mutable_t() = tensorProto(
-      tensor, onnxElementType(tensor.scalar_type(), "a constant"));
+  *value->mutable_t() =
+      tensorProto(tensor, onnxElementType(tensor.scalar_type(), "a constant"));
   return name;
 }
 
@@ -344,9 +344,10 @@ void Translator::define(const std::string &name, size_t i) {
 /// Ops whose result shares its operand's storage.
 static const std::set<std::string> &viewOps() {
   static const std::set<std::string> ops = {
-      "aten::slice",   "aten::select",  "aten::view",      "aten::expand",
-      "aten::transpose", "aten::permute", "aten::unsqueeze", "aten::squeeze",
-      "aten::narrow",  "aten::reshape", "aten::t",         "aten::as_strided"};
+      "aten::slice",     "aten::select",    "aten::view",
+      "aten::expand",    "aten::transpose", "aten::permute",
+      "aten::unsqueeze", "aten::squeeze",   "aten::narrow",
+      "aten::reshape",   "aten::t",         "aten::as_strided"};
   return ops;
 }
 
@@ -354,8 +355,8 @@ static const std::set<std::string> &viewOps() {
 /// here has train=False: loadGraph rejects the others).
 static const std::set<std::string> &identityOps() {
   static const std::set<std::string> ops = {
-      "aten::contiguous", "aten::detach",  "aten::clone",
-      "aten::alias",      "aten::lift_fresh", "aten::dropout",
+      "aten::contiguous",     "aten::detach",     "aten::clone",
+      "aten::alias",          "aten::lift_fresh", "aten::dropout",
       "aten::feature_dropout"};
   return ops;
 }
@@ -372,10 +373,10 @@ static const ConverterMap &converters() {
   return map;
 }
 
-static void addValueInfo(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>
-                             *list,
-                         const std::string &name, int32_t type,
-                         const std::vector<int64_t> &shape) {
+static void
+addValueInfo(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> *list,
+             const std::string &name, int32_t type,
+             const std::vector<int64_t> &shape) {
   onnx::ValueInfoProto *info = list->Add();
   info->set_name(name);
   onnx::TypeProto_Tensor *tensor = info->mutable_type()->mutable_tensor_type();
@@ -413,7 +414,8 @@ void Translator::run() {
     // the functional op, whose result later reads of the tensor see.
     // Writes into views other than copy_'s slices are refused.
     bool inPlace = name.size() > 1 && name.back() == '_' &&
-                   name != "aten::copy_" && map.count(name.substr(0, name.size() - 1));
+                   name != "aten::copy_" &&
+                   map.count(name.substr(0, name.size() - 1));
     if (inPlace) {
       std::string producer = n->input(0)->node()->kind().toQualString();
       if (viewOps().count(producer))
@@ -437,15 +439,14 @@ void Translator::run() {
     Value *output = g.outputs()[i];
     if (!output->type()->cast<c10::TensorType>())
       throw ConvertError(path + ": forward() returns a " +
-                         output->type()->annotation_str() +
-                         " as output " + std::to_string(i) +
+                         output->type()->annotation_str() + " as output " +
+                         std::to_string(i) +
                          "; only tensors (in tuples) are supported");
     std::string name =
         count == 1 ? std::string("output") : "output_" + std::to_string(i);
     emit("Identity", {tensorName(output)});
     graph.mutable_node(graph.node_size() - 1)->set_output(0, name);
-    addValueInfo(graph.mutable_output(), name, typeOf(output),
-                 sizesOf(output));
+    addValueInfo(graph.mutable_output(), name, typeOf(output), sizesOf(output));
   }
 }
 

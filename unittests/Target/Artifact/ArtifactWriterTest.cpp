@@ -61,8 +61,8 @@ std::map<std::string, std::vector<float>> readSafeTensors(StringRef path) {
 
 struct ArtifactWriterTest : ::testing::Test {
   ArtifactWriterTest() {
-    context
-        .loadDialect<func::FuncDialect, shard::ShardDialect, mlir::tp::TPDialect>();
+    context.loadDialect<func::FuncDialect, shard::ShardDialect,
+                        mlir::tp::TPDialect>();
     EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("tp-artifact", dir));
   }
   ~ArtifactWriterTest() override { llvm::sys::fs::remove_directories(dir); }
@@ -129,7 +129,8 @@ TEST_F(ArtifactWriterTest, PiecesPaddingAndReplicas) {
   mlir::tp::ArtifactOptions options;
   options.progress = false;
   options.chunkBytes = 12; // less than a row: runs cross chunk boundaries
-  ASSERT_TRUE(succeeded(mlir::tp::writeArtifact(*module, path("a.tpa"), options)));
+  ASSERT_TRUE(
+      succeeded(mlir::tp::writeArtifact(*module, path("a.tpa"), options)));
 
   for (int t = 0; t < 2; ++t) {
     auto rank = readSafeTensors(
@@ -155,7 +156,7 @@ TEST_F(ArtifactWriterTest, PiecesPaddingAndReplicas) {
 
   std::string error;
   ASSERT_TRUE(mlir::tp::exportWeights(path("a.tpa"), path("full.safetensors"),
-                                /*progress=*/false, error))
+                                      /*progress=*/false, error))
       << error;
   auto full = readSafeTensors(path("full.safetensors"));
   std::vector<float> wAll, bAll, rAll;

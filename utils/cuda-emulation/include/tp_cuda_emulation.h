@@ -13,8 +13,8 @@
 // wait for them (__syncwarp: row groups) are launched with
 // tp_emu::launchWarps instead: each block's threads run as fibers
 // (ucontext), and a shuffle or __syncwarp waits until every lane of its
-// warp has reached it. A warp whose lanes do not all reach the same shuffle — some
-// finished, others waiting — is reported and aborts the run.
+// warp has reached it. A warp whose lanes do not all reach the same shuffle —
+// some finished, others waiting — is reported and aborts the run.
 //
 // __half and __nv_bfloat16 (cuda_fp16.h, cuda_bf16.h) hold their bits and
 // convert to and from float, rounding to nearest even (arithmetic on them
@@ -95,9 +95,10 @@ struct __nv_bfloat16 {
   __nv_bfloat16(float value) {
     uint32_t word;
     std::memcpy(&word, &value, sizeof(word));
-    bits = value != value ? static_cast<uint16_t>((word >> 16) | 0x40)
-                          : static_cast<uint16_t>(
-                                (word + 0x7FFF + ((word >> 16) & 1)) >> 16);
+    bits =
+        value != value
+            ? static_cast<uint16_t>((word >> 16) | 0x40)
+            : static_cast<uint16_t>((word + 0x7FFF + ((word >> 16) & 1)) >> 16);
   }
   operator float() const {
     return tp_emu::bitsToFloat(static_cast<uint32_t>(bits) << 16);
@@ -274,10 +275,12 @@ inline bool inStreamOrder(const char *call, cudaStream_t stream,
   bool ok = true;
   for (const void *base : bases) {
     auto it = lastUses.find(base);
-    if (it == lastUses.end() || orderedAfter(s, it->second.stream, it->second.call))
+    if (it == lastUses.end() ||
+        orderedAfter(s, it->second.stream, it->second.call))
       continue;
     misuse(std::string(call) + ": device memory that another stream's call " +
-           std::to_string(it->second.call) + " used, with no event or "
+           std::to_string(it->second.call) +
+           " used, with no event or "
            "synchronization between the two streams");
     ok = false;
   }
@@ -306,8 +309,9 @@ bool argumentsInStreamOrder(const char *call, cudaStream_t stream,
 
 /// The host waited for `stream`'s calls so far, and for what they were
 /// ordered after.
-inline void hostWaited(const CUstream_st *stream, std::uint64_t call,
-                       const std::map<const CUstream_st *, std::uint64_t> &after) {
+inline void
+hostWaited(const CUstream_st *stream, std::uint64_t call,
+           const std::map<const CUstream_st *, std::uint64_t> &after) {
   std::lock_guard<std::mutex> lock(orderMutex);
   for (CUstream_st *s : streams) {
     if (s == stream)
@@ -388,7 +392,8 @@ inline bool checkCopy(void *dst, const void *src, size_t bytes,
     if (where == Where::PastTheEnd) {
       misuse(call + " runs past the end of its device allocation");
       ok = false;
-    } else if (kind != cudaMemcpyDefault && (where == Where::Device) != device) {
+    } else if (kind != cudaMemcpyDefault &&
+               (where == Where::Device) != device) {
       misuse(call + " is " + (device ? "host" : "device") + " memory");
       ok = false;
     }
@@ -942,12 +947,12 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t handle, cublasOperation_t opA, cublasOperation_t opB, int m,
     int n, int k, const void *alpha, const void *a, cudaDataType_t typeA,
     int lda, long long strideA, const void *b, cudaDataType_t typeB, int ldb,
-    long long strideB, const void *beta, void *c, cudaDataType_t typeC,
-    int ldc, long long strideC, int batch, cublasComputeType_t compute,
+    long long strideB, const void *beta, void *c, cudaDataType_t typeC, int ldc,
+    long long strideC, int batch, cublasComputeType_t compute,
     cublasGemmAlgo_t) {
   if (!tp_emu::onDevice("cublasGemmStridedBatchedEx (a, b, c)", a, b, c) ||
-      !tp_emu::argumentsInStreamOrder("cublasGemmStridedBatchedEx", handle->stream, a, b,
-                                      c))
+      !tp_emu::argumentsInStreamOrder("cublasGemmStridedBatchedEx",
+                                      handle->stream, a, b, c))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (typeA != typeB || (typeC != CUDA_R_32F && typeC != typeA) ||
       compute != CUBLAS_COMPUTE_32F ||
@@ -970,8 +975,7 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(
           }
           long long at = p * strideC + i + j * (long long)ldc;
           float prior = betaValue == 0 ? 0 : tp_emu::loadAs(typeC, c, at);
-          tp_emu::storeAs(typeC, c, at,
-                          alphaValue * sum + betaValue * prior);
+          tp_emu::storeAs(typeC, c, at, alphaValue * sum + betaValue * prior);
         }
     return 0;
   });
@@ -984,8 +988,8 @@ inline cublasStatus_t cublasSgemmStridedBatched(
     long long strideA, const float *b, int ldb, long long strideB,
     const float *beta, float *c, int ldc, long long strideC, int batch) {
   if (!tp_emu::onDevice("cublasSgemmStridedBatched (a, b, c)", a, b, c) ||
-      !tp_emu::argumentsInStreamOrder("cublasSgemmStridedBatched", handle->stream, a, b,
-                                      c))
+      !tp_emu::argumentsInStreamOrder("cublasSgemmStridedBatched",
+                                      handle->stream, a, b, c))
     return CUBLAS_STATUS_INVALID_VALUE;
   return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
                            ldb, strideB, beta, c, ldc, strideC, batch);
@@ -996,8 +1000,8 @@ inline cublasStatus_t cublasDgemmStridedBatched(
     long long strideA, const double *b, int ldb, long long strideB,
     const double *beta, double *c, int ldc, long long strideC, int batch) {
   if (!tp_emu::onDevice("cublasDgemmStridedBatched (a, b, c)", a, b, c) ||
-      !tp_emu::argumentsInStreamOrder("cublasDgemmStridedBatched", handle->stream, a, b,
-                                      c))
+      !tp_emu::argumentsInStreamOrder("cublasDgemmStridedBatched",
+                                      handle->stream, a, b, c))
     return CUBLAS_STATUS_INVALID_VALUE;
   return tp_emu::queueGemm(handle, opA, opB, m, n, k, alpha, a, lda, strideA, b,
                            ldb, strideB, beta, c, ldc, strideC, batch);
@@ -1384,15 +1388,17 @@ T __shfl_xor_sync(unsigned mask, T value, int laneMask, int = 32) {
   tp_emu::Lanes *l = tp_emu::activeLanes;
   if (!l || mask != 0xffffffffu) {
     std::fprintf(stderr, "tp_cuda_emulation: __shfl_xor_sync %s\n",
-                 l ? "with a partial mask" : "in a kernel not launched with "
-                                             "tp_emu::launchWarps");
+                 l ? "with a partial mask"
+                   : "in a kernel not launched with "
+                     "tp_emu::launchWarps");
     std::abort();
   }
   unsigned me = l->current;
   std::memcpy(&l->slots[me], &value, sizeof(T));
   tp_emu::warpBarrier();
   T other;
-  std::memcpy(&other, &l->slots[(me & ~31u) | ((me & 31u) ^ unsigned(laneMask))],
+  std::memcpy(&other,
+              &l->slots[(me & ~31u) | ((me & 31u) ^ unsigned(laneMask))],
               sizeof(T));
   // No lane offers its next value before every lane has read this one.
   tp_emu::warpBarrier();
@@ -1406,8 +1412,9 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   tp_emu::Lanes *l = tp_emu::activeLanes;
   if (!l || mask != 0xffffffffu) {
     std::fprintf(stderr, "tp_cuda_emulation: __syncwarp %s\n",
-                 l ? "with a partial mask" : "in a kernel not launched with "
-                                             "tp_emu::launchWarps");
+                 l ? "with a partial mask"
+                   : "in a kernel not launched with "
+                     "tp_emu::launchWarps");
     std::abort();
   }
   tp_emu::warpBarrier();
@@ -1422,8 +1429,8 @@ T __shfl_sync(unsigned mask, T value, int srcLane, int = 32) {
   if (!l || mask != 0xffffffffu || srcLane < 0 || srcLane > 31) {
     std::fprintf(stderr, "tp_cuda_emulation: __shfl_sync %s\n",
                  !l ? "in a kernel not launched with tp_emu::launchWarps"
-                    : mask != 0xffffffffu ? "with a partial mask"
-                                          : "from a lane outside the warp");
+                 : mask != 0xffffffffu ? "with a partial mask"
+                                       : "from a lane outside the warp");
     std::abort();
   }
   unsigned me = l->current;

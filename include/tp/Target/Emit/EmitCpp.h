@@ -52,8 +52,8 @@ struct BuildOptions {
 /// `module`), `<outDir>/tp_runtime.h`, and compiles them into
 /// `<outDir>/libmodel.so` linked with OpenBLAS. Returns the file names.
 LogicalResult buildCpuLibrary(ModuleOp module, StringRef outDir,
-                              const BuildOptions &options,
-                              std::string &source, std::string &library);
+                              const BuildOptions &options, std::string &source,
+                              std::string &library);
 
 /// Registers `tp-translate --emit-cpp`.
 void registerEmitCppTranslation();

@@ -21,8 +21,8 @@
 
 namespace mlir::tp {
 
-/// Emits `module` (prepared by prepareForEmission) as CUDA C++ to `os`. Ops the emitter
-/// cannot lower are reported as errors at their location.
+/// Emits `module` (prepared by prepareForEmission) as CUDA C++ to `os`. Ops the
+/// emitter cannot lower are reported as errors at their location.
 LogicalResult emitCuda(ModuleOp module, llvm::raw_ostream &os);
 
 struct CudaBuildOptions {

@@ -1,4 +1,5 @@
-//===- TorchScriptToONNX.h - TorchScript module to an ONNX graph -*- C++ -*-===//
+//===- TorchScriptToONNX.h - TorchScript module to an ONNX graph -*- C++
+//-*-===//
 //
 // The TorchScript frontend's first half, built only where libtorch is found
 // and linked only into tp-import-torchscript (libtorch loads ~290 shared
