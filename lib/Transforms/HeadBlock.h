@@ -298,7 +298,7 @@ private:
 
   /// True if the producer of `v` can be rewritten to make it wider on
   /// `w.dim`; otherwise the use reads `v` through a pad.
-  static bool canWidenProducer(Value v, Widening w) {
+  bool canWidenProducer(Value v, Widening w) const {
     if (isCache(v))
       return true;
     Operation *def = v.getDefiningOp();
@@ -325,8 +325,17 @@ private:
       return concat.getDim() != uint64_t(w.dim);
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
       auto shape = collapse.getSrcType().getShape();
-      return llvm::count_if(collapse.getReassociationIndices()[w.dim],
-                            [&](int64_t d) { return shape[d] != 1; }) == 1;
+      ReassociationIndices group = collapse.getReassociationIndices()[w.dim];
+      if (llvm::count_if(group, [&](int64_t d) { return shape[d] != 1; }) == 1)
+        return true;
+      // Padding whole blocks of the first merged dim pads the merged dim at
+      // its end (grouped-query attention's K/V heads merged with their
+      // query heads grow by whole groups). A repeat would not.
+      std::optional<int64_t> first = firstNonUnit(shape, group);
+      return first && mode == Mode::Pad &&
+             w.size % (collapse.getResultType().getDimSize(w.dim) /
+                       shape[*first]) ==
+                 0;
     }
     return false;
   }
@@ -458,11 +467,13 @@ private:
       // reading one K/V head through its repeat): consistent or not.
       if (auto it = values.find(collapse.getResult()); it != values.end())
         return success(it->second == merged);
-      // K/V heads repeated for grouped-query attention, reached from the
-      // K/V side: padding them would pair query heads with the wrong K/V
-      // heads. They stay as they are (replicated where they do not divide);
-      // a padded query reads the repeat through a zero pad instead.
-      if (isBroadcast(collapse.getSrc()))
+      // K/V heads broadcast to the query heads of their groups (grouped-
+      // query attention), reached from the K/V side: the new K/V heads are
+      // new groups at the end of the merged heads, so the query heads grow
+      // by whole groups, each new one paired with a new K/V head (zero, as
+      // are its query heads). Repeating K/V heads instead (Mode::Repeat)
+      // ends at the broadcast, above.
+      if (mode == Mode::Repeat && isBroadcast(collapse.getSrc()))
         return failure();
       return widen(collapse.getResult(), merged);
     }

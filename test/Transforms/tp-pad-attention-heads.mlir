@@ -305,3 +305,106 @@ func.func @multi_query(%x: tensor<1x3x6xf32> {tp.input = "x"},
   } -> tensor<1x3x6xf32>
   return %y : tensor<1x3x6xf32>
 }
+
+// -----
+
+// Grouped-query attention whose 3 K/V heads the 2 devices do not divide
+// (6 query heads in groups of 2, as [b, 3, 2, s, d] broadcast and merged).
+// Reached from the K/V heads, the padding adds whole groups: a fourth K/V
+// head, zero, and its 2 query heads, zero, at the end of the merged heads.
+#x = affine_map<(b, s, n, k) -> (b, s, k)>
+#w = affine_map<(b, s, n, k) -> (k, n)>
+#y = affine_map<(b, s, n, k) -> (b, s, n)>
+#kv = affine_map<(b, g, h, s, d) -> (b, g, s, d)>
+#rep = affine_map<(b, g, h, s, d) -> (b, g, h, s, d)>
+#q = affine_map<(b, h, i, j, d) -> (b, h, i, d)>
+#kt = affine_map<(b, h, i, j, d) -> (b, h, j, d)>
+#sc = affine_map<(b, h, i, j, d) -> (b, h, i, j)>
+#p = affine_map<(b, h, i, d, j) -> (b, h, i, j)>
+#v = affine_map<(b, h, i, d, j) -> (b, h, j, d)>
+#o = affine_map<(b, h, i, d, j) -> (b, h, i, d)>
+// CHECK-LABEL: func.func @grouped_query_groups(
+// CHECK: tensor.pad %arg1 low[0, 0] high[0, 4]
+// CHECK: tensor.pad %arg2 low[0, 0] high[0, 2]
+// CHECK: tensor.expand_shape {{.*}} : tensor<1x3x16xf32> into tensor<1x3x8x2xf32>
+// CHECK: tensor.expand_shape {{.*}} : tensor<1x3x8xf32> into tensor<1x3x4x2xf32>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<1x4x2x3x2xf32>)
+// CHECK: tensor.collapse_shape {{.*}} : tensor<1x4x2x3x2xf32> into tensor<1x8x3x2xf32>
+// CHECK: tensor.pad %arg3 low[0, 0] high[4, 0]
+// Planned, each rank holds 2 of the 4 groups (4 query heads, 2 K/V
+// heads); attention ends in one all-reduce.
+// PART-LABEL: func.func @grouped_query_groups(
+// PART-SAME: tensor<6x8xf32>
+// PART-SAME: tensor<6x4xf32>
+// PART-SAME: tensor<8x6xf32>
+// PART-COUNT-1: shard.all_reduce
+// PART-NOT: shard.all_
+func.func @grouped_query_groups(%x: tensor<1x3x6xf32> {tp.input = "x"},
+                       %wq: tensor<6x12xf32> {tp.weight = "wq"},
+                       %wk: tensor<6x6xf32> {tp.weight = "wk"},
+                       %wo: tensor<12x6xf32> {tp.weight = "wo"})
+    -> (tensor<1x3x6xf32> {tp.output = "y"}) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<1x3x12xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<1x3x12xf32>) -> tensor<1x3x12xf32>
+  %q0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wq : tensor<1x3x6xf32>, tensor<6x12xf32>) outs(%i0 : tensor<1x3x12xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x12xf32>
+  %e1 = tensor.empty() : tensor<1x3x6xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %k0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wk : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i1 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %q1 = tensor.expand_shape %q0 [[0], [1], [2, 3]] output_shape [1, 3, 6, 2] : tensor<1x3x12xf32> into tensor<1x3x6x2xf32>
+  %e2 = tensor.empty() : tensor<1x6x3x2xf32>
+  %q2 = linalg.transpose ins(%q1 : tensor<1x3x6x2xf32>) outs(%e2 : tensor<1x6x3x2xf32>) permutation = [0, 2, 1, 3]
+  %k1 = tensor.expand_shape %k0 [[0], [1], [2, 3]] output_shape [1, 3, 3, 2] : tensor<1x3x6xf32> into tensor<1x3x3x2xf32>
+  %e3 = tensor.empty() : tensor<1x3x3x2xf32>
+  %k2 = linalg.transpose ins(%k1 : tensor<1x3x3x2xf32>) outs(%e3 : tensor<1x3x3x2xf32>) permutation = [0, 2, 1, 3]
+  %e4 = tensor.empty() : tensor<1x3x2x3x2xf32>
+  %k3 = linalg.generic {indexing_maps = [#kv, #rep], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%k2 : tensor<1x3x3x2xf32>) outs(%e4 : tensor<1x3x2x3x2xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    linalg.yield %a : f32
+  } -> tensor<1x3x2x3x2xf32>
+  %k4 = tensor.collapse_shape %k3 [[0], [1, 2], [3], [4]] : tensor<1x3x2x3x2xf32> into tensor<1x6x3x2xf32>
+  %e5 = tensor.empty() : tensor<1x6x3x3xf32>
+  %i5 = linalg.fill ins(%zero : f32) outs(%e5 : tensor<1x6x3x3xf32>) -> tensor<1x6x3x3xf32>
+  %s0 = linalg.generic {indexing_maps = [#q, #kt, #sc], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q2, %k4 : tensor<1x6x3x2xf32>, tensor<1x6x3x2xf32>) outs(%i5 : tensor<1x6x3x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x6x3x3xf32>
+  %e6 = tensor.empty() : tensor<1x6x3x2xf32>
+  %i6 = linalg.fill ins(%zero : f32) outs(%e6 : tensor<1x6x3x2xf32>) -> tensor<1x6x3x2xf32>
+  %a0 = linalg.generic {indexing_maps = [#p, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%s0, %k4 : tensor<1x6x3x3xf32>, tensor<1x6x3x2xf32>) outs(%i6 : tensor<1x6x3x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x6x3x2xf32>
+  %e7 = tensor.empty() : tensor<1x3x6x2xf32>
+  %a1 = linalg.transpose ins(%a0 : tensor<1x6x3x2xf32>) outs(%e7 : tensor<1x3x6x2xf32>) permutation = [0, 2, 1, 3]
+  %a2 = tensor.collapse_shape %a1 [[0], [1], [2, 3]] : tensor<1x3x6x2xf32> into tensor<1x3x12xf32>
+  %e8 = tensor.empty() : tensor<1x3x6xf32>
+  %i8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %y = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a2, %wo : tensor<1x3x12xf32>, tensor<12x6xf32>) outs(%i8 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  return %y : tensor<1x3x6xf32>
+}
