@@ -2,7 +2,8 @@
 //
 // The C++ half of tp_mlir: compile (tp::compileModel, with the options of
 // CompileOptions.cpp), Session (tp::rt::Session, and tp::rt::Trainer for
-// its training steps) and export_weights (tp::exportWeights). Arrays cross as
+// its training steps), export_weights (tp::exportWeights) and export_onnx
+// (tp::exportOnnxModel). Arrays cross as
 // numpy arrays: inputs are read in place, outputs are handed over without a
 // copy. Every C++ error becomes a Python exception carrying its message;
 // the GIL is released while a model compiles or runs.
@@ -353,6 +354,21 @@ NB_MODULE(_tp_mlir, m) {
           throw tp::rt::Error(error);
       },
       "artifact"_a, "path"_a, "checkpoint"_a = "");
+  m.def(
+      "export_onnx",
+      [](const std::string &artifact, const std::string &path,
+         const std::string &checkpoint, const std::string &source) {
+        std::string error;
+        bool ok;
+        {
+          nb::gil_scoped_release release;
+          ok = mlir::tp::exportOnnxModel(artifact, source, path,
+                                         /*progress=*/false, error, checkpoint);
+        }
+        if (!ok)
+          throw tp::rt::Error(error);
+      },
+      "artifact"_a, "path"_a, "checkpoint"_a = "", "source"_a = "");
 
   // The manifest as the runtime reads it (checked against SHA256SUMS and
   // the schema), in the text its one writer prints.

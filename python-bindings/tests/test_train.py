@@ -8,6 +8,7 @@ python-bindings/tests (lit's Python/api.test does this).
 """
 import numpy as np
 import pytest
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import tp_mlir as tp
@@ -129,6 +130,19 @@ def test_adamw_matches_numpy(devices, tmp_path):
     for name, weight in exported.items():
         np.testing.assert_allclose(weight, trained[name], rtol=TOLERANCE,
                                    atol=1e-6)
+    # The trained ONNX model: the source's initializers, trained.
+    # (Compiled from a ModelProto, whose temporary file is gone: the
+    # source is given.)
+    onnx.save(mlp(), tmp_path / "source.onnx")
+    artifact.export_onnx(tmp_path / "trained.onnx",
+                         checkpoint=tmp_path / "ckpt",
+                         source=tmp_path / "source.onnx")
+    model = onnx.load(tmp_path / "trained.onnx")
+    initializers = {t.name: numpy_helper.to_array(t)
+                    for t in model.graph.initializer}
+    for name, weight in trained.items():
+        np.testing.assert_allclose(initializers[name], weight,
+                                   rtol=TOLERANCE, atol=1e-6)
     # Without the checkpoint: the compiled (initial) weights.
     artifact.export_weights(tmp_path / "w0.safetensors")
     for name, weight in read_safetensors(tmp_path / "w0.safetensors").items():

@@ -53,6 +53,16 @@ class Artifact:
         _tp_mlir.export_weights(self.path, os.fspath(path),
                                 os.fspath(checkpoint) if checkpoint else "")
 
+    def export_onnx(self, path, checkpoint=None, source=None):
+        """Writes the ONNX model the artifact was compiled from (or
+        `source`) to `path` with its weight initializers replaced by the
+        artifact's unsplit weights, or by the trained ones of `checkpoint`:
+        tp-export-weights -o NAME.onnx [--onnx-model SOURCE]. Weights the
+        source kept as external data go to `path + ".data"`."""
+        _tp_mlir.export_onnx(self.path, os.fspath(path),
+                             os.fspath(checkpoint) if checkpoint else "",
+                             os.fspath(source) if source else "")
+
     def __fspath__(self):
         return self.path
 

@@ -19,7 +19,11 @@ the weights after the last step, exported unsplit from the checkpoint by
 tp-export-weights --checkpoint, against torch's parameters (max |got -
 torch| <= 1e-4 max(1, max |torch|)). --resume K also trains K steps, saves,
 and resumes from that checkpoint for the rest: the losses after it must be
-the ones of the run that did not stop (rel 1e-6). One line per run:
+the ones of the run that did not stop (rel 1e-6). --onnx-python PYTHON
+also exports the trained ONNX model (tp-export-weights -o NAME.onnx) and
+checks its initializers the same way and its loss on the first micro-batch,
+run by onnxruntime, against the trained torch model's (rel 1e-4). One line
+per run:
 
     llama tp=2: 20 steps, loss 5.2687 -> 3.1021, max loss rel diff 3.1e-07,
     weights max abs diff 2.4e-07 ok | 15 all_reduce
@@ -124,6 +128,54 @@ def torch_training(model, batches, args):
     return losses, noise
 
 
+def compare_weights(weights, ex, torch_params, problems, what=""):
+    """The largest difference of the exported weights from torch's trained
+    parameters (noise entries left out); problems appended."""
+    wdiff = 0.0
+    for init, (param, transposed) in ex["mapping"].items():
+        if init not in weights:
+            problems.append(f"no {what}exported weight {init}")
+            continue
+        got_w = weights[init].T if transposed else weights[init]
+        want = torch_params[param]
+        if got_w.shape != want.shape:
+            problems.append(f"{what}weight {param} shape {got_w.shape}")
+            continue
+        keep = ~ex["noise"].get(param, np.zeros(want.shape, bool))
+        diff = float(np.abs(got_w - want)[keep].max(initial=0.0))
+        wdiff = max(wdiff, diff)
+        if not diff <= WEIGHT_TOL * max(1.0, float(np.abs(want).max())):
+            problems.append(f"{what}weight {param} differs by {diff:.2g}")
+    return wdiff
+
+
+# Run by --onnx-python (an interpreter with onnx and onnxruntime): the
+# trained model's initializers, read by onnx itself (external data too),
+# and its loss on one micro-batch, by onnxruntime.
+ONNX_TRAINED = """
+import sys, os, numpy as np, onnx, onnxruntime as ort
+from onnx import numpy_helper
+path, data, out = sys.argv[1:4]
+model = onnx.load(path)
+np.savez(out, **{t.name: numpy_helper.to_array(t)
+                 for t in model.graph.initializer})
+session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+feed = {i.name: np.load(os.path.join(data, i.name + ".npy"))
+        for i in session.get_inputs()}
+print(float(session.run(None, feed)[0]))
+"""
+
+
+def onnx_trained(python, path, data):
+    """(initializers, loss on the micro-batch in `data`) of the trained
+    ONNX model at `path`."""
+    npz = path + ".initializers.npz"
+    loss = float(run([python, "-c", ONNX_TRAINED, path, data, npz]).strip())
+    with np.load(npz) as f:
+        weights = {k: f[k] for k in f.files}
+    return weights, loss
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -201,22 +253,25 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
         if not rel <= LOSS_RTOL:
             problems.append(f"step {step}: loss {g:.7g} != torch's {w:.7g}")
             break
-    weights = read_safetensors(full)
-    wdiff = 0.0
-    for init, (param, transposed) in ex["mapping"].items():
-        if init not in weights:
-            problems.append(f"no exported weight {init}")
-            continue
-        got_w = weights[init].T if transposed else weights[init]
-        want = torch_params[param]
-        if got_w.shape != want.shape:
-            problems.append(f"weight {param} shape {got_w.shape}")
-            continue
-        keep = ~ex["noise"].get(param, np.zeros(want.shape, bool))
-        diff = float(np.abs(got_w - want)[keep].max(initial=0.0))
-        wdiff = max(wdiff, diff)
-        if not diff <= WEIGHT_TOL * max(1.0, float(np.abs(want).max())):
-            problems.append(f"weight {param} differs by {diff:.2g}")
+    wdiff = compare_weights(read_safetensors(full), ex, torch_params,
+                            problems)
+    onnx_note = ""
+    if args.onnx_python:
+        trained = os.path.join(folder, f"{tag}-trained.onnx")
+        try:
+            run([args.tp_export_weights, artifact, "--checkpoint", ckpt,
+                 "-o", trained, "--quiet"])
+            weights, loss = onnx_trained(args.onnx_python, trained,
+                                         os.path.join(data, "0"))
+        except RuntimeError as e:
+            return False, f"{head} FAIL: ONNX export: {e}"
+        odiff = compare_weights(weights, ex, torch_params, problems, "ONNX ")
+        rel = abs(loss - ex["final_loss"]) / abs(ex["final_loss"])
+        if not rel <= LOSS_RTOL:
+            problems.append(f"the trained ONNX model's loss {loss:.7g} != "
+                            f"torch's {ex['final_loss']:.7g}")
+        onnx_note = (f", trained ONNX: weights max abs diff {odiff:.2g}, "
+                     f"onnxruntime loss rel diff {rel:.2g}")
     if resumed is not None:
         if len(resumed) != len(got) or any(
                 abs(a - b) > RESUME_RTOL * abs(b)
@@ -229,7 +284,8 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
     return not problems, (
         f"{head} {len(got)} steps, loss {got[0] if got else 0:.5g} -> "
         f"{got[-1] if got else 0:.5g}, max loss rel diff {worst:.2g}, "
-        f"weights max abs diff {wdiff:.2g}{resume_note} {status} | "
+        f"weights max abs diff {wdiff:.2g}{onnx_note}{resume_note} "
+        f"{status} | "
         f"{collectives}")
 
 
@@ -254,6 +310,13 @@ def main():
                         help="after exporting, move the initializers to "
                              "model.onnx.data beside the model (ONNX "
                              "external data), with this interpreter's onnx")
+    parser.add_argument("--onnx-python", metavar="PYTHON",
+                        help="also export the trained model as ONNX "
+                             "(tp-export-weights -o NAME.onnx) and check it "
+                             "with this interpreter's onnx and onnxruntime: "
+                             "its weights against torch's, its loss on the "
+                             "first micro-batch against torch's trained "
+                             "model's (rel 1e-4)")
     parser.add_argument("--keep", metavar="DIR")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -310,6 +373,8 @@ def main():
         torch_losses, ex["noise"] = torch_training(model, batches, args)
         torch_params = {n[len("model."):]: p.detach().numpy()
                         for n, p in model.named_parameters()}
+        with torch.no_grad():
+            ex["final_loss"] = float(model(*batches[0].values()))
         print(f"{name}: {len(ex['mapping'])} trainable initializers, "
               f"{len(ex['frozen'])} frozen, tied: {', '.join(tied) or 'none'}"
               f"; torch loss "

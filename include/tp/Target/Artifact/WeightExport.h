@@ -24,6 +24,16 @@ bool exportWeights(llvm::StringRef artifactDir, llvm::StringRef outPath,
                    bool progress, std::string &error,
                    llvm::StringRef checkpointDir = "");
 
+/// Writes the ONNX model `sourceModel` (the artifact's own source when
+/// empty) to `outPath` with each weight initializer replaced by the
+/// artifact's, or the checkpoint's, unsplit value: the trained model.
+/// Initializers that were external data, or weights over 1 GiB, go to
+/// `<outPath>.data`. Fails if a weight is not an initializer of the source
+/// or has another shape there.
+bool exportOnnxModel(llvm::StringRef artifactDir, llvm::StringRef sourceModel,
+                     llvm::StringRef outPath, bool progress, std::string &error,
+                     llvm::StringRef checkpointDir = "");
+
 } // namespace mlir::tp
 
 #endif // TP_TARGET_ARTIFACT_WEIGHTEXPORT_H
