@@ -282,6 +282,39 @@ struct PlanSequenceParallel
     if (def && def->hasAttr(TPDialect::kEmbeddingAttrName))
       stream = copyForUsers(stream);
     splitOnSequence(stream, grid, seqDim);
+    readWeightsOnSequence(stream, grid, seqDim);
+  }
+
+  /// The weights that the op computing `stream` reads along its sequence
+  /// dim `seqDim` (a position table added to the embeddings, as Whisper's
+  /// encoder adds its sinusoids) are read split there too: each rank reads
+  /// the rows of its own positions. The plan reads every whole weight
+  /// through a replicated annotation, which sharding propagation cannot
+  /// reconcile with a result split on a loop that the weight reads.
+  static void readWeightsOnSequence(Value stream, shard::GridOp grid,
+                                    int64_t seqDim) {
+    auto op = stream.getDefiningOp<linalg::GenericOp>();
+    if (!op || !isElementwise(op))
+      return;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      if (!isWeight(input->get()))
+        continue;
+      AffineMap map = op.getMatchingIndexingMap(input);
+      std::optional<unsigned> dim =
+          map.getResultPosition(getAffineDimExpr(seqDim, op.getContext()));
+      auto type = cast<RankedTensorType>(input->get().getType());
+      if (!dim ||
+          type.getDimSize(*dim) !=
+              cast<RankedTensorType>(stream.getType()).getDimSize(seqDim))
+        continue;
+      OpBuilder b(op);
+      SmallVector<shard::GridAxesAttr> axes(*dim, b.getDenseI16ArrayAttr({}));
+      axes.push_back(b.getDenseI16ArrayAttr({0}));
+      Value sharding = shard::ShardingOp::create(
+          b, op.getLoc(), FlatSymbolRefAttr::get(grid.getSymNameAttr()), axes);
+      input->set(shard::ShardOp::create(b, op.getLoc(), input->get(), sharding,
+                                        /*annotate_for_users=*/true));
+    }
   }
 
   /// An identity copy of `v` that all its users read instead.

@@ -501,8 +501,16 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
     if (!d)
       continue;
     if (auto weight = getReshapedWeight(input->get(), *d)) {
-      if (!inBackward)
-        biases[weight->first] = weight->second;
+      if (inBackward)
+        continue;
+      biases[weight->first] = weight->second;
+      // A bias read through a reshape (BART's [1, vocab] final_logits_bias
+      // as [vocab]) is read split too: otherwise sharding propagation may
+      // settle the op whole, as a function result wants it, and gather
+      // both the split product and the bias.
+      if (input->get() != weight->first &&
+          op.getMatchingIndexingMap(input).isProjectedPermutation())
+        splitOperands[input] = *d;
     } else if (isModelInput(input->get()))
       splitOperands[input] = *d;
     else if (inBackward)

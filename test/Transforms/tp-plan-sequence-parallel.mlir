@@ -70,6 +70,72 @@ func.func @mlp_residual(%x: tensor<2x16x64xf32> {tp.input = "x"}, %pos: tensor<2
 
 // -----
 
+// A position table (a weight, [seq, hidden]) added to the stream, as
+// Whisper's encoder adds its sinusoids: the stream splits on the sequence,
+// so the table is read split on its dim 0 (each rank reads its positions'
+// rows); read whole, sharding propagation could not split the add.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+#sh = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-LABEL: func.func @position_table(
+// CHECK: tensor.empty() : tensor<2x16x64xf32>
+// CHECK-NEXT: %[[SP:.*]] = shard.sharding @grid split_axes = {{\[\[}}0]] : !shard.sharding
+// CHECK-NEXT: %[[P:.*]] = shard.shard %{{.*}} to %[[SP]] annotate_for_users : tensor<16x64xf32>
+// CHECK-NEXT: %[[H:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[P]] : tensor<2x16x64xf32>, tensor<16x64xf32>)
+// CHECK: } -> tensor<2x16x64xf32>
+// CHECK-NEXT: %[[SH:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: shard.shard %[[H]] to %[[SH]] : tensor<2x16x64xf32>
+func.func @position_table(%x: tensor<2x16x64xf32> {tp.input = "x"}, %pos: tensor<16x64xf32> {tp.weight = "pos"}, %w1: tensor<64x256xf32> {tp.weight = "w1"}, %w2: tensor<256x64xf32> {tp.weight = "w2"}, %b2: tensor<64xf32> {tp.weight = "b2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e0 = tensor.empty() : tensor<2x16x64xf32>
+  %h = linalg.generic {indexing_maps = [#id, #sh, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %pos : tensor<2x16x64xf32>, tensor<16x64xf32>) outs(%e0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %s = arith.addf %in, %in_1 : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  %e1 = tensor.empty() : tensor<2x16x256xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %up = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h, %w1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %e2 = tensor.empty() : tensor<2x16x256xf32>
+  %act = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%up : tensor<2x16x256xf32>) outs(%e2 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.maximumf %in, %cst : f32
+    linalg.yield %r : f32
+  } -> tensor<2x16x256xf32>
+  %e3 = tensor.empty() : tensor<2x16x64xf32>
+  %f3 = linalg.fill ins(%cst : f32) outs(%e3 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %down = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%act, %w2 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%f3 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %e4 = tensor.empty() : tensor<2x16x64xf32>
+  %bias = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%down, %b2 : tensor<2x16x64xf32>, tensor<64xf32>) outs(%e4 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %b = arith.addf %in, %in_1 : f32
+    linalg.yield %b : f32
+  } -> tensor<2x16x64xf32>
+  %e5 = tensor.empty() : tensor<2x16x64xf32>
+  %res = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%bias, %h : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e5 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %s = arith.addf %in, %in_1 : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  return %res : tensor<2x16x64xf32>
+}
+
+
+// -----
+
 // The same MLP without the residual add: w2's block keeps its all-reduce,
 // and nothing is split on the sequence dim.
 #bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>

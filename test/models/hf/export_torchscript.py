@@ -19,6 +19,7 @@ transformers use it.
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -44,8 +45,9 @@ def export(name, attention):
     else:
         model = build().eval()
     folder = os.path.join(HERE, name)
-    input_names = (["pixel_values"] if kind == "image"
-                   else ["input_ids", "attention_mask"])
+    # The inputs generate.py stored, in the export wrapper's order.
+    with open(os.path.join(HERE, "zoo.json")) as f:
+        input_names = list(json.load(f)[name]["inputs"])
     inputs = [torch.from_numpy(np.load(os.path.join(folder, n + ".npy")))
               for n in input_names]
     with torch.no_grad():

@@ -9,6 +9,10 @@ every logit nearly equal, which hides a wrong split), and it is exported
 with `torch.onnx.export` as the transformers docs show: eval mode,
 `use_cache=False`, dynamic batch and sequence axes, constant folding on.
 
+Encoder-decoder models (kind "seq2seq": T5, BART, Whisper) are exported as
+one graph of the whole forward: encoder inputs (input_ids + attention_mask,
+or Whisper's input_features) and decoder_input_ids in, logits out.
+
 One folder per model under test/models/hf/<name>/:
   model.onnx        the export
   <input>.npy       the inputs the references were computed on
@@ -36,6 +40,9 @@ import transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH, SEQ = 2, 12
+# Decoder length of the seq2seq models: not the encoder's, so that
+# cross-attention scores are not square.
+DECODER_SEQ = 8
 
 warnings.filterwarnings("ignore")
 transformers.logging.set_verbosity_error()
@@ -94,6 +101,33 @@ class Encoder(nn.Module):
         return tuple(out[name] for name in self.outputs)
 
 
+class Seq2SeqLM(nn.Module):
+    """The whole encoder-decoder forward as one graph: logits only, no
+    cache."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          decoder_input_ids=decoder_input_ids,
+                          use_cache=False, return_dict=False)[0]
+
+
+class SpeechSeq2SeqLM(nn.Module):
+    """Seq2SeqLM for a model whose encoder reads log-mel features."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_features, decoder_input_ids):
+        return self.model(input_features=input_features,
+                          decoder_input_ids=decoder_input_ids,
+                          use_cache=False, return_dict=False)[0]
+
+
 class ImageClassifier(nn.Module):
     def __init__(self, model):
         super().__init__()
@@ -110,6 +144,27 @@ def causal(config_cls, model_cls, **config):
         cfg = config_cls(**config)
         cfg._attn_implementation = attention
         return CausalLM(redraw(model_cls(cfg).eval()))
+    return build
+
+
+def seq2seq(config_cls, model_cls, wrapper=Seq2SeqLM, **config):
+    def build():
+        cfg = config_cls(**config)
+        cfg._attn_implementation = "eager"
+        model = redraw(model_cls(cfg).eval())
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(3)
+            bias = getattr(model, "final_logits_bias", None)
+            if bias is not None:
+                # A buffer, zeros at init: redrawn so that it is seen.
+                bias.copy_(0.1 * torch.randn(bias.shape, generator=gen))
+            if isinstance(model, transformers.WhisperForConditionalGeneration):
+                # Whisper's encoder positions are a fixed sinusoid table.
+                from transformers.models.whisper.modeling_whisper import \
+                    sinusoids
+                table = model.model.encoder.embed_positions.weight
+                table.copy_(sinusoids(*table.shape))
+        return wrapper(model)
     return build
 
 
@@ -196,6 +251,43 @@ ZOO = {
                     ["last_hidden_state"])),
                 "encoder", 14,
                 "RobertaModel: positions from a CumSum over input_ids != pad"),
+    "t5": (seq2seq(transformers.T5Config,
+                   transformers.T5ForConditionalGeneration, vocab_size=1000,
+                   d_model=64, d_kv=8, d_ff=128, num_layers=2,
+                   num_decoder_layers=2, num_heads=6,
+                   relative_attention_num_buckets=32,
+                   relative_attention_max_distance=64,
+                   feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                   dropout_rate=0, decoder_start_token_id=0),
+           "seq2seq", 14,
+           "T5ForConditionalGeneration (v1.1/Flan config): relative position "
+           "buckets, RMS norms, no biases, gated-GELU, untied head, 6 heads"),
+    "bart": (seq2seq(transformers.BartConfig,
+                     transformers.BartForConditionalGeneration,
+                     vocab_size=1000, d_model=80, encoder_layers=2,
+                     decoder_layers=2, encoder_attention_heads=5,
+                     decoder_attention_heads=5, encoder_ffn_dim=96,
+                     decoder_ffn_dim=96, max_position_embeddings=64,
+                     dropout=0, attention_dropout=0, activation_dropout=0),
+             "seq2seq", 14,
+             "BartForConditionalGeneration: learned positions (offset 2), "
+             "post-LN, shared embedding and head, final_logits_bias, "
+             "5 heads"),
+    "whisper": (seq2seq(transformers.WhisperConfig,
+                        transformers.WhisperForConditionalGeneration,
+                        wrapper=SpeechSeq2SeqLM, vocab_size=1000,
+                        num_mel_bins=80, d_model=64, encoder_layers=2,
+                        decoder_layers=2, encoder_attention_heads=4,
+                        decoder_attention_heads=4, encoder_ffn_dim=128,
+                        decoder_ffn_dim=128, max_source_positions=32,
+                        max_target_positions=64, pad_token_id=0,
+                        bos_token_id=1, eos_token_id=2,
+                        decoder_start_token_id=1, dropout=0,
+                        attention_dropout=0, activation_dropout=0),
+                "seq2seq", 17,
+                "WhisperForConditionalGeneration: log-mel input_features "
+                "[batch, 80, 64] through two Conv1d + GELU, sinusoidal "
+                "encoder positions, 4 heads"),
     "resnet": ((lambda: ImageClassifier(redraw(
                    transformers.ResNetForImageClassification(
                        transformers.ResNetConfig(
@@ -207,17 +299,28 @@ ZOO = {
 }
 
 
-def make_inputs(kind, vocab, pad_id):
+def make_inputs(kind, vocab, pad_id, model):
     gen = torch.Generator().manual_seed(2)
     if kind == "image":
         return {"pixel_values": torch.randn(BATCH, 3, 32, 32, generator=gen)}
+    if isinstance(model, SpeechSeq2SeqLM):
+        cfg = model.model.config
+        frames = 2 * cfg.max_source_positions
+        return {"input_features": torch.randn(BATCH, cfg.num_mel_bins, frames,
+                                              generator=gen),
+                "decoder_input_ids": torch.randint(
+                    3, vocab, (BATCH, DECODER_SEQ), generator=gen)}
     ids = torch.randint(3, vocab, (BATCH, SEQ), generator=gen)
     mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
-    if kind == "encoder":
+    if kind in ("encoder", "seq2seq"):
         # The second sentence is shorter: its tail is padding.
         mask[1, SEQ - 4:] = 0
         ids[1, SEQ - 4:] = pad_id
-    return {"input_ids": ids, "attention_mask": mask}
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if kind == "seq2seq":
+        inputs["decoder_input_ids"] = torch.randint(
+            3, vocab, (BATCH, DECODER_SEQ), generator=gen)
+    return inputs
 
 
 def generate(name):
@@ -228,7 +331,7 @@ def generate(name):
     cfg = inner.config
     vocab = getattr(cfg, "vocab_size", 0)
     pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
-    inputs = make_inputs(kind, vocab, pad_id)
+    inputs = make_inputs(kind, vocab, pad_id, model)
     names = list(inputs)
     with torch.no_grad():
         outs = model(*inputs.values())
@@ -237,8 +340,16 @@ def generate(name):
     out_names = (model.outputs if kind == "encoder" else ["logits"])
     dynamic = {n: {0: "batch"} | ({1: "sequence"} if kind != "image" else {})
                for n in names}
+    if kind == "seq2seq":
+        # The decoder's sequence axis is not the encoder's; Whisper's
+        # input_features have a fixed length.
+        dynamic = {n: {0: "batch"} | ({1: "sequence"} if n in (
+            "input_ids", "attention_mask") else {1: "decoder_sequence"}
+            if n == "decoder_input_ids" else {}) for n in names}
     for n, o in zip(out_names, outs):
-        dynamic[n] = {0: "batch"} | ({1: "sequence"} if o.dim() == 3 else {})
+        dynamic[n] = {0: "batch"} | ({1: "decoder_sequence"}
+                                     if kind == "seq2seq" else
+                                     {1: "sequence"} if o.dim() == 3 else {})
     folder = os.path.join(HERE, name)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.onnx")
