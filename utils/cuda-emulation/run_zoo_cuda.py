@@ -164,7 +164,8 @@ def nvcc_check(args, name, variants, work):
     """nvcc -ptx of all `variants` of `name` as one translation unit; True
     when it compiles (or compiled before: TP_BUILD_CACHE)."""
     headers = [os.path.join(variants[0], h)
-               for h in ("tp_cuda_runtime.h", "tp_model_abi.h")]
+               for h in ("tp_cuda_runtime.h", "tp_scalar_ops.h",
+                         "tp_model_abi.h")]
     for artifact in variants[1:]:
         for header in headers:
             other = os.path.join(artifact, os.path.basename(header))

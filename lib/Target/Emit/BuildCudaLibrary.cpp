@@ -22,6 +22,7 @@
 using namespace mlir;
 
 #include "CudaRuntimeHeader.inc"
+#include "ScalarOpsHeader.inc"
 
 /// Where the CUDA toolkit's installer puts nvcc (a link to the newest
 /// toolkit).
@@ -104,6 +105,8 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   }
   if (failed(writeArtifactHeader(loc, outDir, "tp_cuda_runtime.h",
                                  kCudaRuntimeHeader)) ||
+      failed(writeArtifactHeader(loc, outDir, "tp_scalar_ops.h",
+                                 kScalarOpsHeader)) ||
       failed(writeModelAbiHeader(loc, outDir)))
     return failure();
 
@@ -127,7 +130,8 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   SmallVector<StringRef> extra;
   StringRef(options.extraFlags).split(extra, ' ', -1, /*KeepEmpty=*/false);
   args.append(extra.begin(), extra.end());
-  return runCachedBuild(loc, args, outDir,
-                        {source, "tp_cuda_runtime.h", "tp_model_abi.h"},
-                        libraryPath, options.cacheDir, options.interrupted);
+  return runCachedBuild(
+      loc, args, outDir,
+      {source, "tp_cuda_runtime.h", "tp_scalar_ops.h", "tp_model_abi.h"},
+      libraryPath, options.cacheDir, options.interrupted);
 }

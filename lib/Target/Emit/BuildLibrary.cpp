@@ -20,8 +20,10 @@
 
 using namespace mlir;
 
+#include "MathHeader.inc"
 #include "PackedGemmHeader.inc"
 #include "RuntimeHeader.inc"
+#include "ScalarOpsHeader.inc"
 
 static std::string findCompiler(const tp::BuildOptions &options) {
   if (!options.compiler.empty())
@@ -62,6 +64,9 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
           writeArtifactHeader(loc, outDir, "tp_runtime.h", kRuntimeHeader)) ||
       failed(writeArtifactHeader(loc, outDir, "tp_packed_gemm.h",
                                  kPackedGemmHeader)) ||
+      failed(writeArtifactHeader(loc, outDir, "tp_math.h", kMathHeader)) ||
+      failed(writeArtifactHeader(loc, outDir, "tp_scalar_ops.h",
+                                 kScalarOpsHeader)) ||
       failed(writeModelAbiHeader(loc, outDir)))
     return failure();
 
@@ -99,6 +104,8 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
                             {{"tp_model_prelude.h", prelude},
                              {"tp_runtime.h", kRuntimeHeader},
                              {"tp_packed_gemm.h", kPackedGemmHeader},
+                             {"tp_math.h", kMathHeader},
+                             {"tp_scalar_ops.h", kScalarOpsHeader},
                              {"tp_model_abi.h", modelAbiHeader()}},
                             options.interrupted);
   SmallVector<std::string> args(flags.begin(), flags.end());
@@ -109,8 +116,8 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   if (!glue.empty())
     args.push_back(glue);
   args.append({"-o", libraryPath.str().str(), "-lopenblas"});
-  return runCachedBuild(
-      loc, args, outDir,
-      {source, "tp_runtime.h", "tp_packed_gemm.h", "tp_model_abi.h"},
-      libraryPath, options.cacheDir, options.interrupted);
+  return runCachedBuild(loc, args, outDir,
+                        {source, "tp_runtime.h", "tp_packed_gemm.h",
+                         "tp_math.h", "tp_scalar_ops.h", "tp_model_abi.h"},
+                        libraryPath, options.cacheDir, options.interrupted);
 }

@@ -46,14 +46,9 @@ struct GroupSpec {
   int64_t stride = 1;
 };
 
-/// C++ for the scalar semantics both targets share (maximumF, floorDiv,
-/// fpToInt, ...); functions are marked TP_HD, which the target defines
-/// (empty for C++, __host__ __device__ for CUDA).
-extern const char *const kScalarSemantics;
-
 /// The text every model.cpp opens with, the same for every model: the
-/// runtime headers' includes and the scalar semantics, under an include
-/// guard, so that a copy precompiled for the host compiler
+/// runtime headers' includes (tp_math.h: the scalar semantics), under an
+/// include guard, so that a copy precompiled for the host compiler
 /// (PrecompiledPrelude.h) stands in for it.
 std::string cppModelPrelude();
 

@@ -146,6 +146,11 @@ static constexpr const char *kCudaPrelude = R"(#define TP_CUDA_MODEL_LIBRARY
 #include <cstdint>
 #include <limits>
 
+// The scalar semantics the C++ target shares (tp_scalar_ops.h), on the
+// host and the device.
+#define TP_HD __host__ __device__
+#include "tp_scalar_ops.h"
+
 namespace {
 
 // The element types the emitters name Float16 and BFloat16: arithmetic on
@@ -153,14 +158,15 @@ namespace {
 using Float16 = __half;
 using BFloat16 = __nv_bfloat16;
 
-#define TP_HD __host__ __device__
-// The C++ target's vectorisable tanh, exp and erf; CUDA's own are fast
-// already.
+// The C++ target's vectorisable tanh, exp and erf (tp_math.h); CUDA's own
+// are fast already.
 __host__ __device__ inline float tanhF(float x) { return tanhf(x); }
 __host__ __device__ inline float expF(float x) { return expf(x); }
 __host__ __device__ inline float erfF(float x) { return erff(x); }
 
 } // namespace
+
+using namespace tp::math;
 
 )";
 
@@ -272,8 +278,7 @@ LogicalResult CudaEmitter::emitModule() {
     llvm::interleaveComma(grid.getShape(), os);
     os << "]\n";
   }
-  os << kCudaPrelude << "namespace {\n"
-     << kScalarSemantics << "} // namespace\n\n";
+  os << kCudaPrelude;
   if (!globals.empty() || !kernels.empty())
     os << "namespace {\n\n"
        << globals << (globals.empty() ? "" : "\n") << kernels
