@@ -7,15 +7,28 @@
 // output again. This is the convolution analogue of a column-parallel
 // linear layer with a gathered output.
 //
+// The gather moves down through the per-channel ops after the convolution
+// (bias, norm, activation, pooling, padding of other dims). Where it then
+// meets a contraction that sums over those channels with a whole weight (a
+// second convolution, or a linear classifier) whose result is at most half
+// of what is gathered, that one takes its weight split on the channels
+// instead, reads its rank's channels as they are, and ends in one
+// all-reduce of its partial sums: a column/row pair, as Megatron pairs
+// linear layers (Whisper's two-convolution stem, a strided convolution, a
+// classifier). A larger result keeps the gather: its all-reduce, which
+// sends about twice its size, could move more bytes.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::tp {
 #define GEN_PASS_DEF_SPLITCONVOLUTIONS
@@ -47,6 +60,30 @@ bool isWholeWeight(func::FuncOp func, unsigned index) {
   LayoutAttr layout = getLayout(func, index);
   return func.getArgAttr(index, TPDialect::kWeightAttrName) &&
          (!layout || (!layout.isSplit() && !layout.isPiece()));
+}
+
+/// The loop that `expr` reads: a loop, or a loop plus terms of loops of
+/// one iteration (a convolution in grouped form reads its input channel as
+/// d1 * C + d5, d1 over its one group).
+std::optional<unsigned> plainLoop(AffineExpr expr, ArrayRef<int64_t> ranges) {
+  if (auto d = dyn_cast<AffineDimExpr>(expr))
+    return d.getPosition();
+  auto add = dyn_cast<AffineBinaryOpExpr>(expr);
+  if (!add || add.getKind() != AffineExprKind::Add)
+    return std::nullopt;
+  auto isUnit = [&](AffineExpr term) {
+    bool unit = true;
+    term.walk([&](AffineExpr e) {
+      if (auto d = dyn_cast<AffineDimExpr>(e))
+        unit &= ranges[d.getPosition()] == 1;
+    });
+    return unit;
+  };
+  if (isUnit(add.getLHS()))
+    return plainLoop(add.getRHS(), ranges);
+  if (isUnit(add.getRHS()))
+    return plainLoop(add.getLHS(), ranges);
+  return std::nullopt;
 }
 
 /// Position of loop `loop` among `map`'s results as a bare dim, or -1.
@@ -143,6 +180,10 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
         splits.push_back(*split);
     });
     for (ConvSplit &split : splits) {
+      // A convolution that an earlier one's split made row-parallel (it
+      // sums over the channels that one split) stays so.
+      if (!isWholeWeight(func, split.weight.getArgNumber()))
+        continue;
       auto filterType =
           cast<RankedTensorType>(split.conv.getDpsInputs()[1].getType());
       int64_t channels = filterType.getDimSize(split.filterDim);
@@ -162,6 +203,14 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
       if (failed(rewrite(split, ranks, grid)))
         return signalPassFailure();
     }
+    // Gathers whose every reader moved below them.
+    SmallVector<shard::AllGatherOp> dead;
+    func.walk([&](shard::AllGatherOp gather) {
+      if (gather->use_empty())
+        dead.push_back(gather);
+    });
+    for (shard::AllGatherOp gather : dead)
+      gather.erase();
   }
 
   LogicalResult rewrite(ConvSplit &split, int64_t ranks, shard::GridOp grid) {
@@ -232,16 +281,159 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
       fill.erase();
     // Per-channel ops after the convolution (reshape, bias, activation,
     // pooling, padding) can run on this rank's channels too; the gather
-    // then moves less data, after pooling.
-    while (gather && gather->hasOneUse())
-      gather = sinkGather(gather, ranks);
+    // then moves less data, after pooling. A gathered value may have
+    // several such users (GELU and SiLU read theirs twice): each moves
+    // below every one whose channel operands are all gathered.
+    SmallVector<shard::AllGatherOp> work = {gather};
+    llvm::SetVector<Operation *> made;
+    made.insert(gather);
+    while (!work.empty()) {
+      shard::AllGatherOp next = work.pop_back_val();
+      for (bool moved = true; moved && !next->use_empty();) {
+        moved = false;
+        llvm::SetVector<Operation *> users(next->user_begin(),
+                                           next->user_end());
+        for (Operation *user : users) {
+          if (shard::AllGatherOp below = sinkGather(next, user, ranks)) {
+            work.push_back(below);
+            made.insert(below);
+            moved = true;
+            break;
+          }
+        }
+      }
+    }
+    for (Operation *op : made) {
+      auto left = cast<shard::AllGatherOp>(op);
+      if (left->use_empty())
+        left.erase();
+      else if (left->hasOneUse())
+        splitContractedChannels(left, ranks);
+    }
     return success();
   }
 
-  /// Moves `gather` below its one user when that user works on each
-  /// channel separately; returns the new gather, or null when it stays.
-  shard::AllGatherOp sinkGather(shard::AllGatherOp gather, int64_t ranks) {
-    Operation *user = *gather->getUsers().begin();
+  /// Where the one user of `gather` sums over the gathered dim with a whole
+  /// weight (a convolution over its input channels, a linear layer over its
+  /// features) and starts from zeros, it reads this rank's channels and its
+  /// weight's rows for them, and an all-reduce sums the ranks' partial
+  /// results: the gather is gone.
+  void splitContractedChannels(shard::AllGatherOp gather, int64_t ranks) {
+    auto op = dyn_cast<linalg::LinalgOp>(*gather->getUsers().begin());
+    if (!op || op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
+      return;
+    OpOperand *use = &*gather->getUses().begin();
+    if (op.isDpsInit(use))
+      return;
+    // Bytes: the all-reduce sends about twice its result, the gather its
+    // operand once (and the contraction's own split would gather some of
+    // its result again, maybe after a pooling): pairing never sends more
+    // when the result is at most half of what is gathered (a strided
+    // convolution, Whisper's second one, a classifier), and it saves a
+    // collective.
+    if (2 * cast<RankedTensorType>(op->getResult(0).getType())
+                .getNumElements() >
+        gather.getResult().getType().getNumElements())
+      return;
+    int64_t axis = gather.getGatherAxis().getSExtValue();
+    std::optional<unsigned> channelLoop =
+        plainLoop(op.getMatchingIndexingMap(use).getResult(axis),
+                  op.getStaticLoopRanges());
+    if (!channelLoop || op.getIteratorTypesArray()[*channelLoop] !=
+                            utils::IteratorType::reduction)
+      return;
+    unsigned loop = *channelLoop;
+    OpOperand &other = op->getOpOperand(use->getOperandNumber() == 0 ? 1 : 0);
+    AffineMap otherMap = op.getMatchingIndexingMap(&other);
+    int64_t filterDim = positionOf(otherMap, loop);
+    if (filterDim < 0 || op.getMatchingIndexingMap(op.getDpsInitOperand(0))
+                             .isFunctionOfDim(loop))
+      return;
+    // The sum over the channels must be all that reads them: no other
+    // result of `otherMap` and no init may involve the loop.
+    for (auto [i, expr] : llvm::enumerate(otherMap.getResults()))
+      if (static_cast<int64_t>(i) != filterDim && expr.isFunctionOfDim(loop))
+        return;
+    // Partial sums add up to the whole only from a zero start.
+    auto fill = op.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+    auto zero =
+        fill ? fill.getInputs()[0].getDefiningOp<arith::ConstantOp>() : nullptr;
+    auto zeroAttr = zero ? dyn_cast<FloatAttr>(zero.getValue()) : nullptr;
+    if (!zeroAttr || !zeroAttr.getValue().isZero())
+      return;
+    // The weight, possibly through the expand_shape that views it with
+    // unit (group) dims.
+    Value weight = other.get();
+    auto expand = weight.getDefiningOp<tensor::ExpandShapeOp>();
+    if (expand)
+      weight = expand.getSrc();
+    auto arg = dyn_cast<BlockArgument>(weight);
+    auto func =
+        arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+    if (!func || !arg.hasOneUse() || (expand && !expand->hasOneUse()) ||
+        !isWholeWeight(func, arg.getArgNumber()))
+      return;
+    auto filterType = cast<RankedTensorType>(other.get().getType());
+    int64_t weightDim = filterDim;
+    if (expand) {
+      weightDim = -1;
+      for (auto [argDim, group] :
+           llvm::enumerate(expand.getReassociationIndices())) {
+        if (!llvm::is_contained(group, filterDim))
+          continue;
+        for (int64_t d : group)
+          if (d != filterDim && filterType.getDimSize(d) != 1)
+            return;
+        weightDim = static_cast<int64_t>(argDim);
+      }
+    }
+    auto argType = cast<RankedTensorType>(arg.getType());
+    if (weightDim < 0 || argType.getDimSize(weightDim) % ranks != 0)
+      return;
+
+    // This rank's rows of the weight: the contracted dim, as a row-parallel
+    // linear layer's.
+    auto localArgType =
+        withDim(argType, weightDim, argType.getDimSize(weightDim) / ranks);
+    arg.setType(localArgType);
+    SmallVector<Type> inputs(func.getArgumentTypes());
+    inputs[arg.getArgNumber()] = localArgType;
+    func.setType(
+        FunctionType::get(func.getContext(), inputs, func.getResultTypes()));
+    setLayout(func, arg.getArgNumber(),
+              LayoutAttr::get(func.getContext(), SplitRole::Row, weightDim));
+    if (expand) {
+      OpBuilder b(expand);
+      auto local = tensor::ExpandShapeOp::create(
+          b, expand.getLoc(),
+          withDim(filterType, filterDim,
+                  filterType.getDimSize(filterDim) / ranks),
+          arg, expand.getReassociationIndices());
+      other.set(local);
+      expand.erase();
+    }
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    Value partial = op->getResult(0);
+    // Inlined from tp-outline-unpartitionable's call: name the node itself.
+    Location loc = op.getLoc();
+    if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+      loc = callSite.getCallee();
+    auto reduce = shard::AllReduceOp::create(b, loc, partial, gather.getGrid(),
+                                             gather.getGridAxes(),
+                                             shard::ReductionKind::Sum);
+    use->set(gather.getInput());
+    gather.erase();
+    partial.replaceAllUsesExcept(reduce.getResult(), reduce);
+  }
+
+  /// Moves `gather` below `user`, one of its users, when that user works
+  /// on each channel separately and reads every operand indexed by the
+  /// channels from a gather of its own channels (or a weight it can
+  /// slice); returns the new gather of its result, or null when nothing
+  /// moved. Gathers left without users are erased by the caller.
+  shard::AllGatherOp sinkGather(shard::AllGatherOp gather, Operation *user,
+                                int64_t ranks) {
     int64_t axis = gather.getGatherAxis().getSExtValue();
     Value local = gather.getInput();
     OpBuilder b(user);
@@ -252,7 +444,6 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
           value, APInt(64, newAxis));
       user->getResult(0).replaceAllUsesWith(next.getResult());
       user->erase();
-      gather.erase();
       return next;
     };
     auto localType = [&](Value value, int64_t dim) {
@@ -290,7 +481,10 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
     auto generic = dyn_cast<linalg::GenericOp>(user);
     if (!generic || generic.getNumDpsInits() != 1)
       return nullptr;
-    OpOperand *use = &*gather->getUses().begin();
+    OpOperand *use = nullptr;
+    for (OpOperand &operand : generic->getOpOperands())
+      if (operand.get() == gather.getResult() && !use)
+        use = &operand;
     if (generic.isDpsInit(use))
       return nullptr;
     // The loop over channels: a parallel loop that indexes the gathered dim
@@ -310,9 +504,13 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
     int64_t outDim = positionOf(outMap, *loop);
     if (outDim < 0)
       return nullptr;
-    // Every other operand either ignores the channel loop or is a weight
-    // read only here, indexed by it plainly: this rank takes its slice.
+    // Every other operand ignores the channel loop, is gathered on the
+    // dim the loop indexes (its rank's channels are at hand), or is a
+    // weight read only here, indexed by it plainly: this rank takes its
+    // slice.
     SmallVector<std::pair<BlockArgument, int64_t>> weightsToSlice;
+    IRMapping mapping;
+    mapping.map(use->get(), local);
     for (OpOperand &operand : generic->getOpOperands()) {
       if (&operand == use || generic.isDpsInit(&operand) ||
           !isa<RankedTensorType>(operand.get().getType()))
@@ -320,8 +518,16 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
       AffineMap map = generic.getMatchingIndexingMap(&operand);
       if (!map.isFunctionOfDim(*loop))
         continue;
-      auto arg = dyn_cast<BlockArgument>(operand.get());
       int64_t dim = positionOf(map, *loop);
+      if (auto other = operand.get().getDefiningOp<shard::AllGatherOp>()) {
+        if (dim < 0 || other.getGatherAxis().getSExtValue() != dim ||
+            other.getGrid() != gather.getGrid() ||
+            other.getGridAxes() != gather.getGridAxes())
+          return nullptr;
+        mapping.map(operand.get(), other.getInput());
+        continue;
+      }
+      auto arg = dyn_cast<BlockArgument>(operand.get());
       auto func =
           arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
       if (!func || dim < 0 || !arg.hasOneUse() ||
@@ -352,8 +558,6 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
       localInit = linalg::FillOp::create(b, fill.getLoc(), fill.getInputs()[0],
                                          localInit)
                       .getResult(0);
-    IRMapping mapping;
-    mapping.map(use->get(), local);
     mapping.map(init, localInit);
     Operation *next = b.clone(*generic, mapping);
     next->getResult(0).setType(resultType);

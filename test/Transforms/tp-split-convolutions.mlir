@@ -108,3 +108,100 @@ func.func @sink_through_bias(%x: tensor<1x3x10xf32>, %w: tensor<4x3x3xf32> {tp.w
   } -> tensor<1x4x8xf32>
   return %z : tensor<1x4x8xf32>
 }
+
+// -----
+
+// Two convolutions with an activation that reads its input twice (x * x,
+// as exact GELU and SiLU do): the gather moves below both readers, and the
+// second, strided convolution (result 1x2x4, half of its gathered input
+// 1x4x10 at most) sums over the channels the first split: it takes its
+// filters split on its input channels and ends in one all-reduce, with no
+// gather left.
+#x = affine_map<(n, f, ow, c, k) -> (n, c, ow + k)>
+#w = affine_map<(n, f, ow, c, k) -> (f, c, k)>
+#y = affine_map<(n, f, ow, c, k) -> (n, f, ow)>
+#x2 = affine_map<(n, f, ow, c, k) -> (n, c, 2 * ow + k)>
+#id = affine_map<(n, c, w) -> (n, c, w)>
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @conv_pair(
+// CHECK-SAME: tensor<2x3x3xf32> {tp.layout = #tp.layout<role = conv_output, dim = 0>, tp.weight = "w1"}
+// CHECK-SAME: tensor<2x2x3xf32> {tp.layout = #tp.layout<role = row, dim = 1>, tp.weight = "w2"}
+// CHECK: %[[C1:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x10xf32>)
+// CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%[[C1]], %[[C1]] : tensor<1x2x10xf32>, tensor<1x2x10xf32>) outs(%{{.*}} : tensor<1x2x10xf32>)
+// CHECK: %[[C2:.*]] = linalg.generic {{.*}} ins(%[[SQ]], %{{.*}} : tensor<1x2x10xf32>, tensor<2x2x3xf32>) outs(%{{.*}} : tensor<1x2x4xf32>)
+// CHECK: %[[Y:.*]] = shard.all_reduce %[[C2]] on @grid grid_axes = [0] : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+// CHECK-NOT: all_gather
+// CHECK: return %[[Y]]
+func.func @conv_pair(%x: tensor<1x3x12xf32>, %w1: tensor<4x3x3xf32> {tp.weight = "w1"},
+                     %w2: tensor<2x4x3xf32> {tp.weight = "w2"}) -> tensor<1x2x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<1x4x10xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x4x10xf32>) -> tensor<1x4x10xf32>
+  %c1 = linalg.generic {indexing_maps = [#x, #w, #y],
+                        iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %w1 : tensor<1x3x12xf32>, tensor<4x3x3xf32>) outs(%i1 : tensor<1x4x10xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x10xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%c1, %c1 : tensor<1x4x10xf32>, tensor<1x4x10xf32>) outs(%e1 : tensor<1x4x10xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x10xf32>
+  %e2 = tensor.empty() : tensor<1x2x4xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+  %c2 = linalg.generic {indexing_maps = [#x2, #w, #y],
+                        iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%sq, %w2 : tensor<1x4x10xf32>, tensor<2x4x3xf32>) outs(%i2 : tensor<1x2x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x2x4xf32>
+  return %c2 : tensor<1x2x4xf32>
+}
+
+// -----
+
+// The second convolution widens (8 output channels from 4 at the same
+// length): an all-reduce of its result would send more than the gather
+// of its input, so the gather stays and it is split on its own output
+// channels.
+#x = affine_map<(n, f, ow, c, k) -> (n, c, ow + k)>
+#w = affine_map<(n, f, ow, c, k) -> (f, c, k)>
+#y = affine_map<(n, f, ow, c, k) -> (n, f, ow)>
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @conv_widening(
+// CHECK-SAME: tensor<2x3x3xf32> {tp.layout = #tp.layout<role = conv_output, dim = 0>, tp.weight = "w1"}
+// CHECK-SAME: tensor<4x4x3xf32> {tp.layout = #tp.layout<role = conv_output, dim = 0>, tp.weight = "w2"}
+// CHECK: shard.all_gather {{.*}} : tensor<1x2x10xf32> -> tensor<1x4x10xf32>
+// CHECK: shard.all_gather {{.*}} : tensor<1x4x8xf32> -> tensor<1x8x8xf32>
+// CHECK-NOT: all_reduce
+func.func @conv_widening(%x: tensor<1x3x12xf32>, %w1: tensor<4x3x3xf32> {tp.weight = "w1"},
+                         %w2: tensor<8x4x3xf32> {tp.weight = "w2"}) -> tensor<1x8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<1x4x10xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x4x10xf32>) -> tensor<1x4x10xf32>
+  %c1 = linalg.generic {indexing_maps = [#x, #w, #y],
+                        iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %w1 : tensor<1x3x12xf32>, tensor<4x3x3xf32>) outs(%i1 : tensor<1x4x10xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x10xf32>
+  %e2 = tensor.empty() : tensor<1x8x8xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x8x8xf32>) -> tensor<1x8x8xf32>
+  %c2 = linalg.generic {indexing_maps = [#x, #w, #y],
+                        iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%c1, %w2 : tensor<1x4x10xf32>, tensor<8x4x3xf32>) outs(%i2 : tensor<1x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x8x8xf32>
+  return %c2 : tensor<1x8x8xf32>
+}
