@@ -9,7 +9,13 @@
 // are added after the merged reduce, whatever the order the model added
 // them in. Under sequence parallelism the same holds of reduce-scatters.
 //
+// A term may reach the sum through a scale first (a mixture of experts'
+// routing weight and mask): SinkReduces.cpp moves such reduces after the
+// scale, so that the sum over experts ends in one reduce.
+//
 //===----------------------------------------------------------------------===//
+
+#include "SinkReduces.h"
 
 #include "tp/Transforms/Passes.h"
 
@@ -82,18 +88,6 @@ void collectTerms(linalg::GenericOp add, SmallVectorImpl<Term> &terms,
   }
 }
 
-/// A summed all-reduce or reduce-scatter used only once.
-template <typename ReduceOp> ReduceOp getSoleReduce(Value v) {
-  auto reduce = v.template getDefiningOp<ReduceOp>();
-  if (!reduce || !reduce->hasOneUse() ||
-      reduce.getReduction() != shard::ReductionKind::Sum)
-    return {};
-  if constexpr (std::is_same_v<ReduceOp, shard::AllReduceOp>)
-    if (reduce.getInput().getType() != reduce.getResult().getType())
-      return {};
-  return reduce;
-}
-
 /// True if `a` and `b` reduce over the same ranks into the same layout.
 bool sameCollective(shard::AllReduceOp a, shard::AllReduceOp b) {
   return a.getGrid() == b.getGrid() && a.getGridAxes() == b.getGridAxes();
@@ -102,19 +96,6 @@ bool sameCollective(shard::ReduceScatterOp a, shard::ReduceScatterOp b) {
   return a.getGrid() == b.getGrid() && a.getGridAxes() == b.getGridAxes() &&
          a.getScatterAxis() == b.getScatterAxis() &&
          a.getInput().getType() == b.getInput().getType();
-}
-
-shard::AllReduceOp createLike(OpBuilder &b, Location loc, Value partial,
-                              shard::AllReduceOp like) {
-  return shard::AllReduceOp::create(b, loc, partial, like.getGrid(),
-                                    like.getGridAxes(), like.getReduction());
-}
-shard::ReduceScatterOp createLike(OpBuilder &b, Location loc, Value partial,
-                                  shard::ReduceScatterOp like) {
-  return shard::ReduceScatterOp::create(
-      b, loc, TypeRange{like.getResult().getType()}, like.getGridAttr(),
-      like.getGridAxesAttr(), partial, like.getReductionAttr(),
-      like.getScatterAxisAttr());
 }
 
 /// `lhs + rhs` in the shape of `init`, `lhs` read whole and `rhs` through
@@ -234,6 +215,7 @@ struct MergeSummedReduces : OpRewritePattern<linalg::GenericOp> {
 
 struct MergeAllReduces : tp::impl::MergeAllReducesBase<MergeAllReduces> {
   void runOnOperation() override {
+    sinkReducesThroughScales(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<MergeSummedReduces<shard::AllReduceOp>,
                  MergeSummedReduces<shard::ReduceScatterOp>>(&getContext());

@@ -216,3 +216,146 @@ func.func @sequential_not_merged(%x: tensor<4x8xf32>, %attn: tensor<4x8xf32>) ->
   } -> tensor<4x8xf32>
   return %sum : tensor<4x8xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// A mixture of experts, tensor parallel inside each expert: each expert's
+// reduced output is scaled by its replicated routing weight and selected
+// (or 0) by its replicated routing mask, then the experts are summed. The
+// scale and the select are linear in the reduced value: they move before
+// the reduce, and the sum over experts ends in one all-reduce.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @experts(
+// CHECK-SAME: %[[P0:[^:]+]]: tensor<4x8xf32>, %[[P1:[^:]+]]: tensor<4x8xf32>, %[[W0:[^:]+]]: tensor<4xf32>, %[[W1:[^:]+]]: tensor<4xf32>, %[[M0:[^:]+]]: tensor<4xi1>
+// CHECK: %[[S0:.*]] = linalg.generic {{.*}} ins(%[[P0]], %[[W0]] : tensor<4x8xf32>, tensor<4xf32>)
+// CHECK: %[[T0:.*]] = linalg.generic {{.*}} ins(%[[S0]], %[[M0]] : tensor<4x8xf32>, tensor<4xi1>)
+// CHECK: %[[S1:.*]] = linalg.generic {{.*}} ins(%[[P1]], %[[W1]] : tensor<4x8xf32>, tensor<4xf32>)
+// CHECK: %[[PARTIAL:.*]] = linalg.generic {{.*}} ins(%[[T0]], %[[S1]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: shard.all_reduce %[[PARTIAL]]
+// CHECK-NOT: shard.all_reduce
+func.func @experts(%p0: tensor<4x8xf32>, %p1: tensor<4x8xf32>,
+                   %w0: tensor<4xf32>, %w1: tensor<4xf32>,
+                   %m0: tensor<4xi1>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %r0 = shard.all_reduce %p0 on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %s0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r0, %w0 : tensor<4x8xf32>, tensor<4xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %w: f32, %o: f32):
+    %m = arith.mulf %x, %w : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %t0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0, %m0 : tensor<4x8xf32>, tensor<4xi1>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %c: i1, %o: f32):
+    %s = arith.select %c, %x, %zero : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %r1 = shard.all_reduce %p1 on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %s1 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r1, %w1 : tensor<4x8xf32>, tensor<4xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %w: f32, %o: f32):
+    %m = arith.mulf %x, %w : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t0, %s1 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %sum : tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Not linear, or not replicated: a reduce squared, or scaled by a weight
+// split across ranks (its tp.layout), stays where it is.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @not_linear(
+// CHECK: shard.all_reduce
+// CHECK-NEXT: linalg.generic
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: shard.all_reduce
+// CHECK-NEXT: linalg.generic
+func.func @not_linear(%p: tensor<4x8xf32>, %q: tensor<4x8xf32>,
+                      %w: tensor<8xf32> {tp.layout = #tp.layout<role = column, dim = 0>, tp.weight = "w"}) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r = shard.all_reduce %p on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.mulf %x, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %q on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %sc = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r2, %w : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  return %sq, %sc : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// The same under sequence parallelism: each expert's result is
+// reduce-scattered over tokens and scaled by this rank's slice of the
+// replicated routing weight (computed after the all_slice). The slice's
+// computation is redone once on the whole weight, the scales move before
+// the reduce-scatters, and one reduce-scatter of the sum remains, no
+// all_slice.
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @experts_sp(
+// CHECK-SAME: %[[P0:[^:]+]]: tensor<4x8xf32>, %[[P1:[^:]+]]: tensor<4x8xf32>, %[[W:[^:]+]]: tensor<4xf32>
+// CHECK-NOT: shard.all_slice
+// CHECK: %[[W2:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<4xf32>)
+// CHECK-NOT: ins(%[[W]]
+// CHECK: %[[S0:.*]] = linalg.generic {{.*}} ins(%[[P0]], %[[W2]] : tensor<4x8xf32>, tensor<4xf32>)
+// CHECK: %[[S1:.*]] = linalg.generic {{.*}} ins(%[[P1]], %[[W2]] : tensor<4x8xf32>, tensor<4xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[S0]], %[[S1]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: shard.reduce_scatter %[[SUM]] on @grid grid_axes = [0] scatter_axis = 0
+// CHECK-NOT: shard.
+func.func @experts_sp(%p0: tensor<4x8xf32>, %p1: tensor<4x8xf32>,
+                      %w: tensor<4xf32>) -> tensor<2x8xf32> {
+  %e = tensor.empty() : tensor<2x8xf32>
+  %e1 = tensor.empty() : tensor<2xf32>
+  %ws = shard.all_slice %w on @grid grid_axes = [0] slice_axis = 0 : tensor<4xf32> -> tensor<2xf32>
+  %w2 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%ws : tensor<2xf32>) outs(%e1 : tensor<2xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %m = arith.mulf %x, %x : f32
+    linalg.yield %m : f32
+  } -> tensor<2xf32>
+  %r0 = shard.reduce_scatter %p0 on @grid grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %s0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r0, %w2 : tensor<2x8xf32>, tensor<2xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    linalg.yield %m : f32
+  } -> tensor<2x8xf32>
+  %r1 = shard.reduce_scatter %p1 on @grid grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %s1 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r1, %w2 : tensor<2x8xf32>, tensor<2xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    linalg.yield %m : f32
+  } -> tensor<2x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s0, %s1 : tensor<2x8xf32>, tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  } -> tensor<2x8xf32>
+  return %sum : tensor<2x8xf32>
+}

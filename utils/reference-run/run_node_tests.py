@@ -145,8 +145,8 @@ FOLDABLE = re.compile(r"must be known at import time")
 
 # Float operands the importer needs at import time, by (op, input slot) of the
 # default domain: Resize's roi and scales (Resize-10 has scales at slot 1,
-# Resize-11+ roi at 1 and scales at 2) and Upsample's scales.
-CONST_FLOAT_SLOTS = {"Resize": {1, 2}, "Upsample": {1}}
+# Resize-11+ roi at 1 and scales at 2), Upsample's scales and OneHot's depth.
+CONST_FLOAT_SLOTS = {"Resize": {1, 2}, "Upsample": {1}, "OneHot": {1}}
 
 
 def const_float_uses(graph):

@@ -685,6 +685,13 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     if (it != declared.end() && failed(checkDeclaredType(*it->second, *v, loc)))
       return failure();
   }
+  if (!routing.empty() && failed(routing.visit(
+                              node,
+                              [&](StringRef value) -> const ImportedValue * {
+                                return lookup(value);
+                              },
+                              loc)))
+    return failure();
   return success();
 }
 
@@ -809,6 +816,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
                      << "' is never computed";
       return nullptr;
     }
+    if (failed(routing.checkOutput(info.name(), loc)))
+      return nullptr;
     if (v->isSequence()) {
       emitError(loc) << "graph output '" << info.name()
                      << "' is a sequence; only tensors can be returned";
@@ -882,7 +891,10 @@ mlir::tp::importONNXBuffer(StringRef bytes, StringRef path, MLIRContext *ctx,
         failed(checkInputTypes(model, options, loc)))
       return nullptr;
   }
-  return GraphImporter(ctx, model, path, options).run();
+  DenseRouting routing;
+  if (failed(rewriteDenseRouting(*model.mutable_graph(), loc, routing)))
+    return nullptr;
+  return GraphImporter(ctx, model, path, options, std::move(routing)).run();
 }
 
 FailureOr<SmallVector<ONNXGraphInput>>
@@ -938,6 +950,7 @@ const ConverterMap &mlir::tp::onnx_import::getConverters() {
     populateSequenceConverters(map);
     populateLoopConverters(map);
     populateLossConverters(map);
+    populateTopKConverters(map);
     return map;
   }();
   return converters;

@@ -8,6 +8,7 @@
 #ifndef TP_LIB_TARGET_ONNX_GRAPHIMPORTER_H
 #define TP_LIB_TARGET_ONNX_GRAPHIMPORTER_H
 
+#include "DenseRouting.h"
 #include "Importer.h"
 #include "ModelLoader.h"
 
@@ -26,10 +27,12 @@ namespace mlir::tp::onnx_import {
 class GraphImporter {
 public:
   GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model, StringRef path,
-                const ONNXImportOptions &options)
+                const ONNXImportOptions &options,
+                DenseRouting routing = DenseRouting())
       : ctx(ctx), model(model), graph(model.graph()), path(path),
         options(options), builder(ctx),
-        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)), scopes(1) {}
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)), scopes(1),
+        routing(std::move(routing)) {}
 
   OwningOpRef<ModuleOp> run();
 
@@ -112,6 +115,8 @@ private:
              const std::optional<ExternalLocation> &external) const;
   /// The model's folder, which external data locations are relative to.
   SmallString<256> modelDir;
+  /// The token lists made dense before import, followed as they import.
+  DenseRouting routing;
 };
 
 } // namespace mlir::tp::onnx_import

@@ -189,6 +189,7 @@ void populateConvConverters(ConverterMap &map);
 void populateSequenceConverters(ConverterMap &map);
 void populateLoopConverters(ConverterMap &map);
 void populateLossConverters(ConverterMap &map);
+void populateTopKConverters(ConverterMap &map);
 /// Whether converters of `opType` accept sequence-valued inputs.
 bool acceptsSequences(StringRef opType);
 const ConverterMap &getConverters();

@@ -24,6 +24,13 @@ Outputs go to OUT (default /tmp/moe/, not the repository):
   OUT/<name>-opset<N>/check<i>_{input_ids,attention_mask,logits}.npy
   OUT/index.json    what each model is, its config and shapes
 
+--zoo instead writes the models of ZOO (the same configs made smaller, so
+that each model.onnx stays well under 1 MB) into the repository's zoo,
+test/models/hf/<name>/{model.onnx,input_ids,attention_mask,logits.npy} at
+opset 14, and adds their entries to test/models/hf/zoo.json (leaving the
+others as they are), where utils/reference-run/run_zoo.py and
+test/Numerics/zoo/{mixtral,qwen2_moe}.test read them.
+
 Needs Debian's python3-torch 1.13 and transformers 4.47 (see generate.py):
   PYTHONPATH=test/models/hf/.cache/site HF_HUB_OFFLINE=1 \\
       /usr/bin/python3 test/models/hf/export_moe.py [--out DIR] [name ...]
@@ -94,6 +101,14 @@ BATCHED = {
                                "mixtral_batched_mm combining by a sum over "
                                "the k slots instead of index_add_"),
 }
+# The zoo's copies: name -> (model of MODELS, config changes). Smaller
+# vocabularies and experts than the research exports (1.6 MB each).
+ZOO = {
+    "mixtral": ("mixtral", dict(vocab_size=512, intermediate_size=32)),
+    "qwen2_moe": ("qwen2_moe", dict(vocab_size=512, moe_intermediate_size=16,
+                                    shared_expert_intermediate_size=32)),
+}
+ZOO_OPSET = 14
 # Exports that onnxruntime is expected to get wrong, and why.
 KNOWN_WRONG = {
     "mixtral_batched_mm": "torch 1.13 exports index_add_ as ScatterElements "
@@ -156,7 +171,7 @@ def batched_moe(block, combine):
     return BatchedMoe()
 
 
-def build(name):
+def build(name, changes=None):
     import torch
     import transformers
     sys.path.insert(0, HERE)
@@ -170,7 +185,7 @@ def build(name):
         return model, inner
     config_cls, model_cls, config, _ = MODELS[name]
     torch.manual_seed(0)
-    cfg = getattr(transformers, config_cls)(**config)
+    cfg = getattr(transformers, config_cls)(**(config | (changes or {})))
     # torch 1.13 has no scaled_dot_product_attention, so transformers 4.47
     # picks eager attention by itself; say so rather than rely on it.
     cfg._attn_implementation = "eager"
@@ -235,6 +250,39 @@ def export(name, out):
     return entry
 
 
+def export_zoo(name):
+    """Writes zoo model `name` into test/models/hf/<name>/; returns its
+    zoo.json entry (generate.py's fields)."""
+    import torch
+    import transformers
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    base, changes = ZOO[name]
+    model, inner = build(base, changes)
+    inputs = inputs_for(BATCH, SEQ, inner.config.vocab_size, 2)
+    names = list(inputs)
+    dynamic = {n: {0: "batch", 1: "sequence"} for n in names + ["logits"]}
+    with torch.no_grad():
+        logits = model(*inputs.values())
+    folder = os.path.join(HERE, name)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.onnx")
+    torch.onnx.export(model, tuple(inputs.values()), path, input_names=names,
+                      output_names=["logits"], dynamic_axes=dynamic,
+                      opset_version=ZOO_OPSET, do_constant_folding=True)
+    for n, t in inputs.items():
+        np.save(os.path.join(folder, n + ".npy"), t.numpy())
+    np.save(os.path.join(folder, "logits.npy"), logits.numpy())
+    params = sum(p.numel() for p in inner.parameters())
+    print(f"{name}: opset {ZOO_OPSET}, {params} parameters, "
+          f"{os.path.getsize(path) // 1024} KiB -> {path}")
+    return {"model": type(inner).__name__,
+            "about": MODELS[base][3] + " (eager per-expert loop, NonZero)",
+            "opset": ZOO_OPSET, "kind": "causal", "parameters": params,
+            "inputs": {n: list(t.shape) for n, t in inputs.items()},
+            "outputs": {"logits": list(logits.shape)}}
+
+
 def check(name, out):
     """onnxruntime against torch's logits, on every stored input."""
     import onnxruntime as ort
@@ -273,7 +321,20 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="check the exports with onnxruntime, export nothing")
     ap.add_argument("names", nargs="*")
+    ap.add_argument("--zoo", action="store_true",
+                    help="write the ZOO models into test/models/hf and "
+                         "zoo.json")
     args = ap.parse_args()
+    if args.zoo:
+        index_path = os.path.join(HERE, "zoo.json")
+        with open(index_path) as f:
+            index = json.load(f)
+        for n in args.names or list(ZOO):
+            index[n] = export_zoo(n)
+        with open(index_path, "w") as f:
+            json.dump(index, f, indent=1)
+            f.write("\n")
+        return
     names = args.names or list(MODELS) + list(BATCHED)
     if args.check:
         results = [check(n, args.out) for n in names]
