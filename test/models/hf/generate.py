@@ -379,7 +379,10 @@ def main():
             index = json.load(f)
     for name in names:
         index[name] = generate(name)
-    index = {n: index[n] for n in ZOO if n in index}
+    # This script's models in its order, then the entries other scripts
+    # add (export_moe.py --zoo), kept as they are.
+    index = {n: index[n] for n in ZOO if n in index} | {
+        n: v for n, v in index.items() if n not in ZOO}
     with open(index_path, "w") as f:
         json.dump({"torch": torch.__version__,
                    "transformers": transformers.__version__} | {
