@@ -80,6 +80,9 @@ inline float expPositive(float x) {
 // Measured against double-precision exp (test/Numerics/math-accuracy.test).
 inline float expF(float x) {
   float c = x < -104.0f ? -104.0f : (x > 88.75f ? 88.75f : x);
+  // NaN compares false both ways: reduce 0 instead (a NaN converted to an
+  // integer below is undefined), and return the NaN at the end.
+  c = x != x ? 0.0f : c;
   float n = std::nearbyint(c * 1.44269504088896341f);
   float r = c - n * 0.693145751953125f - n * 1.428606765330187045e-06f;
   // 1 + (r + r^2 q), the small terms summed first; q is Cephes' degree-5
