@@ -194,6 +194,10 @@ getTrainingSpec(const CompileOptions &options) {
   spec.momentum = options.momentum.value_or(spec.momentum);
   spec.clipNorm = options.clipNorm.value_or(spec.clipNorm);
   spec.accumulate = options.accumulate.value_or(spec.accumulate);
+  spec.dataParallel = options.dataParallel;
+  if (options.bucketMb)
+    spec.bucketBytes = std::max<int64_t>(
+        4, static_cast<int64_t>(*options.bucketMb * double(1 << 20)) / 4 * 4);
   return spec;
 }
 
@@ -216,6 +220,18 @@ static LogicalResult checkOptions(MLIRContext &context,
     return emitError(loc)
            << "--lr, --betas, --eps, --weight-decay, --momentum, --clip-norm "
               "and --accumulate need --train";
+  if (!options.train && (options.dataParallel != 1 || options.bucketMb))
+    return emitError(loc) << "--data-parallel and --bucket-mb need --train "
+                             "(the replicas average their gradients)";
+  if (options.dataParallel < 1 ||
+      options.dataParallel * options.devices > ::tp::rt::kMaxRanks)
+    return emitError(loc) << "--data-parallel must be at least 1, with at "
+                             "most "
+                          << ::tp::rt::kMaxRanks << " ranks in all";
+  if (options.bucketMb &&
+      !(*options.bucketMb > 0 && *options.bucketMb <= double(1 << 20)))
+    return emitError(loc) << "--bucket-mb must be above 0 and at most "
+                          << (1 << 20) << " (MiB)";
   if (!options.betas.empty() && options.betas.size() != 2)
     return emitError(loc) << "--betas takes two values, beta1,beta2";
   if (options.devices < 1 || options.stages < 1 || options.microbatches < 1)
@@ -526,21 +542,31 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   }
   buildParallelizePipeline(pm, parallelize);
   // The optimizer's copies of each gradient (--train): AdamW's two
-  // moments, SGD's momentum, the sum of accumulated micro-batches.
+  // moments, SGD's momentum, the sum of accumulated micro-batches, the
+  // buffer the data axis all-reduces.
   int64_t optimizerStates = 0;
   if (training)
     optimizerStates = (*options.train == TrainOptimizer::AdamW ? 2
                        : training->momentum > 0                ? 1
                                                                : 0) +
-                      (training->accumulate > 1 ? 1 : 0);
+                      (training->accumulate > 1 ? 1 : 0) +
+                      (training->dataParallel > 1 ? 1 : 0);
   if (options.explain) {
     ExplainOptions explainOptions;
     explainOptions.optimizerStates = optimizerStates;
+    if (training) {
+      explainOptions.dataParallel = training->dataParallel;
+      explainOptions.bucketBytes = training->bucketBytes;
+    }
     pm.addPass(createExplain(explainOptions));
   }
   if (!options.explainJson.empty()) {
     ExplainOptions explainOptions;
     explainOptions.optimizerStates = optimizerStates;
+    if (training) {
+      explainOptions.dataParallel = training->dataParallel;
+      explainOptions.bucketBytes = training->bucketBytes;
+    }
     explainOptions.json = true;
     explainOptions.output = options.explainJson;
     pm.addPass(createExplain(explainOptions));

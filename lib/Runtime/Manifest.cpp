@@ -601,6 +601,13 @@ Manifest tp::rt::parseManifest(const std::string &json,
     spec.momentum = reader.number(in, "momentum", 0, 1, "training");
     spec.clipNorm = reader.number(in, "clip_norm", 0, 1e30, "training");
     spec.accumulate = reader.integer(in, "accumulate", 1, 1 << 20, "training");
+    // Absent in manifests written before data parallelism: one replica.
+    if (in.get("data_parallel"))
+      spec.dataParallel =
+          reader.integer(in, "data_parallel", 1, kMaxRanks, "training");
+    if (in.get("bucket_bytes"))
+      spec.bucketBytes =
+          reader.integer(in, "bucket_bytes", 4, int64_t(1) << 40, "training");
     spec.loss = reader.string(in, "loss");
     if (manifest.maxSeq > 0 || manifest.pp > 1)
       reader.fail("training: an artifact that trains has one stage and no "

@@ -161,6 +161,8 @@ std::string tp::rt::printManifest(const Manifest &manifest) {
         json.attribute("momentum", training->momentum);
         json.attribute("clip_norm", training->clipNorm);
         json.attribute("accumulate", training->accumulate);
+        json.attribute("data_parallel", training->dataParallel);
+        json.attribute("bucket_bytes", training->bucketBytes);
         json.attribute("loss", training->loss);
       });
     if (!manifest.tied.empty())

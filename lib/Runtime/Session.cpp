@@ -450,6 +450,13 @@ public:
   gatherFromLastStage(const std::vector<char> &mine);
   void broadcastFromRoot(std::vector<char> &data);
   int32_t getMpiRank() const { return mpi ? mpiRank : -1; }
+  void allReduceOverReplicas(int32_t rank, float *buffer, int64_t count,
+                             const char *site);
+  /// Data-parallel replicas in the world, and this session's.
+  int32_t replicas = 1, replica = 0;
+  std::shared_ptr<ThreadWorld> getThreadWorld() const {
+    return mpi ? nullptr : world;
+  }
   const std::vector<RankTrace> &getTrace() const { return traces; }
 
 private:
@@ -538,6 +545,14 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     throw Error("unknown launcher '" + this->options.launcher +
                 "' (threads or mpi)");
   mpi = this->options.launcher == "mpi";
+  replicas = manifest.training
+                 ? static_cast<int32_t>(manifest.training->dataParallel)
+                 : 1;
+  if (this->options.dataReplica < 0 || this->options.dataReplica >= replicas)
+    throw Error(artifact + ": data-parallel replica " +
+                std::to_string(this->options.dataReplica) + " of " +
+                std::to_string(replicas));
+  replica = this->options.dataReplica;
   if (mpi && !haveMpi())
     throw Error("this tp-run was built without MPI; use --launcher threads");
   // The library's static constructors run when it is loaded: check it
@@ -545,7 +560,7 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
   std::string libraryPath = verifyLibrary(manifest);
   if (manifest.target == "cpu") {
     chooseBlasKernels();
-    chooseBlasThreads(ranksOnNode(mpi, manifest.ranks));
+    chooseBlasThreads(ranksOnNode(mpi, manifest.ranks * replicas));
   }
   library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
@@ -567,13 +582,20 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
                 "its library");
   if (mpi) {
     auto context = createMpiRankContext(timeout());
-    int32_t size = context->worldSize();
-    if (size != manifest.ranks)
+    int32_t size = static_cast<int32_t>(manifest.ranks);
+    if (context->worldSize() != size * replicas)
       throw Error("the artifact was built for " +
-                  std::to_string(manifest.ranks) + " ranks (tp " +
+                  std::to_string(size * replicas) + " ranks (tp " +
                   std::to_string(manifest.tp) + " x pp " +
-                  std::to_string(manifest.pp) + ") but mpirun started " +
-                  std::to_string(size) + " processes");
+                  std::to_string(manifest.pp) +
+                  (replicas > 1 ? " x data " + std::to_string(replicas) : "") +
+                  ") but mpirun started " +
+                  std::to_string(context->worldSize()) + " processes");
+    if (replicas > 1) {
+      replica = context->rank() / size;
+      context =
+          createReplicaRankContext(std::move(context), replica * size, size);
+    }
     mpiRank = context->rank();
     communication.assign(1, 0);
     if (options.trace && !cuda)
@@ -613,18 +635,23 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
     return;
   }
   bindAll();
-  world = createThreadWorld(static_cast<int32_t>(manifest.ranks), timeout());
+  int32_t size = static_cast<int32_t>(manifest.ranks);
+  world = this->options.world ? this->options.world
+                              : createThreadWorld(size * replicas, timeout());
   rankThreads = std::make_unique<detail::RankThreads>(
-      static_cast<int32_t>(manifest.ranks),
-      threadRankAwake(static_cast<int32_t>(manifest.ranks)));
+      size, threadRankAwake(size * replicas));
   communication.assign(manifest.ranks, 0);
   if (options.trace)
     for (int32_t rank = 0; rank < manifest.ranks; ++rank)
       traces.push_back(RankTrace{rank, {}});
   for (int32_t rank = 0; rank < manifest.ranks; ++rank) {
-    contexts.push_back(
-        createTimedRankContext(createThreadRankContext(world, rank),
-                               &communication[rank], traceOf(rank)));
+    std::unique_ptr<RankContext> context =
+        createThreadRankContext(world, replica * size + rank);
+    if (replicas > 1)
+      context =
+          createReplicaRankContext(std::move(context), replica * size, size);
+    contexts.push_back(createTimedRankContext(
+        std::move(context), &communication[rank], traceOf(rank)));
     modelRanks.push_back(model->createRank(
         rank, static_cast<int32_t>(manifest.ranks), contexts.back().get()));
   }
@@ -1155,6 +1182,29 @@ void Session::Impl::broadcastFromRoot(std::vector<char> &data) {
                 std::to_string(bytes) + " bytes");
   data.resize(bytes);
   context.recv(0, data.data(), bytes, site);
+}
+
+int32_t Session::getDataReplicas() const { return impl->replicas; }
+
+int32_t Session::getDataReplica() const { return impl->replica; }
+
+std::shared_ptr<ThreadWorld> Session::getThreadWorld() const {
+  return impl->getThreadWorld();
+}
+
+void Session::allReduceOverReplicas(int32_t rank, float *buffer, int64_t count,
+                                    const char *site) {
+  impl->allReduceOverReplicas(rank, buffer, count, site);
+}
+
+void Session::Impl::allReduceOverReplicas(int32_t rank, float *buffer,
+                                          int64_t count, const char *site) {
+  if (replicas == 1)
+    return;
+  trainingRank(rank); // throws for a rank not in this process
+  RankContext &context = *contexts.at(mpi ? 0 : rank);
+  context.allReduce(Group{replicas, static_cast<int32_t>(manifest.ranks)},
+                    buffer, count, DType::F32, Reduction::Sum, site);
 }
 
 std::vector<int32_t> Session::getLocalRanks() const {

@@ -43,11 +43,18 @@ struct Param {
   std::vector<float> first, second;
   /// The sum of the micro-batches' gradients (accumulate > 1).
   std::vector<float> accumulated;
+  /// Where the gradient starts in its rank's `reduced` buffer.
+  int64_t offset = 0;
 };
 
 struct LocalRank {
+  /// The rank in its replica, and the session (replica) that runs it.
   int32_t rank = 0;
+  Session *session = nullptr;
   std::vector<Param> params;
+  /// Data parallelism: the rank's gradients, one after another in params'
+  /// order, then the replica's loss: what the data axis all-reduces.
+  std::vector<float> reduced;
 };
 
 std::string readFile(const std::string &path) {
@@ -102,11 +109,23 @@ public:
   Session &session;
   const Manifest &manifest;
   const TrainingSpec &spec;
+  /// With threads and --data-parallel D: the sessions of replicas 1 .. D-1
+  /// (replica 0 is `session`), in the world `session` made for them all.
+  std::vector<std::unique_ptr<Session>> replicaSessions;
+  /// This process's replicas: `session` and replicaSessions.
+  std::vector<Session *> sessions;
   std::vector<LocalRank> ranks;
   int64_t steps = 0;
 
 private:
-  /// The sum of `value` over every process (one per rank under MPI).
+  /// Adds `local`'s trainable weights, from its session's memory.
+  void addParams(LocalRank &local);
+  /// Sums every rank's gradients and the loss over the data axis, in
+  /// buckets of at most spec.bucketBytes; returns the collectives and
+  /// bytes of one rank.
+  std::pair<int64_t, int64_t> reduceOverReplicas(double lossSum[]);
+  /// The sum of `value` over the ranks of a replica: over the processes of
+  /// this one under MPI (one per rank), `value` itself with threads.
   double sumOverProcesses(double value);
   void update(Param &param, const float *grad, double scale, double lr);
   std::string stateHeader(const LocalRank &rank) const;
@@ -121,6 +140,27 @@ Trainer::Impl::Impl(Session &session)
                       "tp-compile --train adamw|sgd");
         return *session.getManifest().training;
       }()) {
+  sessions.push_back(&session);
+  int32_t replicas = session.getDataReplicas();
+  if (replicas > 1 && session.getMpiRank() < 0)
+    for (int32_t d = 1; d < replicas; ++d) {
+      SessionOptions options = session.getOptions();
+      options.dataReplica = d;
+      options.world = session.getThreadWorld();
+      replicaSessions.push_back(
+          std::make_unique<Session>(manifest.dir, options));
+      sessions.push_back(replicaSessions.back().get());
+    }
+  for (Session *replica : sessions)
+    for (int32_t r : replica->getLocalRanks()) {
+      LocalRank &local = ranks.emplace_back();
+      local.rank = r;
+      local.session = replica;
+      addParams(local);
+    }
+}
+
+void Trainer::Impl::addParams(LocalRank &local) {
   std::map<std::string, const TensorSpec *> outputs;
   for (const TensorSpec &output : manifest.outputs)
     outputs[output.name] = &output;
@@ -128,42 +168,44 @@ Trainer::Impl::Impl(Session &session)
   std::map<std::string, const TensorSpec *> results;
   for (const TensorSpec &result : stage.results)
     results[result.name] = &result;
-  for (int32_t r : session.getLocalRanks()) {
-    LocalRank &local = ranks.emplace_back();
-    local.rank = r;
-    char *file = session.getRankWeightFile(r);
-    for (const WeightSpec &weight : manifest.rankSpecs.at(r).weights) {
-      std::string grad = "grad." + weight.name;
-      auto output = outputs.find(grad);
-      if (output == outputs.end())
-        continue; // frozen (--freeze), or no float weight
-      const TensorSpec *result = results.at(grad);
-      if (weight.dtype != "F32" || result->dtype != "F32" ||
-          result->shape != weight.shape)
-        throw Error(manifest.dir + ": rank " + std::to_string(r) +
-                    ": gradient '" + grad + "' is " + result->dtype + " " +
-                    formatShape(result->shape) + " but its weight is " +
-                    weight.dtype + " " + formatShape(weight.shape));
-      Param param;
-      param.spec = &weight;
-      param.weight = reinterpret_cast<float *>(file + weight.fileOffset);
-      param.grad = grad;
-      param.size = static_cast<int64_t>(weight.bytes / sizeof(float));
-      param.split = output->second->splitDim >= 0;
-      if (spec.optimizer == "adamw") {
-        param.first.assign(param.size, 0.f);
-        param.second.assign(param.size, 0.f);
-      } else if (spec.momentum > 0) {
-        param.first.assign(param.size, 0.f);
-      }
-      if (spec.accumulate > 1)
-        param.accumulated.assign(param.size, 0.f);
-      local.params.push_back(std::move(param));
-    }
-    if (local.params.empty())
+  int32_t r = local.rank;
+  char *file = local.session->getRankWeightFile(r);
+  int64_t elements = 0;
+  for (const WeightSpec &weight : manifest.rankSpecs.at(r).weights) {
+    std::string grad = "grad." + weight.name;
+    auto output = outputs.find(grad);
+    if (output == outputs.end())
+      continue; // frozen (--freeze), or no float weight
+    const TensorSpec *result = results.at(grad);
+    if (weight.dtype != "F32" || result->dtype != "F32" ||
+        result->shape != weight.shape)
       throw Error(manifest.dir + ": rank " + std::to_string(r) +
-                  " has no trainable weight with a gradient");
+                  ": gradient '" + grad + "' is " + result->dtype + " " +
+                  formatShape(result->shape) + " but its weight is " +
+                  weight.dtype + " " + formatShape(weight.shape));
+    Param param;
+    param.spec = &weight;
+    param.weight = reinterpret_cast<float *>(file + weight.fileOffset);
+    param.grad = grad;
+    param.size = static_cast<int64_t>(weight.bytes / sizeof(float));
+    param.split = output->second->splitDim >= 0;
+    if (spec.optimizer == "adamw") {
+      param.first.assign(param.size, 0.f);
+      param.second.assign(param.size, 0.f);
+    } else if (spec.momentum > 0) {
+      param.first.assign(param.size, 0.f);
+    }
+    if (spec.accumulate > 1)
+      param.accumulated.assign(param.size, 0.f);
+    param.offset = elements;
+    elements += param.size;
+    local.params.push_back(std::move(param));
   }
+  if (local.params.empty())
+    throw Error(manifest.dir + ": rank " + std::to_string(r) +
+                " has no trainable weight with a gradient");
+  if (sessions.size() > 1 || session.getDataReplicas() > 1)
+    local.reduced.assign(elements + 1, 0.f);
 }
 
 double Trainer::Impl::sumOverProcesses(double value) {
@@ -230,47 +272,104 @@ void Trainer::Impl::update(Param &param, const float *grad, double scale,
 
 TrainStep Trainer::Impl::step(
     const std::vector<std::map<std::string, InputView>> &batches, double lr) {
-  if (static_cast<int64_t>(batches.size()) != spec.accumulate)
+  int64_t replicas = session.getDataReplicas();
+  if (static_cast<int64_t>(batches.size()) != spec.accumulate * replicas)
     throw Error("a training step of " + manifest.dir + " takes " +
+                std::to_string(spec.accumulate * replicas) +
+                " micro-batches (tp-compile --accumulate " +
                 std::to_string(spec.accumulate) +
-                " micro-batches (tp-compile --accumulate), got " +
-                std::to_string(batches.size()));
+                (replicas > 1 ? " for each of --data-parallel " +
+                                    std::to_string(replicas) + " replicas"
+                              : std::string()) +
+                "), got " + std::to_string(batches.size()));
   if (lr < 0)
     lr = spec.lr;
   auto start = std::chrono::steady_clock::now();
   TrainStep result;
   result.step = steps + 1;
   result.lr = lr;
-  double loss = 0;
-  for (const std::map<std::string, InputView> &batch : batches) {
-    session.runInPlace(batch);
-    loss += *reinterpret_cast<const float *>(
-        session.getRankOutput(ranks.front().rank, spec.loss));
-    if (spec.accumulate == 1)
-      break;
+  // Each replica runs its own micro-batches, K in a row: replica d takes
+  // batches d*K .. d*K+K-1.
+  std::vector<double> replicaLoss(sessions.size(), 0.0);
+  forEachInParallel(sessions.size(), [&](size_t i) {
+    Session &replica = *sessions[i];
+    int64_t first = replica.getDataReplica() * spec.accumulate;
+    for (int64_t k = 0; k < spec.accumulate; ++k) {
+      replica.runInPlace(batches[first + k]);
+      replicaLoss[i] += *reinterpret_cast<const float *>(
+          replica.getRankOutput(replica.getLocalRanks().front(), spec.loss));
+      if (spec.accumulate == 1)
+        break;
+      for (LocalRank &local : ranks) {
+        if (local.session != &replica)
+          continue;
+        for (Param &param : local.params) {
+          auto *grad = reinterpret_cast<const float *>(
+              replica.getRankOutput(local.rank, param.grad));
+          for (int64_t i = 0; i < param.size; ++i)
+            param.accumulated[i] += grad[i];
+        }
+      }
+    }
+  });
+  // Where each gradient is: summed over the replicas, else summed over the
+  // micro-batches, else as the step left it.
+  auto gradientOf = [&](const LocalRank &local,
+                        const Param &param) -> const float * {
+    if (replicas > 1)
+      return local.reduced.data() + param.offset;
+    if (spec.accumulate > 1)
+      return param.accumulated.data();
+    return reinterpret_cast<const float *>(
+        local.session->getRankOutput(local.rank, param.grad));
+  };
+  double loss = replicaLoss.front();
+  if (replicas > 1) {
+    // The replicas' gradients and losses, summed: each local rank copies
+    // its own into `reduced` and all-reduces that over the data axis.
+    std::vector<int64_t> collectives(ranks.size()), bytes(ranks.size());
     forEachInParallel(ranks.size(), [&](size_t r) {
-      for (Param &param : ranks[r].params) {
-        auto *grad = reinterpret_cast<const float *>(
-            session.getRankOutput(ranks[r].rank, param.grad));
-        for (int64_t i = 0; i < param.size; ++i)
-          param.accumulated[i] += grad[i];
+      LocalRank &local = ranks[r];
+      float *out = local.reduced.data();
+      for (const Param &param : local.params) {
+        const float *grad =
+            spec.accumulate > 1
+                ? param.accumulated.data()
+                : reinterpret_cast<const float *>(
+                      local.session->getRankOutput(local.rank, param.grad));
+        std::memcpy(out, grad, param.size * sizeof(float));
+        out += param.size;
+      }
+      size_t replica =
+          std::find(sessions.begin(), sessions.end(), local.session) -
+          sessions.begin();
+      *out = static_cast<float>(replicaLoss[replica]);
+      int64_t count = static_cast<int64_t>(local.reduced.size());
+      int64_t bucket = std::max<int64_t>(spec.bucketBytes / 4, 1);
+      for (int64_t offset = 0; offset < count; offset += bucket) {
+        int64_t n = std::min(bucket, count - offset);
+        local.session->allReduceOverReplicas(
+            local.rank, local.reduced.data() + offset, n,
+            "data parallel: the gradients' all-reduce over the replicas");
+        ++collectives[r];
+        bytes[r] += n * static_cast<int64_t>(sizeof(float));
       }
     });
+    result.dataCollectives = collectives.front();
+    result.dataBytes = bytes.front();
+    loss = ranks.front().reduced.back();
   }
-  loss /= static_cast<double>(spec.accumulate);
+  double mean = 1.0 / static_cast<double>(spec.accumulate * replicas);
+  loss *= mean;
   result.loss = loss;
-  auto gradientOf = [&](const LocalRank &local, const Param &param) {
-    return spec.accumulate > 1
-               ? param.accumulated.data()
-               : reinterpret_cast<const float *>(
-                     session.getRankOutput(local.rank, param.grad));
-  };
   // The global norm: each split gradient's blocks once, each whole one on
-  // the stage's first rank only.
-  double mean = 1.0 / static_cast<double>(spec.accumulate);
+  // the stage's first rank only. Every replica holds the same sums: one
+  // replica counts.
   std::vector<double> rankSquares(ranks.size(), 0.0);
   forEachInParallel(ranks.size(), [&](size_t r) {
     const LocalRank &local = ranks[r];
+    if (local.session != sessions.front())
+      return;
     for (const Param &param : local.params) {
       if (!param.split && manifest.rankSpecs.at(local.rank).tpIndex != 0)
         continue;
@@ -349,6 +448,9 @@ std::string Trainer::Impl::stateHeader(const LocalRank &local) const {
 
 void Trainer::Impl::save(const std::string &dir) {
   namespace fs = std::filesystem;
+  // Every replica holds the same weights and states: replica 0 writes.
+  if (session.getDataReplica() != 0)
+    return;
   std::string building = dir + ".partial";
   bool root = session.getMpiRank() <= 0;
   if (root) {
@@ -361,6 +463,8 @@ void Trainer::Impl::save(const std::string &dir) {
   session.broadcastFromRoot(none); // the folder exists for every process
   std::string sums;
   for (const LocalRank &local : ranks) {
+    if (local.session != &session)
+      continue;
     const RankSpec &rank = manifest.rankSpecs.at(local.rank);
     const char *image = session.getRankWeightFile(local.rank);
     writeFile(building + "/" + rank.file, image, rank.bytes);
@@ -484,7 +588,7 @@ void Trainer::Impl::resume(const std::string &dir) {
       throw Error(dir + "/" + stateFileName(local.rank) +
                   " does not hold the optimizer states of rank " +
                   std::to_string(local.rank) + "'s weights");
-    std::memcpy(session.getRankWeightFile(local.rank), image.data(),
+    std::memcpy(local.session->getRankWeightFile(local.rank), image.data(),
                 image.size());
     const char *data = state.data() + 8 + length;
     for (Param &param : local.params)

@@ -364,6 +364,21 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                 training, tensorParallel, sequenceParallel, pipelineParallel);
   }
 
+  /// What the data axis reduces per step: each rank's gradients and the
+  /// loss (one f32), cut into buckets of at most bucketBytes; a ring
+  /// all-reduce sends 2·B·(D−1)/D of B bytes per rank.
+  struct DataAxis {
+    int64_t bytes = 0, buckets = 0, sentBytes = 0;
+  };
+  DataAxis getDataAxis(const TrainingMemory &training) const {
+    DataAxis data;
+    data.bytes = training.gradientBytes + 4;
+    int64_t bucket = std::max<int64_t>(bucketBytes, 4) / 4 * 4;
+    data.buckets = (data.bytes + bucket - 1) / bucket;
+    data.sentBytes = 2 * data.bytes * (dataParallel - 1) / dataParallel;
+    return data;
+  }
+
   void printText(func::FuncOp func, int64_t devices, StringRef gridName,
                  ArrayRef<WeightInfo> weights,
                  ArrayRef<CollectiveInfo> collectives,
@@ -439,6 +454,16 @@ struct Explain : tp::impl::ExplainBase<Explain> {
          << optimizerStates * training.gradientBytes << " B, stash "
          << training.stashBytes << " B (" << training.stashValues
          << " forward values the backward reads)\n";
+    if (training.backward && dataParallel > 1) {
+      DataAxis data = getDataAxis(training);
+      os << "grid: data " << dataParallel << " x tensor " << devices << " = "
+         << dataParallel * devices << " ranks\n"
+         << "data parallel: each rank all-reduces its gradients and the loss ("
+         << data.bytes << " B) over the " << dataParallel
+         << " replicas once per step, in " << data.buckets << " bucket(s) of "
+         << "at most " << bucketBytes << " B: " << data.sentBytes
+         << " B sent per rank per step\n";
+    }
     os << "support (tensor, sequence, pipeline): ("
        << (tensorParallel ? "true" : "false") << ", "
        << (sequenceParallel ? "true" : "false") << ", "
@@ -501,9 +526,18 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"stash_bytes_per_device", training.stashBytes},
         {"optimizer_state_bytes_per_device",
          optimizerStates * training.gradientBytes},
+        {"data_parallel", static_cast<int64_t>(dataParallel)},
         {"support", llvm::json::Object{{"tensor", tensorParallel},
                                        {"sequence", sequenceParallel},
                                        {"pipeline", pipelineParallel}}}};
+    if (training.backward && dataParallel > 1) {
+      DataAxis data = getDataAxis(training);
+      root["data_axis"] = llvm::json::Object{
+          {"bytes", data.bytes},
+          {"buckets", data.buckets},
+          {"bucket_bytes", static_cast<int64_t>(bucketBytes)},
+          {"bytes_sent_per_rank", data.sentBytes}};
+    }
     *os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
   }
 };

@@ -269,6 +269,10 @@ public:
     lastStep["grad_norm"] = result.gradNorm;
     lastStep["lr"] = result.lr;
     lastStep["seconds"] = result.seconds;
+    if (result.dataCollectives) {
+      lastStep["data_collectives"] = result.dataCollectives;
+      lastStep["data_bytes"] = result.dataBytes;
+    }
     return result.loss;
   }
 

@@ -168,6 +168,29 @@ def test_sgd_accumulate_and_clip(tmp_path):
     assert session.last_train_step["lr"] == 0.05
 
 
+def test_data_parallel(tmp_path):
+    """data_parallel=2 on 2 ranks: each replica's micro-batch, the
+    gradients averaged over the replicas; the step's figures say what the
+    data axis moved (each rank's half of w1 and w2, and the loss)."""
+    optimizer = tp.AdamW(lr=0.01, clip_norm=0.5)
+    session = tp.Session(tp.compile(mlp(), 2, train=optimizer,
+                                    data_parallel=2,
+                                    output=tmp_path / "dp.tpa"))
+    reference = Reference(optimizer)
+    for step in range(3):
+        batches = BATCHES[2 * step:2 * step + 2]
+        got = session.train_step(batches)
+        want_loss, want_norm = reference.step(batches)
+        np.testing.assert_allclose(got, want_loss, rtol=TOLERANCE)
+        np.testing.assert_allclose(session.last_train_step["grad_norm"],
+                                   want_norm, rtol=TOLERANCE)
+    figures = session.last_train_step
+    assert figures["data_collectives"] == 1
+    assert figures["data_bytes"] == 4 * (8 * 16 + 16 * 4) // 2 + 4
+    with pytest.raises(tp.TPError, match="takes 2 micro-batches.*got 1"):
+        session.train_step(BATCHES[0])
+
+
 def test_training_errors(tmp_path):
     with pytest.raises(TypeError, match="train must be tp_mlir.AdamW"):
         tp.compile(mlp(), 1, train=0.01)

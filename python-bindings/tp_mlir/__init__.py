@@ -451,7 +451,8 @@ class Session:
     def train_step(self, inputs, lr=None):
         """One optimizer step, as tp-run --train takes it, on an artifact
         compiled with train=: `inputs` is one micro-batch ({name: array},
-        as run takes) or a list of the optimizer's `accumulate` of them.
+        as run takes) or a list of the optimizer's `accumulate` of them
+        (times data_parallel: replica d takes the d-th `accumulate`).
         Runs each, averages their gradients, clips them, and updates every
         rank's weights in place; `lr` overrides the compiled learning rate
         for this step. Returns the loss (the mean over the micro-batches);
@@ -481,8 +482,9 @@ class Session:
     @property
     def last_train_step(self):
         """The last train_step's figures: step (from 1), loss, grad_norm
-        (the global norm before clipping), lr and seconds; empty before
-        the first."""
+        (the global norm before clipping), lr and seconds, and with
+        data_parallel, data_collectives and data_bytes (what one rank
+        all-reduced over the data axis); empty before the first."""
         return dict(self._session.last_train_step)
 
     def save(self, path):

@@ -449,8 +449,10 @@ int train(const Options &options, Session &session) {
       tokens = input.numElements();
       break;
     }
-  int64_t accumulate = manifest.training->accumulate;
-  bool root = session.getMpiRank() <= 0;
+  // A step takes `accumulate` micro-batches per data-parallel replica.
+  int64_t accumulate =
+      manifest.training->accumulate * manifest.training->dataParallel;
+  bool root = session.getMpiRank() <= 0 && session.getDataReplica() == 0;
   double seconds = 0;
   int64_t next = trainer.getStep() * accumulate;
   // The step the --save checkpoint holds; -1: none written by this run.
@@ -485,6 +487,9 @@ int train(const Options &options, Session &session) {
         std::cout << ", " << std::setprecision(0)
                   << static_cast<double>(tokens * accumulate) / result.seconds
                   << " tokens/s";
+      if (result.dataCollectives)
+        std::cout << "; data axis: " << result.dataCollectives
+                  << " all-reduce(s), " << result.dataBytes << " B per rank";
       std::cout << ")" << std::defaultfloat << std::setprecision(6) << "\n"
                 << std::flush;
     }
@@ -499,8 +504,12 @@ int train(const Options &options, Session &session) {
     }
   }
   if (root) {
-    std::cout << "trained " << options.steps << " steps on " << manifest.ranks
-              << " ranks in " << std::fixed << std::setprecision(3) << seconds
+    std::cout << "trained " << options.steps << " steps on "
+              << manifest.ranks * manifest.training->dataParallel << " ranks";
+    if (manifest.training->dataParallel > 1)
+      std::cout << " (data " << manifest.training->dataParallel << " x "
+                << manifest.ranks << ")";
+    std::cout << " in " << std::fixed << std::setprecision(3) << seconds
               << " s";
     if (tokens)
       std::cout << ", " << std::setprecision(0)

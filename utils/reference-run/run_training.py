@@ -10,9 +10,11 @@ four fixed micro-batches taken in turn:
   torch:    AdamW(lr 1e-3, weight_decay 0.01) after clip_grad_norm_(1.0)
             (--optimizer sgd: SGD(lr 0.05, momentum 0.9), no clipping);
             with --accumulate K, the mean of K micro-batches' gradients
+            (with --data-parallel D, of K x D: the replicas' micro-batches)
   tp-mlir:  tp-compile --train adamw --clip-norm 1.0 ... --devices N
-            [--sequence-parallel], then tp-run --train --data DIR --steps S
-            --save CKPT
+            [--sequence-parallel] [--data-parallel D], then tp-run --train
+            --data DIR --steps S --save CKPT (with --mpirun CMD, under
+            CMD -np N*D ... --launcher mpi)
 
 and compares the loss of every step (|got - torch| <= 1e-4 |torch|), and
 the weights after the last step, exported unsplit from the checkpoint by
@@ -37,12 +39,14 @@ Run (transformers 4.47 installed with --target, see `make zoo-deps`):
       --tp-export-weights build/bin/tp-export-weights \\
       [--models gpt2 llama bert] [--configs tp=1 tp=2 tp=4 tp=2,sp] \\
       [--steps 20] [--optimizer adamw|sgd] [--accumulate K] [--resume K]
+      [--data-parallel D] [--mpirun "mpirun --oversubscribe"]
 """
 
 import argparse
 import json
 import os
 import re
+import shlex
 import struct
 import subprocess
 import sys
@@ -103,10 +107,13 @@ def torch_training(model, batches, args):
     for _ in range(args.steps):
         opt.zero_grad()
         total = 0.0
-        for _ in range(args.accumulate):
+        # Data-parallel replicas each run `accumulate` micro-batches of
+        # the step: torch runs them all, in the order tp-run hands them out.
+        per_step = args.accumulate * args.data_parallel
+        for _ in range(per_step):
             batch = batches[next_batch % len(batches)]
             next_batch += 1
-            loss = model(*batch.values()) / args.accumulate
+            loss = model(*batch.values()) / per_step
             loss.backward()
             total += loss.item()
         for p in params:
@@ -213,6 +220,8 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
                "--train", args.optimizer, "--devices", str(ranks),
                "--target", "cpu", "--explain", "-o", artifact,
                "--accumulate", str(args.accumulate)]
+    if args.data_parallel > 1:
+        command += ["--data-parallel", str(args.data_parallel)]
     if args.optimizer == "adamw":
         command += ["--lr", "1e-3", "--weight-decay", "0.01",
                     "--clip-norm", "1.0"]
@@ -226,10 +235,15 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
     data = os.path.join(folder, "data")
     ckpt = os.path.join(folder, f"{tag}.ckpt")
     try:
-        collectives = zoo.parse_collectives(run(command))
+        explained = run(command)
+        collectives = zoo.parse_collectives(explained)
         train = [args.tp_run, artifact, "--train", "--data", data]
-        got = parse_losses(run(train + ["--steps", str(args.steps), "--save",
-                                        ckpt]))
+        if args.mpirun:
+            train = shlex.split(args.mpirun) + [
+                "-np", str(ranks * args.data_parallel)] + train + [
+                "--launcher", "mpi"]
+        trained = run(train + ["--steps", str(args.steps), "--save", ckpt])
+        got = parse_losses(trained)
         full = os.path.join(folder, f"{tag}.safetensors")
         run([args.tp_export_weights, artifact, "--checkpoint", ckpt, "-o",
              full, "--quiet"])
@@ -279,6 +293,10 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
             problems.append(f"resumed at step {args.resume}: losses "
                             f"{resumed[args.resume:args.resume + 2]} != "
                             f"{got[args.resume:args.resume + 2]}")
+    data_note = ""
+    if args.data_parallel > 1:
+        data_note = " | data axis: " + check_data_axis(
+            artifact, explained, trained, args, problems)
     status = "ok" if not problems else "FAIL: " + "; ".join(problems[:3])
     resume_note = f", resumed at {args.resume}" if args.resume else ""
     return not problems, (
@@ -286,7 +304,33 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
         f"{got[-1] if got else 0:.5g}, max loss rel diff {worst:.2g}, "
         f"weights max abs diff {wdiff:.2g}{onnx_note}{resume_note} "
         f"{status} | "
-        f"{collectives}")
+        f"{collectives}{data_note}")
+
+
+def check_data_axis(artifact, explained, trained, args, problems):
+    """What each step all-reduced over the data axis (tp-run's step lines)
+    against rank 0's gradients in the manifest plus the loss (4 bytes),
+    in ceil(bytes / bucket) collectives, and against --explain."""
+    with open(os.path.join(artifact, "manifest.json")) as f:
+        manifest = json.load(f)
+    grads = {o["name"] for o in manifest["outputs"]}
+    rank = next(r for r in manifest["ranks"] if r["rank"] == 0)
+    expected = 4 + sum(4 * int(np.prod(w["shape"])) for w in rank["weights"]
+                       if "grad." + w["name"] in grads)
+    bucket = manifest["training"]["bucket_bytes"]
+    buckets = -(-expected // bucket)
+    steps = re.findall(r"data axis: (\d+) all-reduce\(s\), (\d+) B per rank",
+                       trained)
+    if len(steps) != args.steps or any(
+            (int(n), int(b)) != (buckets, expected) for n, b in steps):
+        problems.append(f"data axis moved {steps[:1]} per step, not "
+                        f"{buckets} all-reduce(s) of {expected} B")
+    m = re.search(r"\((\d+) B\) over the \d+ replicas once per step, in "
+                  r"(\d+) bucket", explained)
+    if not m or (int(m.group(1)), int(m.group(2))) != (expected, buckets):
+        problems.append("--explain's data axis is not "
+                        f"{expected} B in {buckets} bucket(s)")
+    return f"{buckets} all-reduce(s) of {expected} B per rank per step"
 
 
 def main():
@@ -303,6 +347,12 @@ def main():
                         default="adamw")
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--resume", type=int, default=0)
+    parser.add_argument("--data-parallel", type=int, default=1,
+                        help="tp-compile --data-parallel D for every config; "
+                             "torch averages the D replicas' micro-batches")
+    parser.add_argument("--mpirun", metavar="CMD",
+                        help="train under CMD -np RANKS (one process per "
+                             "rank, tp-run --launcher mpi)")
     parser.add_argument("--tied", action="store_true",
                         help="tie the embeddings (transformers' default): "
                              "the export holds the parameter twice")

@@ -126,6 +126,13 @@ struct TrainingSpec {
   double clipNorm = 0;
   /// Micro-batches whose gradients are averaged into one step.
   int64_t accumulate = 1;
+  /// Data-parallel replicas (tp-compile --data-parallel D): D copies of the
+  /// tensor-parallel grid, each training on its own micro-batches, their
+  /// gradients averaged over the data axis before every update.
+  int64_t dataParallel = 1;
+  /// The data axis all-reduces each rank's gradients in buckets of at most
+  /// this many bytes (tp-compile --bucket-mb), one collective each.
+  int64_t bucketBytes = int64_t(25) << 20;
   /// The model output that is the loss.
   std::string loss;
 };

@@ -68,6 +68,21 @@ std::unique_ptr<RankContext>
 createMpiRankContext(std::chrono::milliseconds timeout);
 
 //===----------------------------------------------------------------------===//
+// Data-parallel replicas
+//===----------------------------------------------------------------------===//
+
+/// The context of one rank of a data-parallel replica: `world`'s ranks
+/// `first` .. `first` + `size` - 1 (first a multiple of size) are the
+/// replica's 0 .. size-1. rank() and worldSize() are the replica's, and
+/// send/recv peers are replica ranks; a collective's group is taken at the
+/// world rank, so a model group stays inside the replica and the data axis
+/// (Group{replicas, size}) runs across the replicas at the caller's
+/// position. Throws Error when `world`'s rank is not in the replica.
+std::unique_ptr<RankContext>
+createReplicaRankContext(std::unique_ptr<RankContext> world, int32_t first,
+                         int32_t size);
+
+//===----------------------------------------------------------------------===//
 // Timing
 //===----------------------------------------------------------------------===//
 

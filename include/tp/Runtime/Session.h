@@ -21,6 +21,8 @@
 
 namespace tp::rt {
 
+class ThreadWorld;
+
 struct SessionOptions {
   /// "threads": every rank a thread of this process. "mpi": this process is
   /// one rank of MPI_COMM_WORLD (the caller has called MPI_Init).
@@ -33,6 +35,14 @@ struct SessionOptions {
   /// Record each rank's forward passes and collectives (getTrace; tp-run
   /// --trace). CPU targets only: NCCL runs inside a CUDA library.
   bool trace = false;
+  /// Data parallelism (an artifact compiled with --data-parallel D): with
+  /// threads, the replica this session runs, 0 .. D-1, and the world its
+  /// ranks share with the other replicas' sessions (getThreadWorld() of
+  /// replica 0). Without a world the session makes one for all D
+  /// replicas and runs replica 0. Under MPI mpirun starts D x ranks
+  /// processes, and process p runs rank p % ranks of replica p / ranks.
+  int32_t dataReplica = 0;
+  std::shared_ptr<ThreadWorld> world;
 };
 
 /// A model input supplied by the caller, read in place (never written):
@@ -189,6 +199,20 @@ public:
   /// Under --launcher mpi: rank 0's `data` to every process (a no-op with
   /// threads).
   void broadcastFromRoot(std::vector<char> &data);
+
+  /// Data-parallel replicas in the world (1 unless the artifact was
+  /// compiled with --data-parallel), and the one this session runs.
+  int32_t getDataReplicas() const;
+  int32_t getDataReplica() const;
+  /// With threads: the world this session's ranks talk in, for the other
+  /// replicas' sessions (SessionOptions::world). Null under MPI.
+  std::shared_ptr<ThreadWorld> getThreadWorld() const;
+  /// The sum over the data axis, in place: every replica's rank `rank` (of
+  /// this process) calls it with its `count` floats, and all end with the
+  /// sum, bitwise equal. One collective, at `site`. A no-op with one
+  /// replica.
+  void allReduceOverReplicas(int32_t rank, float *buffer, int64_t count,
+                             const char *site);
 
   /// Training (Trainer) reads and writes the ranks' memory directly. The
   /// ranks of this process: all of them with threads, one under MPI.

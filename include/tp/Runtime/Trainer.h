@@ -9,6 +9,14 @@
 // communication beyond the step's own is one sum of the squared gradient
 // norm for clipping. Checkpoints hold each rank's weight file and states.
 //
+// With --data-parallel D the step runs on D replicas of the grid (with
+// threads the Trainer opens replicas 1 .. D-1 beside the session it was
+// given; under MPI each process is one rank of one replica), each on its
+// own micro-batches; every rank all-reduces its gradients and the loss
+// over the data axis in buckets before the update, so every replica
+// applies the same update and the copies stay equal. A checkpoint is
+// replica 0's: the same files as without data parallelism.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TP_RUNTIME_TRAINER_H
@@ -34,6 +42,9 @@ struct TrainStep {
   double gradNorm = 0;
   double lr = 0;
   double seconds = 0;
+  /// Data parallelism: the collectives and bytes one rank all-reduced
+  /// over the data axis (its gradients and the loss, in buckets).
+  int64_t dataCollectives = 0, dataBytes = 0;
 };
 
 class Trainer {
@@ -47,7 +58,8 @@ public:
   Trainer &operator=(const Trainer &) = delete;
 
   /// One optimizer step over `microbatches` (the artifact's `accumulate`
-  /// of them): runs each, averages their gradients, clips them to the
+  /// of them per data-parallel replica, replica d's at d * accumulate ..):
+  /// runs each, averages their gradients, clips them to the
   /// global norm, and updates every trainable weight of this process's
   /// ranks in place, as torch.optim.AdamW / SGD and
   /// torch.nn.utils.clip_grad_norm_ do. `lr` < 0: the manifest's. A

@@ -170,7 +170,9 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
     `output=FILE` prints to FILE instead of stdout (the Python module's
     `explain` reads it from there). For a training program: per rank the
     gradients, the optimizer states (`optimizer-states` copies of the
-    gradients) and the stash. The IR is unchanged.
+    gradients) and the stash; with `data-parallel=D` (D > 1), the grid's
+    two axes and the gradients' all-reduce over the data axis (buckets,
+    bytes sent per rank per step). The IR is unchanged.
   }];
   let options = [
     Option<"json", "json", "bool", /*default=*/"false",
@@ -181,7 +183,13 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
            /*default=*/"0",
            "Copies of each trainable weight's gradient the optimizer keeps "
            "per rank (tp-compile --train: AdamW's two moments, SGD's "
-           "momentum, the accumulated gradient)">
+           "momentum, the accumulated gradient)">,
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "Data-parallel replicas of the grid (tp-compile --data-parallel): "
+           "the gradients' all-reduce over the data axis per step">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t",
+           /*default=*/"26214400",
+           "With data-parallel: the largest bucket of that all-reduce">
   ];
 }
 
