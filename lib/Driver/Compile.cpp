@@ -195,6 +195,7 @@ getTrainingSpec(const CompileOptions &options) {
   spec.clipNorm = options.clipNorm.value_or(spec.clipNorm);
   spec.accumulate = options.accumulate.value_or(spec.accumulate);
   spec.dataParallel = options.dataParallel;
+  spec.zero = options.zero;
   if (options.bucketMb)
     spec.bucketBytes = std::max<int64_t>(
         4, static_cast<int64_t>(*options.bucketMb * double(1 << 20)) / 4 * 4);
@@ -220,9 +221,16 @@ static LogicalResult checkOptions(MLIRContext &context,
     return emitError(loc)
            << "--lr, --betas, --eps, --weight-decay, --momentum, --clip-norm "
               "and --accumulate need --train";
-  if (!options.train && (options.dataParallel != 1 || options.bucketMb))
-    return emitError(loc) << "--data-parallel and --bucket-mb need --train "
-                             "(the replicas average their gradients)";
+  if (!options.train &&
+      (options.dataParallel != 1 || options.bucketMb || options.zero))
+    return emitError(loc) << "--data-parallel, --zero and --bucket-mb need "
+                             "--train (the replicas average their gradients)";
+  if (options.zero == 3)
+    return emitError(loc)
+           << "--zero 3 (weights the plan keeps whole split over the data "
+              "axis) is not built yet; --zero 1 splits the optimizer states";
+  if (options.zero != 0 && options.zero != 1)
+    return emitError(loc) << "--zero must be 0 or 1";
   if (options.dataParallel < 1 ||
       options.dataParallel * options.devices > ::tp::rt::kMaxRanks)
     return emitError(loc) << "--data-parallel must be at least 1, with at "
@@ -544,29 +552,28 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   // The optimizer's copies of each gradient (--train): AdamW's two
   // moments, SGD's momentum, the sum of accumulated micro-batches, the
   // buffer the data axis all-reduces.
-  int64_t optimizerStates = 0;
-  if (training)
-    optimizerStates = (*options.train == TrainOptimizer::AdamW ? 2
-                       : training->momentum > 0                ? 1
-                                                               : 0) +
-                      (training->accumulate > 1 ? 1 : 0) +
-                      (training->dataParallel > 1 ? 1 : 0);
+  // Per rank, in gradients' sizes: the optimizer's states (AdamW's two
+  // moments, SGD's momentum), split over the data axis by ZeRO-1; the
+  // buffers: the sum of accumulated micro-batches and the one the data
+  // axis reduces (with ZeRO-1 also this replica's part of it).
+  ExplainOptions trainingExplain;
+  if (training) {
+    trainingExplain.optimizerStates = *options.train == TrainOptimizer::AdamW
+                                          ? 2
+                                      : training->momentum > 0 ? 1
+                                                               : 0;
+    trainingExplain.gradientBuffers = (training->accumulate > 1 ? 1 : 0) +
+                                      (training->dataParallel > 1 ? 1 : 0);
+    trainingExplain.dataParallel = training->dataParallel;
+    trainingExplain.bucketBytes = training->bucketBytes;
+    trainingExplain.zero = training->zero;
+  }
   if (options.explain) {
-    ExplainOptions explainOptions;
-    explainOptions.optimizerStates = optimizerStates;
-    if (training) {
-      explainOptions.dataParallel = training->dataParallel;
-      explainOptions.bucketBytes = training->bucketBytes;
-    }
+    ExplainOptions explainOptions = trainingExplain;
     pm.addPass(createExplain(explainOptions));
   }
   if (!options.explainJson.empty()) {
-    ExplainOptions explainOptions;
-    explainOptions.optimizerStates = optimizerStates;
-    if (training) {
-      explainOptions.dataParallel = training->dataParallel;
-      explainOptions.bucketBytes = training->bucketBytes;
-    }
+    ExplainOptions explainOptions = trainingExplain;
     explainOptions.json = true;
     explainOptions.output = options.explainJson;
     pm.addPass(createExplain(explainOptions));

@@ -605,6 +605,8 @@ Manifest tp::rt::parseManifest(const std::string &json,
     if (in.get("data_parallel"))
       spec.dataParallel =
           reader.integer(in, "data_parallel", 1, kMaxRanks, "training");
+    if (in.get("zero"))
+      spec.zero = reader.integer(in, "zero", 0, 1, "training");
     if (in.get("bucket_bytes"))
       spec.bucketBytes =
           reader.integer(in, "bucket_bytes", 4, int64_t(1) << 40, "training");

@@ -163,6 +163,7 @@ std::string tp::rt::printManifest(const Manifest &manifest) {
         json.attribute("accumulate", training->accumulate);
         json.attribute("data_parallel", training->dataParallel);
         json.attribute("bucket_bytes", training->bucketBytes);
+        json.attribute("zero", training->zero);
         json.attribute("loss", training->loss);
       });
     if (!manifest.tied.empty())

@@ -450,8 +450,8 @@ public:
   gatherFromLastStage(const std::vector<char> &mine);
   void broadcastFromRoot(std::vector<char> &data);
   int32_t getMpiRank() const { return mpi ? mpiRank : -1; }
-  void allReduceOverReplicas(int32_t rank, float *buffer, int64_t count,
-                             const char *site);
+  /// The context of this process's rank `rank` and the data axis's group.
+  std::pair<RankContext *, Group> dataAxis(int32_t rank);
   /// Data-parallel replicas in the world, and this session's.
   int32_t replicas = 1, replica = 0;
   std::shared_ptr<ThreadWorld> getThreadWorld() const {
@@ -1192,19 +1192,48 @@ std::shared_ptr<ThreadWorld> Session::getThreadWorld() const {
   return impl->getThreadWorld();
 }
 
-void Session::allReduceOverReplicas(int32_t rank, float *buffer, int64_t count,
-                                    const char *site) {
-  impl->allReduceOverReplicas(rank, buffer, count, site);
+std::pair<RankContext *, Group> Session::Impl::dataAxis(int32_t rank) {
+  trainingRank(rank); // throws for a rank not in this process
+  return {contexts.at(mpi ? 0 : rank).get(),
+          Group{replicas, static_cast<int32_t>(manifest.ranks)}};
 }
 
-void Session::Impl::allReduceOverReplicas(int32_t rank, float *buffer,
-                                          int64_t count, const char *site) {
-  if (replicas == 1)
+void Session::allReduceOverReplicas(int32_t rank, float *buffer, int64_t count,
+                                    const char *site) {
+  if (impl->replicas == 1)
     return;
-  trainingRank(rank); // throws for a rank not in this process
-  RankContext &context = *contexts.at(mpi ? 0 : rank);
-  context.allReduce(Group{replicas, static_cast<int32_t>(manifest.ranks)},
-                    buffer, count, DType::F32, Reduction::Sum, site);
+  auto [context, group] = impl->dataAxis(rank);
+  context->allReduce(group, buffer, count, DType::F32, Reduction::Sum, site);
+}
+
+void Session::allReduceOverReplicas(int32_t rank, double *buffer, int64_t count,
+                                    const char *site) {
+  if (impl->replicas == 1)
+    return;
+  auto [context, group] = impl->dataAxis(rank);
+  context->allReduce(group, buffer, count, DType::F64, Reduction::Sum, site);
+}
+
+void Session::reduceScatterOverReplicas(int32_t rank, const float *in,
+                                        float *out, int64_t chunk,
+                                        const char *site) {
+  if (impl->replicas == 1) {
+    std::memcpy(out, in, chunk * sizeof(float));
+    return;
+  }
+  auto [context, group] = impl->dataAxis(rank);
+  context->reduceScatter(group, in, out, 1, chunk, DType::F32, Reduction::Sum,
+                         site);
+}
+
+void Session::allGatherOverReplicas(int32_t rank, const float *in, float *out,
+                                    int64_t chunk, const char *site) {
+  if (impl->replicas == 1) {
+    std::memcpy(out, in, chunk * sizeof(float));
+    return;
+  }
+  auto [context, group] = impl->dataAxis(rank);
+  context->allGather(group, in, out, 1, chunk * sizeof(float), site);
 }
 
 std::vector<int32_t> Session::getLocalRanks() const {

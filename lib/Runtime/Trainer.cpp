@@ -47,14 +47,35 @@ struct Param {
   int64_t offset = 0;
 };
 
+/// ZeRO-1's cut of a rank's gradients (all its params' one after another,
+/// `total` floats) over D replicas: buckets of `chunk` * D floats (the last
+/// padded with zeros), of which replica d owns the d-th chunk of each. Its
+/// optimizer states and its share of the reduced gradients are those
+/// chunks, `buckets` * `chunk` floats.
+struct Shard {
+  int64_t total = 0, chunk = 0, buckets = 0, replica = 0, replicas = 1;
+  int64_t bucket() const { return chunk * replicas; }
+  /// The flat range replica `replica` owns in bucket b (empty past the
+  /// end).
+  int64_t begin(int64_t b) const {
+    return std::min(total, b * bucket() + replica * chunk);
+  }
+  int64_t end(int64_t b) const { return std::min(total, begin(b) + chunk); }
+};
+
 struct LocalRank {
   /// The rank in its replica, and the session (replica) that runs it.
   int32_t rank = 0;
   Session *session = nullptr;
   std::vector<Param> params;
   /// Data parallelism: the rank's gradients, one after another in params'
-  /// order, then the replica's loss: what the data axis all-reduces.
+  /// order (then, without ZeRO, the replica's loss): what the data axis
+  /// reduces. ZeRO-1 pads it to whole buckets.
   std::vector<float> reduced;
+  /// ZeRO-1: the chunks this replica owns; its reduced gradients and
+  /// optimizer states there (Param's stay empty).
+  Shard shard;
+  std::vector<float> ownedGrad, ownedFirst, ownedSecond;
 };
 
 std::string readFile(const std::string &path) {
@@ -118,16 +139,33 @@ public:
   int64_t steps = 0;
 
 private:
+  /// ZeRO-1 over more than one replica.
+  bool zero() const { return spec.zero == 1 && session.getDataReplicas() > 1; }
   /// Adds `local`'s trainable weights, from its session's memory.
   void addParams(LocalRank &local);
-  /// Sums every rank's gradients and the loss over the data axis, in
-  /// buckets of at most spec.bucketBytes; returns the collectives and
-  /// bytes of one rank.
-  std::pair<int64_t, int64_t> reduceOverReplicas(double lossSum[]);
+  /// Whole optimizer states for `param` (zeros).
+  void allocateStates(Param &param) const;
+  /// ZeRO-1: fills (`toParams`) every param's whole states from the
+  /// replicas' chunks, all-gathered over the data axis, or keeps this
+  /// replica's chunks of them and frees them (!toParams).
+  void gatherStates(LocalRank &local, bool toParams);
+  /// ZeRO-1: frees the whole states gatherStates made for a checkpoint.
+  void releaseWholeStates();
+  /// ZeRO-1's step after the backward: reduce-scatters each bucket, sums
+  /// the loss and squared norm over the replicas, updates this replica's
+  /// chunks and all-gathers the weights. Returns the collectives.
+  void zeroStep(std::vector<double> &replicaLoss, TrainStep &result, double lr);
+  /// Calls fn(param, begin, end, index) for the part [begin, end) of each
+  /// param (flat positions) that `local`'s replica owns, index being its
+  /// position in the owned arrays.
+  template <typename Fn> void forOwned(LocalRank &local, Fn fn);
   /// The sum of `value` over the ranks of a replica: over the processes of
   /// this one under MPI (one per rank), `value` itself with threads.
   double sumOverProcesses(double value);
-  void update(Param &param, const float *grad, double scale, double lr);
+  /// The optimizer on `n` elements: weights `w`, gradients `grad`,
+  /// states `first` and `second` (null where the optimizer has none).
+  void update(float *w, const float *grad, float *first, float *second,
+              int64_t n, double scale, double lr);
   std::string stateHeader(const LocalRank &rank) const;
 };
 
@@ -189,12 +227,8 @@ void Trainer::Impl::addParams(LocalRank &local) {
     param.grad = grad;
     param.size = static_cast<int64_t>(weight.bytes / sizeof(float));
     param.split = output->second->splitDim >= 0;
-    if (spec.optimizer == "adamw") {
-      param.first.assign(param.size, 0.f);
-      param.second.assign(param.size, 0.f);
-    } else if (spec.momentum > 0) {
-      param.first.assign(param.size, 0.f);
-    }
+    if (!zero())
+      allocateStates(param);
     if (spec.accumulate > 1)
       param.accumulated.assign(param.size, 0.f);
     param.offset = elements;
@@ -204,8 +238,33 @@ void Trainer::Impl::addParams(LocalRank &local) {
   if (local.params.empty())
     throw Error(manifest.dir + ": rank " + std::to_string(r) +
                 " has no trainable weight with a gradient");
-  if (sessions.size() > 1 || session.getDataReplicas() > 1)
+  if (zero()) {
+    Shard &shard = local.shard;
+    shard.total = elements;
+    shard.replicas = session.getDataReplicas();
+    shard.replica = local.session->getDataReplica();
+    // No bucket larger than the gradients need.
+    shard.chunk = std::max<int64_t>(
+        1, std::min(spec.bucketBytes / int64_t(sizeof(float)) / shard.replicas,
+                    (elements + shard.replicas - 1) / shard.replicas));
+    shard.buckets = (elements + shard.bucket() - 1) / shard.bucket();
+    local.reduced.assign(shard.buckets * shard.bucket(), 0.f);
+    int64_t owned = shard.buckets * shard.chunk;
+    local.ownedGrad.assign(owned, 0.f);
+    if (spec.optimizer == "adamw" || spec.momentum > 0)
+      local.ownedFirst.assign(owned, 0.f);
+    if (spec.optimizer == "adamw")
+      local.ownedSecond.assign(owned, 0.f);
+  } else if (session.getDataReplicas() > 1) {
     local.reduced.assign(elements + 1, 0.f);
+  }
+}
+
+void Trainer::Impl::allocateStates(Param &param) const {
+  if (spec.optimizer == "adamw" || spec.momentum > 0)
+    param.first.assign(param.size, 0.f);
+  if (spec.optimizer == "adamw")
+    param.second.assign(param.size, 0.f);
 }
 
 double Trainer::Impl::sumOverProcesses(double value) {
@@ -232,10 +291,8 @@ double Trainer::Impl::sumOverProcesses(double value) {
 
 /// One element at a time, in float, as torch's single-tensor AdamW and
 /// SGD compute it; `scale` folds the accumulation's mean and the clip.
-void Trainer::Impl::update(Param &param, const float *grad, double scale,
-                           double lr) {
-  float *w = param.weight;
-  int64_t n = param.size;
+void Trainer::Impl::update(float *w, const float *grad, float *first,
+                           float *second, int64_t n, double scale, double lr) {
   float s = static_cast<float>(scale);
   if (spec.optimizer == "adamw") {
     double t = static_cast<double>(steps);
@@ -247,7 +304,7 @@ void Trainer::Impl::update(Param &param, const float *grad, double scale,
     float stepSize = static_cast<float>(lr / bias1);
     float bias2Sqrt = static_cast<float>(std::sqrt(bias2));
     float eps = static_cast<float>(spec.eps);
-    float *m = param.first.data(), *v = param.second.data();
+    float *m = first, *v = second;
     for (int64_t i = 0; i < n; ++i) {
       float g = grad[i] * s;
       w[i] *= decay;
@@ -261,7 +318,7 @@ void Trainer::Impl::update(Param &param, const float *grad, double scale,
   float decay = static_cast<float>(spec.weightDecay);
   float rate = static_cast<float>(lr);
   float momentum = static_cast<float>(spec.momentum);
-  float *buffer = param.first.empty() ? nullptr : param.first.data();
+  float *buffer = spec.momentum > 0 ? first : nullptr;
   for (int64_t i = 0; i < n; ++i) {
     float d = grad[i] * s + decay * w[i];
     if (buffer)
@@ -323,6 +380,13 @@ TrainStep Trainer::Impl::step(
     return reinterpret_cast<const float *>(
         local.session->getRankOutput(local.rank, param.grad));
   };
+  if (zero()) {
+    zeroStep(replicaLoss, result, lr);
+    std::chrono::duration<double> elapsed =
+        std::chrono::steady_clock::now() - start;
+    result.seconds = elapsed.count();
+    return result;
+  }
   double loss = replicaLoss.front();
   if (replicas > 1) {
     // The replicas' gradients and losses, summed: each local rank copies
@@ -355,7 +419,7 @@ TrainStep Trainer::Impl::step(
         bytes[r] += n * static_cast<int64_t>(sizeof(float));
       }
     });
-    result.dataCollectives = collectives.front();
+    result.dataCollectives = result.dataBuckets = collectives.front();
     result.dataBytes = bytes.front();
     loss = ranks.front().reduced.back();
   }
@@ -397,7 +461,8 @@ TrainStep Trainer::Impl::step(
   ++steps;
   forEachInParallel(ranks.size(), [&](size_t r) {
     for (Param &param : ranks[r].params) {
-      update(param, gradientOf(ranks[r], param), scale, lr);
+      update(param.weight, gradientOf(ranks[r], param), param.first.data(),
+             param.second.data(), param.size, scale, lr);
       if (spec.accumulate > 1)
         std::fill(param.accumulated.begin(), param.accumulated.end(), 0.f);
     }
@@ -406,6 +471,162 @@ TrainStep Trainer::Impl::step(
       std::chrono::steady_clock::now() - start;
   result.seconds = elapsed.count();
   return result;
+}
+
+template <typename Fn> void Trainer::Impl::forOwned(LocalRank &local, Fn fn) {
+  const Shard &shard = local.shard;
+  size_t p = 0;
+  for (int64_t b = 0; b < shard.buckets; ++b) {
+    int64_t begin = shard.begin(b), end = shard.end(b);
+    // Params are in flat order: move on to the first one that ends past
+    // `begin`, then walk those that start before `end`.
+    while (p < local.params.size() &&
+           local.params[p].offset + local.params[p].size <= begin)
+      ++p;
+    for (size_t q = p; q < local.params.size() && local.params[q].offset < end;
+         ++q) {
+      Param &param = local.params[q];
+      int64_t from = std::max(begin, param.offset);
+      int64_t to = std::min(end, param.offset + param.size);
+      fn(param, from, to, b * shard.chunk + (from - begin));
+    }
+  }
+}
+
+void Trainer::Impl::zeroStep(std::vector<double> &replicaLoss,
+                             TrainStep &result, double lr) {
+  int64_t replicas = session.getDataReplicas();
+  double mean = 1.0 / static_cast<double>(spec.accumulate * replicas);
+  const char *reduceSite =
+      "ZeRO-1: the gradients' reduce-scatter over the replicas";
+  // Each rank's gradients into its flat buffer, reduce-scattered bucket by
+  // bucket: this replica's chunk of each, summed over the replicas; then
+  // the squares of its own chunks, and the loss, summed over the replicas.
+  std::vector<double> squares(ranks.size(), 0.0), losses(ranks.size(), 0.0);
+  std::vector<int64_t> collectives(ranks.size(), 0), bytes(ranks.size(), 0);
+  forEachInParallel(ranks.size(), [&](size_t r) {
+    LocalRank &local = ranks[r];
+    const Shard &shard = local.shard;
+    for (const Param &param : local.params) {
+      const float *grad =
+          spec.accumulate > 1
+              ? param.accumulated.data()
+              : reinterpret_cast<const float *>(
+                    local.session->getRankOutput(local.rank, param.grad));
+      std::memcpy(local.reduced.data() + param.offset, grad,
+                  param.size * sizeof(float));
+    }
+    for (int64_t b = 0; b < shard.buckets; ++b) {
+      local.session->reduceScatterOverReplicas(
+          local.rank, local.reduced.data() + b * shard.bucket(),
+          local.ownedGrad.data() + b * shard.chunk, shard.chunk, reduceSite);
+      ++collectives[r];
+    }
+    bytes[r] = shard.total * static_cast<int64_t>(sizeof(float));
+    double sum = 0;
+    bool whole = manifest.rankSpecs.at(local.rank).tpIndex == 0;
+    forOwned(local, [&](Param &param, int64_t from, int64_t to, int64_t index) {
+      if (!param.split && !whole)
+        return;
+      const float *g = local.ownedGrad.data() + index;
+      for (int64_t i = 0; i < to - from; ++i)
+        sum += static_cast<double>(g[i]) * g[i];
+    });
+    size_t replica =
+        std::find(sessions.begin(), sessions.end(), local.session) -
+        sessions.begin();
+    double figures[2] = {replicaLoss[replica], sum * mean * mean};
+    local.session->allReduceOverReplicas(
+        local.rank, figures, 2,
+        "ZeRO-1: the loss and squared gradient norm over the replicas");
+    ++collectives[r];
+    losses[r] = figures[0];
+    squares[r] = figures[1];
+  });
+  result.dataBuckets = ranks.front().shard.buckets;
+  result.dataBytes = bytes.front();
+  double loss = losses.front() * mean;
+  result.loss = loss;
+  // The norm over one replica's ranks (each already summed over the
+  // replicas), in rank order: the same on every replica.
+  double total = 0;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (ranks[r].session == sessions.front())
+      total += squares[r];
+  total = sumOverProcesses(total);
+  result.gradNorm = std::sqrt(total);
+  if (!std::isfinite(loss) || !std::isfinite(result.gradNorm))
+    throw Error("training step " + std::to_string(result.step) + ": the " +
+                (std::isfinite(loss) ? "gradient norm" : "loss") +
+                " is not finite (loss " + std::to_string(loss) +
+                "); no weight was updated");
+  double scale = mean;
+  if (spec.clipNorm > 0)
+    scale *= std::min(1.0, spec.clipNorm / (result.gradNorm + 1e-6));
+  ++steps;
+  const char *gatherSite = "ZeRO-1: the updated weights' all-gather";
+  forEachInParallel(ranks.size(), [&](size_t r) {
+    LocalRank &local = ranks[r];
+    const Shard &shard = local.shard;
+    float *first = local.ownedFirst.empty() ? nullptr : local.ownedFirst.data();
+    float *second =
+        local.ownedSecond.empty() ? nullptr : local.ownedSecond.data();
+    // This replica's chunks, updated in place in the weights, then copied
+    // beside one another (ownedGrad is free now) for the all-gather.
+    forOwned(local, [&](Param &param, int64_t from, int64_t to, int64_t index) {
+      float *w = param.weight + (from - param.offset);
+      update(w, local.ownedGrad.data() + index, first ? first + index : nullptr,
+             second ? second + index : nullptr, to - from, scale, lr);
+      std::memcpy(local.ownedGrad.data() + index, w,
+                  (to - from) * sizeof(float));
+    });
+    for (int64_t b = 0; b < shard.buckets; ++b)
+      local.session->allGatherOverReplicas(
+          local.rank, local.ownedGrad.data() + b * shard.chunk,
+          local.reduced.data() + b * shard.bucket(), shard.chunk, gatherSite);
+    collectives[r] += shard.buckets;
+    for (Param &param : local.params) {
+      std::memcpy(param.weight, local.reduced.data() + param.offset,
+                  param.size * sizeof(float));
+      if (spec.accumulate > 1)
+        std::fill(param.accumulated.begin(), param.accumulated.end(), 0.f);
+    }
+  });
+  result.dataCollectives = collectives.front();
+}
+
+void Trainer::Impl::gatherStates(LocalRank &local, bool toParams) {
+  const Shard &shard = local.shard;
+  for (int which = 0; which < 2; ++which) {
+    std::vector<float> &owned = which ? local.ownedSecond : local.ownedFirst;
+    if (owned.empty())
+      continue;
+    if (!toParams) {
+      // Keep this replica's chunks of the whole states in `Param`s.
+      forOwned(local, [&](Param &param, int64_t from, int64_t to,
+                          int64_t index) {
+        std::vector<float> &whole = which ? param.second : param.first;
+        std::memcpy(owned.data() + index, whole.data() + (from - param.offset),
+                    (to - from) * sizeof(float));
+      });
+      continue;
+    }
+    for (int64_t b = 0; b < shard.buckets; ++b)
+      local.session->allGatherOverReplicas(
+          local.rank, owned.data() + b * shard.chunk,
+          local.reduced.data() + b * shard.bucket(), shard.chunk,
+          "ZeRO-1: the optimizer states' all-gather for a checkpoint");
+    for (Param &param : local.params) {
+      std::vector<float> &whole = which ? param.second : param.first;
+      whole.assign(local.reduced.data() + param.offset,
+                   local.reduced.data() + param.offset + param.size);
+    }
+  }
+  if (!toParams)
+    for (Param &param : local.params) {
+      param.first = {};
+      param.second = {};
+    }
 }
 
 /// The states file's safetensors header: per trainable weight, its
@@ -429,7 +650,7 @@ std::string Trainer::Impl::stateHeader(const LocalRank &local) const {
     if (spec.optimizer == "adamw") {
       add("exp_avg." + param.spec->name, param);
       add("exp_avg_sq." + param.spec->name, param);
-    } else if (!param.first.empty()) {
+    } else if (spec.momentum > 0) {
       add("momentum_buffer." + param.spec->name, param);
     }
   }
@@ -448,9 +669,15 @@ std::string Trainer::Impl::stateHeader(const LocalRank &local) const {
 
 void Trainer::Impl::save(const std::string &dir) {
   namespace fs = std::filesystem;
+  // ZeRO-1: every replica's chunks of the states, whole on each.
+  if (zero())
+    forEachInParallel(ranks.size(),
+                      [&](size_t r) { gatherStates(ranks[r], true); });
   // Every replica holds the same weights and states: replica 0 writes.
-  if (session.getDataReplica() != 0)
+  if (session.getDataReplica() != 0) {
+    releaseWholeStates();
     return;
+  }
   std::string building = dir + ".partial";
   bool root = session.getMpiRank() <= 0;
   if (root) {
@@ -521,6 +748,17 @@ void Trainer::Impl::save(const std::string &dir) {
     fs::remove_all(old, ec);
   }
   session.broadcastFromRoot(none);
+  releaseWholeStates();
+}
+
+void Trainer::Impl::releaseWholeStates() {
+  if (!zero())
+    return;
+  for (LocalRank &local : ranks)
+    for (Param &param : local.params) {
+      param.first = {};
+      param.second = {};
+    }
 }
 
 void Trainer::Impl::resume(const std::string &dir) {
@@ -572,6 +810,9 @@ void Trainer::Impl::resume(const std::string &dir) {
     checkSafeTensorsHeader(rank, image.data(), image.size(),
                            dir + "/" + rank.file);
     std::string state = checked(stateFileName(local.rank));
+    if (zero())
+      for (Param &param : local.params)
+        allocateStates(param);
     // The states of this artifact's weights in this order, at the step.
     int64_t saved = steps;
     steps = *step;
@@ -597,6 +838,8 @@ void Trainer::Impl::resume(const std::string &dir) {
           std::memcpy(s->data(), data, s->size() * sizeof(float));
           data += s->size() * sizeof(float);
         }
+    if (zero())
+      gatherStates(local, false);
   }
   steps = *step;
 }

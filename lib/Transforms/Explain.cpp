@@ -367,16 +367,44 @@ struct Explain : tp::impl::ExplainBase<Explain> {
   /// What the data axis reduces per step: each rank's gradients and the
   /// loss (one f32), cut into buckets of at most bucketBytes; a ring
   /// all-reduce sends 2·B·(D−1)/D of B bytes per rank.
+  /// ZeRO-1 instead reduce-scatters and all-gathers the gradients alone,
+  /// in buckets of D chunks (the last padded), each way (D−1)/D of them.
   struct DataAxis {
     int64_t bytes = 0, buckets = 0, sentBytes = 0;
   };
   DataAxis getDataAxis(const TrainingMemory &training) const {
     DataAxis data;
+    int64_t d = dataParallel;
+    if (zero == 1) {
+      data.bytes = training.gradientBytes;
+      int64_t total = data.bytes / 4;
+      int64_t chunk = std::max<int64_t>(
+          1, std::min<int64_t>(bucketBytes / 4 / d, (total + d - 1) / d));
+      data.buckets = (total + chunk * d - 1) / (chunk * d);
+      data.sentBytes = 2 * data.buckets * chunk * 4 * (d - 1);
+      return data;
+    }
     data.bytes = training.gradientBytes + 4;
     int64_t bucket = std::max<int64_t>(bucketBytes, 4) / 4 * 4;
     data.buckets = (data.bytes + bucket - 1) / bucket;
-    data.sentBytes = 2 * data.bytes * (dataParallel - 1) / dataParallel;
+    data.sentBytes = 2 * data.bytes * (d - 1) / d;
     return data;
+  }
+  /// The optimizer's states per rank: 1/D of them (rounded up) under
+  /// ZeRO-1.
+  bool zeroStates() const { return zero == 1 && dataParallel > 1; }
+  int64_t getOptimizerBytes(const TrainingMemory &training) const {
+    int64_t d = zeroStates() ? int64_t(dataParallel) : 1;
+    return optimizerStates * ((training.gradientBytes / 4 + d - 1) / d * 4);
+  }
+  /// The gradient buffers per rank; ZeRO-1 adds this replica's part of
+  /// the reduced gradients.
+  int64_t getBufferBytes(const TrainingMemory &training) const {
+    int64_t bytes = gradientBuffers * training.gradientBytes;
+    if (zeroStates())
+      bytes +=
+          (training.gradientBytes / 4 + dataParallel - 1) / dataParallel * 4;
+    return bytes;
   }
 
   void printText(func::FuncOp func, int64_t devices, StringRef gridName,
@@ -451,18 +479,39 @@ struct Explain : tp::impl::ExplainBase<Explain> {
     if (training.backward)
       os << "training per device: gradients " << training.gradientBytes
          << " B (of the weights above), optimizer states "
-         << optimizerStates * training.gradientBytes << " B, stash "
-         << training.stashBytes << " B (" << training.stashValues
+         << getOptimizerBytes(training) << " B"
+         << (zeroStates()
+                 ? " (1/" + std::to_string(dataParallel) + " of them, ZeRO-1)"
+                 : std::string())
+         << (getBufferBytes(training)
+                 ? ", gradient buffers " +
+                       std::to_string(getBufferBytes(training)) + " B"
+                 : std::string())
+         << ", stash " << training.stashBytes << " B (" << training.stashValues
          << " forward values the backward reads)\n";
     if (training.backward && dataParallel > 1) {
       DataAxis data = getDataAxis(training);
       os << "grid: data " << dataParallel << " x tensor " << devices << " = "
-         << dataParallel * devices << " ranks\n"
-         << "data parallel: each rank all-reduces its gradients and the loss ("
-         << data.bytes << " B) over the " << dataParallel
-         << " replicas once per step, in " << data.buckets << " bucket(s) of "
-         << "at most " << bucketBytes << " B: " << data.sentBytes
-         << " B sent per rank per step\n";
+         << dataParallel * devices << " ranks\n";
+      if (zero == 1)
+        os << "data parallel (ZeRO-1): each rank reduce-scatters its "
+              "gradients ("
+           << data.bytes << " B) over the " << dataParallel
+           << " replicas, updates its 1/" << dataParallel << " with 1/"
+           << dataParallel
+           << " of the optimizer states and all-gathers the weights, once "
+              "per step, in "
+           << data.buckets << " bucket(s) of at most " << bucketBytes
+           << " B: " << data.sentBytes
+           << " B sent per rank per step (and 16 B all-reduced: the loss "
+              "and the squared norm)\n";
+      else
+        os << "data parallel: each rank all-reduces its gradients and the "
+              "loss ("
+           << data.bytes << " B) over the " << dataParallel
+           << " replicas once per step, in " << data.buckets
+           << " bucket(s) of at most " << bucketBytes
+           << " B: " << data.sentBytes << " B sent per rank per step\n";
     }
     os << "support (tensor, sequence, pipeline): ("
        << (tensorParallel ? "true" : "false") << ", "
@@ -524,8 +573,8 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"largest_activation_bytes", largestActivation},
         {"gradient_bytes_per_device", training.gradientBytes},
         {"stash_bytes_per_device", training.stashBytes},
-        {"optimizer_state_bytes_per_device",
-         optimizerStates * training.gradientBytes},
+        {"optimizer_state_bytes_per_device", getOptimizerBytes(training)},
+        {"gradient_buffer_bytes_per_device", getBufferBytes(training)},
         {"data_parallel", static_cast<int64_t>(dataParallel)},
         {"support", llvm::json::Object{{"tensor", tensorParallel},
                                        {"sequence", sequenceParallel},
@@ -536,6 +585,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
           {"bytes", data.bytes},
           {"buckets", data.buckets},
           {"bucket_bytes", static_cast<int64_t>(bucketBytes)},
+          {"zero", static_cast<int64_t>(zero)},
           {"bytes_sent_per_rank", data.sentBytes}};
     }
     *os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";

@@ -271,6 +271,7 @@ public:
     lastStep["seconds"] = result.seconds;
     if (result.dataCollectives) {
       lastStep["data_collectives"] = result.dataCollectives;
+      lastStep["data_buckets"] = result.dataBuckets;
       lastStep["data_bytes"] = result.dataBytes;
     }
     return result.loss;

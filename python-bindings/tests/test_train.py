@@ -168,13 +168,15 @@ def test_sgd_accumulate_and_clip(tmp_path):
     assert session.last_train_step["lr"] == 0.05
 
 
-def test_data_parallel(tmp_path):
+@pytest.mark.parametrize("zero", [0, 1])
+def test_data_parallel(tmp_path, zero):
     """data_parallel=2 on 2 ranks: each replica's micro-batch, the
-    gradients averaged over the replicas; the step's figures say what the
-    data axis moved (each rank's half of w1 and w2, and the loss)."""
+    gradients averaged over the replicas (zero=1: reduce-scattered, each
+    replica updating its half); the step's figures say what the data axis
+    moved (each rank's half of w1 and w2, and without ZeRO the loss)."""
     optimizer = tp.AdamW(lr=0.01, clip_norm=0.5)
     session = tp.Session(tp.compile(mlp(), 2, train=optimizer,
-                                    data_parallel=2,
+                                    data_parallel=2, zero=zero,
                                     output=tmp_path / "dp.tpa"))
     reference = Reference(optimizer)
     for step in range(3):
@@ -185,8 +187,20 @@ def test_data_parallel(tmp_path):
         np.testing.assert_allclose(session.last_train_step["grad_norm"],
                                    want_norm, rtol=TOLERANCE)
     figures = session.last_train_step
-    assert figures["data_collectives"] == 1
-    assert figures["data_bytes"] == 4 * (8 * 16 + 16 * 4) // 2 + 4
+    gradients = 4 * (8 * 16 + 16 * 4) // 2
+    if zero:
+        # A reduce-scatter, an all-gather, the loss and norm's all-reduce.
+        assert (figures["data_collectives"], figures["data_buckets"],
+                figures["data_bytes"]) == (3, 1, gradients)
+    else:
+        assert (figures["data_collectives"], figures["data_buckets"],
+                figures["data_bytes"]) == (1, 1, gradients + 4)
+    session.save(tmp_path / "ckpt")
+    resumed = tp.Session(tmp_path / "dp.tpa")
+    resumed.resume(tmp_path / "ckpt")
+    batches = BATCHES[:2]
+    np.testing.assert_allclose(resumed.train_step(batches),
+                               session.train_step(batches), rtol=1e-6)
     with pytest.raises(tp.TPError, match="takes 2 micro-batches.*got 1"):
         session.train_step(BATCHES[0])
 

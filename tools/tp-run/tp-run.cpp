@@ -487,7 +487,13 @@ int train(const Options &options, Session &session) {
         std::cout << ", " << std::setprecision(0)
                   << static_cast<double>(tokens * accumulate) / result.seconds
                   << " tokens/s";
-      if (result.dataCollectives)
+      if (result.dataCollectives && manifest.training->zero)
+        std::cout << "; data axis (ZeRO-1): " << result.dataBuckets
+                  << " reduce-scatter(s) and " << result.dataBuckets
+                  << " all-gather(s) of " << result.dataBytes << " B per rank, "
+                  << result.dataCollectives - 2 * result.dataBuckets
+                  << " all-reduce of the loss and norm";
+      else if (result.dataCollectives)
         std::cout << "; data axis: " << result.dataCollectives
                   << " all-reduce(s), " << result.dataBytes << " B per rank";
       std::cout << ")" << std::defaultfloat << std::setprecision(6) << "\n"

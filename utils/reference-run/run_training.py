@@ -222,6 +222,8 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
                "--accumulate", str(args.accumulate)]
     if args.data_parallel > 1:
         command += ["--data-parallel", str(args.data_parallel)]
+    if args.zero:
+        command += ["--zero", str(args.zero)]
     if args.optimizer == "adamw":
         command += ["--lr", "1e-3", "--weight-decay", "0.01",
                     "--clip-norm", "1.0"]
@@ -308,29 +310,47 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
 
 
 def check_data_axis(artifact, explained, trained, args, problems):
-    """What each step all-reduced over the data axis (tp-run's step lines)
-    against rank 0's gradients in the manifest plus the loss (4 bytes),
-    in ceil(bytes / bucket) collectives, and against --explain."""
+    """What each step moved over the data axis (tp-run's step lines)
+    against rank 0's gradients in the manifest: without ZeRO, they and the
+    loss (4 bytes) all-reduced in ceil(bytes / bucket) collectives; with
+    ZeRO-1, they alone reduce-scattered and all-gathered, bucket by bucket
+    (D chunks each), and one all-reduce of the loss and norm. And against
+    --explain."""
     with open(os.path.join(artifact, "manifest.json")) as f:
         manifest = json.load(f)
     grads = {o["name"] for o in manifest["outputs"]}
     rank = next(r for r in manifest["ranks"] if r["rank"] == 0)
-    expected = 4 + sum(4 * int(np.prod(w["shape"])) for w in rank["weights"]
-                       if "grad." + w["name"] in grads)
+    gradients = sum(4 * int(np.prod(w["shape"])) for w in rank["weights"]
+                    if "grad." + w["name"] in grads)
     bucket = manifest["training"]["bucket_bytes"]
-    buckets = -(-expected // bucket)
-    steps = re.findall(r"data axis: (\d+) all-reduce\(s\), (\d+) B per rank",
-                       trained)
+    d = args.data_parallel
+    if args.zero:
+        total = gradients // 4
+        chunk = max(1, min(bucket // 4 // d, -(-total // d)))
+        buckets = -(-total // (chunk * d))
+        expected = gradients
+        pattern = (r"data axis \(ZeRO-1\): (\d+) reduce-scatter\(s\) and "
+                   r"\1 all-gather\(s\) of (\d+) B per rank, 1 all-reduce")
+        explain = (r"reduce-scatters its gradients \((\d+) B\) over the "
+                   r"\d+ replicas, .* in (\d+) bucket")
+        what = "reduce-scatter(s) and all-gather(s)"
+    else:
+        expected = gradients + 4
+        buckets = -(-expected // bucket)
+        pattern = r"data axis: (\d+) all-reduce\(s\), (\d+) B per rank"
+        explain = (r"\((\d+) B\) over the \d+ replicas once per step, in "
+                   r"(\d+) bucket")
+        what = "all-reduce(s)"
+    steps = re.findall(pattern, trained)
     if len(steps) != args.steps or any(
             (int(n), int(b)) != (buckets, expected) for n, b in steps):
         problems.append(f"data axis moved {steps[:1]} per step, not "
-                        f"{buckets} all-reduce(s) of {expected} B")
-    m = re.search(r"\((\d+) B\) over the \d+ replicas once per step, in "
-                  r"(\d+) bucket", explained)
+                        f"{buckets} {what} of {expected} B")
+    m = re.search(explain, explained)
     if not m or (int(m.group(1)), int(m.group(2))) != (expected, buckets):
         problems.append("--explain's data axis is not "
                         f"{expected} B in {buckets} bucket(s)")
-    return f"{buckets} all-reduce(s) of {expected} B per rank per step"
+    return f"{buckets} {what} of {expected} B per rank per step"
 
 
 def main():
@@ -350,6 +370,8 @@ def main():
     parser.add_argument("--data-parallel", type=int, default=1,
                         help="tp-compile --data-parallel D for every config; "
                              "torch averages the D replicas' micro-batches")
+    parser.add_argument("--zero", type=int, default=0,
+                        help="tp-compile --zero 1 (with --data-parallel)")
     parser.add_argument("--mpirun", metavar="CMD",
                         help="train under CMD -np RANKS (one process per "
                              "rank, tp-run --launcher mpi)")

@@ -133,6 +133,12 @@ struct TrainingSpec {
   /// The data axis all-reduces each rank's gradients in buckets of at most
   /// this many bytes (tp-compile --bucket-mb), one collective each.
   int64_t bucketBytes = int64_t(25) << 20;
+  /// ZeRO stage over the data axis (tp-compile --zero): 0, each replica
+  /// keeps whole optimizer states and all-reduces the gradients; 1, each
+  /// bucket's gradients are reduce-scattered, every replica updates its
+  /// 1/D of each bucket with its 1/D of the optimizer states, and the
+  /// updated weights are all-gathered.
+  int64_t zero = 0;
   /// The model output that is the loss.
   std::string loss;
 };

@@ -213,6 +213,17 @@ public:
   /// replica.
   void allReduceOverReplicas(int32_t rank, float *buffer, int64_t count,
                              const char *site);
+  void allReduceOverReplicas(int32_t rank, double *buffer, int64_t count,
+                             const char *site);
+  /// ZeRO over the data axis: `in` is D chunks of `chunk` floats, and
+  /// replica d's `out` gets the sum over the replicas of chunk d
+  /// (reduce-scatter); allGather puts replica d's `chunk` floats of `in`
+  /// at chunk d of every replica's `out`. One collective each; no-ops
+  /// (copies) with one replica.
+  void reduceScatterOverReplicas(int32_t rank, const float *in, float *out,
+                                 int64_t chunk, const char *site);
+  void allGatherOverReplicas(int32_t rank, const float *in, float *out,
+                             int64_t chunk, const char *site);
 
   /// Training (Trainer) reads and writes the ranks' memory directly. The
   /// ranks of this process: all of them with threads, one under MPI.

@@ -42,9 +42,12 @@ struct TrainStep {
   double gradNorm = 0;
   double lr = 0;
   double seconds = 0;
-  /// Data parallelism: the collectives and bytes one rank all-reduced
-  /// over the data axis (its gradients and the loss, in buckets).
-  int64_t dataCollectives = 0, dataBytes = 0;
+  /// Data parallelism: what one rank did over the data axis: its
+  /// collectives, the buckets its gradients went in, and their bytes
+  /// (without ZeRO: one all-reduce per bucket, the loss in the last;
+  /// ZeRO-1: a reduce-scatter and an all-gather per bucket, and one
+  /// all-reduce of the loss and the squared norm).
+  int64_t dataCollectives = 0, dataBuckets = 0, dataBytes = 0;
 };
 
 class Trainer {

@@ -170,7 +170,8 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
     `output=FILE` prints to FILE instead of stdout (the Python module's
     `explain` reads it from there). For a training program: per rank the
     gradients, the optimizer states (`optimizer-states` copies of the
-    gradients) and the stash; with `data-parallel=D` (D > 1), the grid's
+    gradients; with `zero=1`, 1/D of them), the gradient buffers and the
+    stash; with `data-parallel=D` (D > 1), the grid's
     two axes and the gradients' all-reduce over the data axis (buckets,
     bytes sent per rank per step). The IR is unchanged.
   }];
@@ -182,14 +183,22 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
     Option<"optimizerStates", "optimizer-states", "int64_t",
            /*default=*/"0",
            "Copies of each trainable weight's gradient the optimizer keeps "
-           "per rank (tp-compile --train: AdamW's two moments, SGD's "
-           "momentum, the accumulated gradient)">,
+           "per rank as its states (tp-compile --train: AdamW's two "
+           "moments, SGD's momentum)">,
+    Option<"gradientBuffers", "gradient-buffers", "int64_t",
+           /*default=*/"0",
+           "Whole gradient-sized buffers per rank besides (the accumulated "
+           "gradient, the one the data axis reduces)">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "Data-parallel replicas of the grid (tp-compile --data-parallel): "
            "the gradients' all-reduce over the data axis per step">,
     Option<"bucketBytes", "bucket-bytes", "int64_t",
            /*default=*/"26214400",
-           "With data-parallel: the largest bucket of that all-reduce">
+           "With data-parallel: the largest bucket of that all-reduce">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "With data-parallel: ZeRO stage (1: the gradients "
+           "reduce-scattered, the weights all-gathered, the optimizer "
+           "states split over the data axis)">
   ];
 }
 
