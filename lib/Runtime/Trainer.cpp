@@ -13,6 +13,8 @@
 
 #include "tp/Runtime/Sha256.h"
 
+#include "Optimizers.h"
+
 #include "llvm/Support/JSON.h"
 
 #include <chrono>
@@ -289,42 +291,17 @@ double Trainer::Impl::sumOverProcesses(double value) {
   return sum;
 }
 
-/// One element at a time, in float, as torch's single-tensor AdamW and
-/// SGD compute it; `scale` folds the accumulation's mean and the clip.
+/// The optimizer of the manifest (Optimizers.h); `scale` folds the
+/// accumulation's mean and the clip.
 void Trainer::Impl::update(float *w, const float *grad, float *first,
                            float *second, int64_t n, double scale, double lr) {
   float s = static_cast<float>(scale);
-  if (spec.optimizer == "adamw") {
-    double t = static_cast<double>(steps);
-    double bias1 = 1 - std::pow(spec.beta1, t);
-    double bias2 = 1 - std::pow(spec.beta2, t);
-    float decay = static_cast<float>(1 - lr * spec.weightDecay);
-    float beta1 = static_cast<float>(spec.beta1);
-    float beta2 = static_cast<float>(spec.beta2);
-    float stepSize = static_cast<float>(lr / bias1);
-    float bias2Sqrt = static_cast<float>(std::sqrt(bias2));
-    float eps = static_cast<float>(spec.eps);
-    float *m = first, *v = second;
-    for (int64_t i = 0; i < n; ++i) {
-      float g = grad[i] * s;
-      w[i] *= decay;
-      m[i] = m[i] * beta1 + g * (1 - beta1);
-      v[i] = v[i] * beta2 + g * g * (1 - beta2);
-      float denom = std::sqrt(v[i]) / bias2Sqrt + eps;
-      w[i] -= stepSize * (m[i] / denom);
-    }
-    return;
-  }
-  float decay = static_cast<float>(spec.weightDecay);
-  float rate = static_cast<float>(lr);
-  float momentum = static_cast<float>(spec.momentum);
-  float *buffer = spec.momentum > 0 ? first : nullptr;
-  for (int64_t i = 0; i < n; ++i) {
-    float d = grad[i] * s + decay * w[i];
-    if (buffer)
-      d = buffer[i] = steps == 1 ? d : buffer[i] * momentum + d;
-    w[i] -= rate * d;
-  }
+  if (spec.optimizer == "adamw")
+    return detail::adamwUpdate(
+        {lr, spec.beta1, spec.beta2, spec.eps, spec.weightDecay, steps}, w,
+        grad, first, second, n, s);
+  detail::sgdUpdate({lr, spec.momentum, spec.weightDecay, steps}, w, grad,
+                    spec.momentum > 0 ? first : nullptr, n, s);
 }
 
 TrainStep Trainer::Impl::step(
@@ -380,11 +357,14 @@ TrainStep Trainer::Impl::step(
     return reinterpret_cast<const float *>(
         local.session->getRankOutput(local.rank, param.grad));
   };
+  auto ran = std::chrono::steady_clock::now();
+  result.programSeconds = std::chrono::duration<double>(ran - start).count();
   if (zero()) {
     zeroStep(replicaLoss, result, lr);
     std::chrono::duration<double> elapsed =
         std::chrono::steady_clock::now() - start;
     result.seconds = elapsed.count();
+    result.updateSeconds = result.seconds - result.programSeconds;
     return result;
   }
   double loss = replicaLoss.front();
@@ -437,11 +417,9 @@ TrainStep Trainer::Impl::step(
     for (const Param &param : local.params) {
       if (!param.split && manifest.rankSpecs.at(local.rank).tpIndex != 0)
         continue;
-      const float *grad = gradientOf(local, param);
-      double sum = 0;
-      for (int64_t i = 0; i < param.size; ++i)
-        sum += static_cast<double>(grad[i]) * grad[i];
-      rankSquares[r] += sum * mean * mean;
+      rankSquares[r] +=
+          detail::sumOfSquares(gradientOf(local, param), param.size) * mean *
+          mean;
     }
   });
   // In rank order, the same sum on every run.
@@ -470,6 +448,7 @@ TrainStep Trainer::Impl::step(
   std::chrono::duration<double> elapsed =
       std::chrono::steady_clock::now() - start;
   result.seconds = elapsed.count();
+  result.updateSeconds = result.seconds - result.programSeconds;
   return result;
 }
 
@@ -528,9 +507,7 @@ void Trainer::Impl::zeroStep(std::vector<double> &replicaLoss,
     forOwned(local, [&](Param &param, int64_t from, int64_t to, int64_t index) {
       if (!param.split && !whole)
         return;
-      const float *g = local.ownedGrad.data() + index;
-      for (int64_t i = 0; i < to - from; ++i)
-        sum += static_cast<double>(g[i]) * g[i];
+      sum += detail::sumOfSquares(local.ownedGrad.data() + index, to - from);
     });
     size_t replica =
         std::find(sessions.begin(), sessions.end(), local.session) -

@@ -13,6 +13,7 @@
 #include "tp/Transforms/TensorParallelPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Support/FileUtilities.h"
@@ -275,9 +276,10 @@ struct Explain : tp::impl::ExplainBase<Explain> {
       if (!layout || isa<func::FuncOp>(op))
         return;
       WeightInfo w;
-      w.name = nodeName(op->getLoc()) + (isa<tensor::PadOp>(op)
-                                             ? " (padded weight)"
-                                             : " (slice of a weight)");
+      w.name = nodeName(op->getLoc()) +
+               (isa<tensor::PadOp>(op)      ? " (padded weight)"
+                : isa<linalg::LinalgOp>(op) ? " (transposed weight)"
+                                            : " (slice of a weight)");
       w.initializer = w.name;
       w.role = layout.getRole();
       w.block = layout.getBlock();

@@ -24,6 +24,28 @@
 using namespace mlir;
 using namespace mlir::tp;
 
+/// What `v` transposes: the input of a linalg.transpose, or of a generic
+/// that only permutes its one input's dims (a transpose generalized).
+static Value getTransposeSource(Value v) {
+  auto op = v.getDefiningOp<linalg::LinalgOp>();
+  if (!op || op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() != 0)
+    return {};
+  if (auto transpose = dyn_cast<linalg::TransposeOp>(op.getOperation()))
+    return transpose.getInput();
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic)
+    return {};
+  AffineMap in = generic.getIndexingMapsArray()[0];
+  AffineMap out = generic.getIndexingMapsArray()[1];
+  auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+  if (!out.isIdentity() || !in.isPermutation() || in.isIdentity() ||
+      yield.getNumOperands() != 1 ||
+      yield.getOperand(0) != generic.getBody()->getArgument(0))
+    return {};
+  return generic.getDpsInputs()[0];
+}
+
 /// A `tp.weight` argument of the enclosing function, or a static slice of
 /// one (a fused projection split by tp-split-fused-projections).
 static Value getWeightArg(Value v) {
@@ -38,6 +60,12 @@ static Value getWeightArg(Value v) {
                    pad.getConstantPaddingValue()
                ? v
                : Value();
+  // A weight read transposed: an LM head tied to the embedding table
+  // (tp-compile --train imports the export's transposed copy so). The plan
+  // splits the transpose as a weight of its own, consistently with the
+  // table's own split (its vocabulary, dim 0, is the transpose's dim 1).
+  if (Value source = getTransposeSource(v))
+    return isa<BlockArgument>(source) && getWeightArg(source) ? v : Value();
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg)
     return {};
@@ -148,6 +176,8 @@ static std::string getWeightName(Value v) {
     return getWeightName(slice.getSource()) + " (slice)";
   if (auto pad = v.getDefiningOp<tensor::PadOp>())
     return getWeightName(pad.getSource()) + " (padded)";
+  if (Value source = getTransposeSource(v))
+    return getWeightName(source) + " (transposed)";
   auto arg = cast<BlockArgument>(v);
   auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
   auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -683,6 +713,20 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     auto existing = plan.splits.find(weight);
     if (existing != plan.splits.end())
       return replicate(op, "its weight is already split for another use");
+    // A transposed weight splits its source on the matching dim; a source
+    // split otherwise for another use would be resharded.
+    if (Value source = getTransposeSource(weight)) {
+      auto sourceSplit = plan.splits.find(source);
+      AffineMap map = cast<linalg::LinalgOp>(weight.getDefiningOp())
+                          .getIndexingMapsArray()[0];
+      std::optional<unsigned> sourceDim =
+          map.getResultPosition(getAffineDimExpr(weightDim, op->getContext()));
+      if (sourceSplit != plan.splits.end() &&
+          (!sourceDim || sourceSplit->second.dim != *sourceDim))
+        return replicate(op, "its weight is read transposed, and its source '" +
+                                 getWeightName(source) +
+                                 "' is split on another dim for another use");
+    }
     // Commit. Columns that share a row partner (Q, K, V) share its block.
     int64_t block = nextBlock;
     for (auto &entry : tracker.rows) {

@@ -269,6 +269,8 @@ public:
     lastStep["grad_norm"] = result.gradNorm;
     lastStep["lr"] = result.lr;
     lastStep["seconds"] = result.seconds;
+    lastStep["program_seconds"] = result.programSeconds;
+    lastStep["update_seconds"] = result.updateSeconds;
     if (result.dataCollectives) {
       lastStep["data_collectives"] = result.dataCollectives;
       lastStep["data_buckets"] = result.dataBuckets;

@@ -463,3 +463,55 @@ func.func @pad_split_dim(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: ten
   } -> tensor<2x16x64xf32>
   return %6 : tensor<2x16x64xf32>
 }
+
+// -----
+
+// An LM head tied to the embedding table reads it transposed (tp-compile
+// --train imports the export's transposed copy as a transpose of the table,
+// here generalized). The table splits by vocabulary; the transpose is
+// planned as the head's weight, split on its dim 1, the same rows of the
+// table: no gather of the table, the logits stay split by vocabulary.
+#ids = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+#table = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#t_in = affine_map<(d0, d1) -> (d1, d0)>
+#t_out = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @tied_head(
+// CHECK-SAME: tp.layout = #tp.layout<role = vocab, dim = 0, block = 0>, tp.weight = "wte"}
+// CHECK: %[[T:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<256x64xf32>) {{.*}} attrs =  {tp.layout = #tp.layout<role = column_gathered, dim = 1, block = 1>}
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: linalg.yield
+// CHECK-NEXT: } -> tensor<64x256xf32>
+// CHECK-NEXT: %[[S:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
+// CHECK-NEXT: %[[TS:.*]] = shard.shard %[[T]] to %[[S]] annotate_for_users : tensor<64x256xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[TS]] : tensor<2x16x64xf32>, tensor<64x256xf32>)
+func.func @tied_head(%x: tensor<2x16xi64> {tp.input = "input_ids"}, %wte: tensor<256x64xf32> {tp.weight = "wte"}) -> (tensor<2x16x256xf32> {tp.output = "logits"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e0 = tensor.empty() : tensor<2x16x64xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %h = linalg.generic {indexing_maps = [#ids, #table, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %wte : tensor<2x16xi64>, tensor<256x64xf32>) outs(%f0 : tensor<2x16x64xf32>) attrs = {tp.embedding = 256 : i64} {
+  ^bb0(%in: i64, %in_1: f32, %out: f32):
+    %i = arith.index_cast %in : i64 to index
+    %j = linalg.index 3 : index
+    %eq = arith.cmpi eq, %i, %j : index
+    %v = arith.select %eq, %in_1, %cst : f32
+    %s = arith.addf %out, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  %et = tensor.empty() : tensor<64x256xf32>
+  %t = linalg.generic {indexing_maps = [#t_in, #t_out], iterator_types = ["parallel", "parallel"]} ins(%wte : tensor<256x64xf32>) outs(%et : tensor<64x256xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<64x256xf32>
+  %e1 = tensor.empty() : tensor<2x16x256xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %logits = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h, %t : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  return %logits : tensor<2x16x256xf32>
+}

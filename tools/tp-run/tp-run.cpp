@@ -482,7 +482,9 @@ int train(const Options &options, Session &session) {
       std::cout << "step " << result.step << ": loss " << std::setprecision(9)
                 << result.loss << std::setprecision(4) << " grad norm "
                 << result.gradNorm << " lr " << result.lr << " (" << std::fixed
-                << std::setprecision(1) << result.seconds * 1e3 << " ms";
+                << std::setprecision(1) << result.seconds * 1e3
+                << " ms: " << result.programSeconds * 1e3 << " ms in the step, "
+                << result.updateSeconds * 1e3 << " ms updating";
       if (tokens)
         std::cout << ", " << std::setprecision(0)
                   << static_cast<double>(tokens * accumulate) / result.seconds

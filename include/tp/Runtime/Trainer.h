@@ -42,6 +42,9 @@ struct TrainStep {
   double gradNorm = 0;
   double lr = 0;
   double seconds = 0;
+  /// Of `seconds`: running the step's programs (forward, loss, backward,
+  /// accumulation), and the rest (the data axis, the norm, the update).
+  double programSeconds = 0, updateSeconds = 0;
   /// Data parallelism: what one rank did over the data axis: its
   /// collectives, the buckets its gradients went in, and their bytes
   /// (without ZeRO: one all-reduce per bucket, the loss in the last;
