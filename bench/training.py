@@ -38,6 +38,11 @@ shows it). Then:
                   applies per calling thread), so 2 ranks x 1 thread on
                   the 2 cores of this machine
 
+In the second table, tp-mlir DP 2 x TP 1 is the same step on two
+data-parallel replicas of one rank (tp-compile --data-parallel 2 of the
+model exported at half the batch, each replica on its half): the loss is
+the batch's, and the gradients cross the data axis in one all-reduce.
+
 Every time is the median of --repeat steps after one warm-up step; for
 tp-mlir of --tp-repeat (default --repeat) tp-run processes of --warmup 1
 --repeat 1 each, as bench/cpu_throughput.py, so that the samples are
@@ -309,22 +314,26 @@ def time_torch_adamw(wrapper, inputs, a):
     return statistics.median(times[1:]), times, losses
 
 
-def train_tp_mlir(a, model, devices, work):
+def train_tp_mlir(a, model, devices, work, data_parallel=1, data="data"):
     """tp-compile --train adamw and tp-run --train for --train-steps steps
-    on the one batch: (seconds per step, median of steps 2.., every step's
-    seconds and loss, peak RSS) or (None, error)."""
-    artifact = os.path.join(work, f"train{devices}.tpa")
+    on the one batch (--data-parallel D: `model` is exported at 1/D of the
+    batch, and `data` holds the batch's D parts, one per replica):
+    (seconds per step, median of steps 2.., every step's seconds and loss,
+    peak RSS) or (None, error)."""
+    tag = f"{devices}" + (f"-dp{data_parallel}" if data_parallel > 1 else "")
+    artifact = os.path.join(work, f"train{tag}.tpa")
     code, text, _ = run_logged(
         [os.path.join(work, "tp-compile"), model, "--train", "adamw", "--lr",
          "1e-4", "--weight-decay", "0.01", "--clip-norm", "1.0", "--devices",
-         str(devices), "--target", "cpu", "-o", artifact],
-        dict(os.environ), os.path.join(work, f"train-compile{devices}.log"))
+         str(devices), "--data-parallel", str(data_parallel), "--target",
+         "cpu", "-o", artifact],
+        dict(os.environ), os.path.join(work, f"train-compile{tag}.log"))
     if code != 0:
         return None, f"tp-compile --train: exit {code}: {first_error(text)}"
     code, text, rss = run_logged(
         [os.path.join(work, "tp-run"), artifact, "--train", "--data",
-         os.path.join(work, "data"), "--steps", str(a.train_steps)],
-        blas.env(1), os.path.join(work, f"train-run{devices}.log"))
+         os.path.join(work, data), "--steps", str(a.train_steps)],
+        blas.env(1), os.path.join(work, f"train-run{tag}.log"))
     if code != 0:
         return None, f"tp-run --train: exit {code}: {first_error(text)}"
     steps = re.findall(r"^step \d+: loss (\S+) .*\(([0-9.]+) ms", text, re.M)
@@ -460,6 +469,26 @@ def main():
             for ranks in a.ranks:
                 progress(f"tp-compile --train adamw, tp-run --train x{ranks}")
                 trained[ranks] = train_tp_mlir(a, model, ranks, work)
+            # Data parallelism: 2 replicas of 1 rank, each on half the
+            # batch (exported at that batch), the same step as above.
+            if a.batch % 2 == 0:
+                progress("tp-compile --train --data-parallel 2, tp-run "
+                         "--train")
+                half = {k: v[:a.batch // 2] for k, v in inputs.items()}
+                half_model = os.path.join(work, "model-half.onnx")
+                torch.onnx.export(wrapper, tuple(half.values()), half_model,
+                                  input_names=list(half),
+                                  output_names=["loss"], opset_version=14)
+                for d in range(2):
+                    part = os.path.join(work, "data-dp", str(d))
+                    os.makedirs(part, exist_ok=True)
+                    for name, value in inputs.items():
+                        rows_ = value[d * a.batch // 2:(d + 1) * a.batch // 2]
+                        np.save(os.path.join(part, name + ".npy"),
+                                rows_.numpy())
+                trained["dp2"] = train_tp_mlir(a, half_model, 1, work,
+                                               data_parallel=2,
+                                               data="data-dp")
             progress("torch AdamW steps")
             trained["torch"] = time_torch_adamw(wrapper, inputs, a)
         progress("done")
@@ -524,20 +553,29 @@ def main():
         print(f"  {'torch 1 thread':18} {torch_step:8.4f} "
               f"{tokens / torch_step:9.0f}  "
               + " ".join(f"{l:.7g}" for l in torch_losses))
-        for ranks in a.ranks:
-            label = f"tp-mlir {ranks} rank{'s' if ranks > 1 else ''}"
+        steps = {}
+        for ranks in list(a.ranks) + ["dp2"]:
+            label = (f"tp-mlir {ranks} rank{'s' if ranks > 1 else ''}"
+                     if ranks != "dp2" else "tp-mlir DP 2 x TP 1")
             r = trained.get(ranks)
+            if ranks == "dp2" and r is None:
+                continue
             if r is None or r[0] is None:
                 print(f"  {label:18} FAILED: {r[1] if r else '?'}")
                 continue
             step_s, times, losses, _ = r
+            steps[ranks] = step_s
             worst = max(abs(x - y) / abs(y)
                         for x, y in zip(losses, torch_losses))
             print(f"  {label:18} {step_s:8.4f} {tokens / step_s:9.0f}  "
                   + " ".join(f"{l:.7g}" for l in losses)
                   + f"  (loss rel diff to torch at most {worst:.1e})")
-            print(f"  torch / tp-mlir {ranks} rank{'s' if ranks > 1 else ''}"
-                  f": {torch_step / step_s:.2f}x")
+            print(f"  torch / {label[8:]}: {torch_step / step_s:.2f}x")
+        for other in (2, "dp2"):
+            if 1 in steps and other in steps:
+                label = "2 ranks (TP 2)" if other == 2 else "DP 2 x TP 1"
+                print(f"  1 rank / {label}: {steps[1] / steps[other]:.2f}x "
+                      f"(speed-up of 2 ranks on {os.cpu_count()} cores)")
     print(f"  load average {os.getloadavg()[0]:.2f} at the end")
     return 0
 

@@ -225,6 +225,11 @@ static LogicalResult checkOptions(MLIRContext &context,
       (options.dataParallel != 1 || options.bucketMb || options.zero))
     return emitError(loc) << "--data-parallel, --zero and --bucket-mb need "
                              "--train (the replicas average their gradients)";
+  if (!options.recompute.empty() && options.recompute != "layers")
+    return emitError(loc) << "unknown --recompute '" << options.recompute
+                          << "'; expected layers";
+  if (!options.recompute.empty() && !options.gradients && !options.train)
+    return emitError(loc) << "--recompute needs --gradients or --train";
   if (options.zero == 3)
     return emitError(loc)
            << "--zero 3 (weights the plan keeps whole split over the data "
@@ -539,6 +544,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   // which stay split as the weights are (none is gathered, whatever dim
   // it is split on).
   parallelize.perArgumentGradients = training.has_value();
+  parallelize.recompute = !options.recompute.empty();
   parallelize.splitDimZero = training.has_value();
   parallelize.loss = options.loss;
   parallelize.freeze = options.freeze;

@@ -134,6 +134,9 @@ struct SplitOutputInfo {
 struct TrainingMemory {
   bool backward = false;
   int64_t gradientBytes = 0, stashBytes = 0, stashValues = 0;
+  /// tp-recompute-layers: the stash before it, and the ops it copied; -1
+  /// when it did not run.
+  int64_t stashWithoutRecompute = -1, recomputedOps = 0;
 };
 
 TrainingMemory getTrainingMemory(func::FuncOp func) {
@@ -164,6 +167,13 @@ TrainingMemory getTrainingMemory(func::FuncOp func) {
         memory.stashBytes += bytesOf(operand.getType());
     }
   memory.stashValues = stash.size();
+  if (auto before = func->getAttrOfType<IntegerAttr>(
+          TPDialect::kStashWithoutRecomputeAttrName))
+    memory.stashWithoutRecompute = before.getInt();
+  func.walk([&](Operation *op) {
+    if (op->hasAttr(TPDialect::kRecomputedAttrName))
+      ++memory.recomputedOps;
+  });
   Operation *ret = block.getTerminator();
   for (OpOperand &operand : ret->getOpOperands()) {
     auto name = func.getResultAttrOfType<StringAttr>(
@@ -491,6 +501,11 @@ struct Explain : tp::impl::ExplainBase<Explain> {
                  : std::string())
          << ", stash " << training.stashBytes << " B (" << training.stashValues
          << " forward values the backward reads)\n";
+    if (training.backward && training.stashWithoutRecompute >= 0)
+      os << "recomputation: stash " << training.stashBytes << " B, "
+         << training.stashWithoutRecompute << " B without; "
+         << training.recomputedOps
+         << " forward ops run again in the backward\n";
     if (training.backward && dataParallel > 1) {
       DataAxis data = getDataAxis(training);
       os << "grid: data " << dataParallel << " x tensor " << devices << " = "
@@ -575,6 +590,11 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"largest_activation_bytes", largestActivation},
         {"gradient_bytes_per_device", training.gradientBytes},
         {"stash_bytes_per_device", training.stashBytes},
+        {"stash_bytes_without_recompute",
+         training.stashWithoutRecompute >= 0
+             ? llvm::json::Value(training.stashWithoutRecompute)
+             : llvm::json::Value(nullptr)},
+        {"recomputed_ops", training.recomputedOps},
         {"optimizer_state_bytes_per_device", getOptimizerBytes(training)},
         {"gradient_buffer_bytes_per_device", getBufferBytes(training)},
         {"data_parallel", static_cast<int64_t>(dataParallel)},

@@ -123,6 +123,10 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     convert.dtype = options.dtype;
     pm.addPass(createConvertDType(convert));
   }
+  // Recomputation on the per-rank program, after every CSE (which would
+  // merge the copies back into the forward).
+  if (options.gradients && options.recompute)
+    pm.addNestedPass<func::FuncOp>(createRecomputeLayers());
 }
 
 void mlir::tp::registerTPPipelines() {

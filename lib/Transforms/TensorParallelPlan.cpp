@@ -772,6 +772,12 @@ static bool comesFromWeightContraction(Value v, unsigned depth = 4) {
     v = reduce.getInput();
   else if (auto scatter = v.getDefiningOp<shard::ReduceScatterOp>())
     v = scatter.getInput();
+  // Through a view of the product (a [batch·seq, hidden] product that
+  // tp-unflatten-batch-dims did not unflatten: one rank runs no planning).
+  if (isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+          v.getDefiningOp()))
+    return depth > 0 && comesFromWeightContraction(
+                            v.getDefiningOp()->getOperand(0), depth - 1);
   auto op = v.getDefiningOp<linalg::LinalgOp>();
   if (!op)
     return false;

@@ -224,6 +224,8 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
         command += ["--data-parallel", str(args.data_parallel)]
     if args.zero:
         command += ["--zero", str(args.zero)]
+    if args.recompute:
+        command += ["--recompute", "layers"]
     if args.optimizer == "adamw":
         command += ["--lr", "1e-3", "--weight-decay", "0.01",
                     "--clip-norm", "1.0"]
@@ -296,6 +298,14 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
                             f"{resumed[args.resume:args.resume + 2]} != "
                             f"{got[args.resume:args.resume + 2]}")
     data_note = ""
+    if args.recompute:
+        m = re.search(r"recomputation: stash (\d+) B, (\d+) B without; "
+                      r"(\d+) forward ops", explained)
+        if not m or not int(m.group(1)) < int(m.group(2)):
+            problems.append("--recompute left the stash as it was")
+        else:
+            data_note = (f" | stash {int(m.group(2))} -> {int(m.group(1))} B"
+                         f", {m.group(3)} ops recomputed")
     if args.data_parallel > 1:
         data_note = " | data axis: " + check_data_axis(
             artifact, explained, trained, args, problems)
@@ -372,6 +382,9 @@ def main():
                              "torch averages the D replicas' micro-batches")
     parser.add_argument("--zero", type=int, default=0,
                         help="tp-compile --zero 1 (with --data-parallel)")
+    parser.add_argument("--recompute", action="store_true",
+                        help="tp-compile --recompute layers; the line also "
+                             "gives the stash with and without")
     parser.add_argument("--mpirun", metavar="CMD",
                         help="train under CMD -np RANKS (one process per "
                              "rank, tp-run --launcher mpi)")

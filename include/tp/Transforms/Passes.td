@@ -41,6 +41,29 @@ def SplitFusedProjections : Pass<"tp-split-fused-projections",
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def RecomputeLayers : Pass<"tp-recompute-layers", "::mlir::func::FuncOp"> {
+  let summary = "Recompute each layer's forward in the backward instead of "
+                "stashing it";
+  let description = [{
+    Activation recomputation (activation checkpointing), on a function that
+    tp-differentiate extended with its backward (the backward's ops follow
+    the forward's). The forward is cut at its residual adds; the values a
+    segment between two residual adds computes are the layer's. Each such
+    value that the backward reads is computed again, from the segment's
+    inputs (the residual stream, weights, inputs; the stash), by copies of
+    the ops that make it, placed just before the first backward op that
+    reads any of the segment's values, and the backward reads the copies:
+    the forward's own values die at their last forward use. The copies
+    carry `tp.recomputed`, and run the segment's collectives again, as
+    Megatron-LM's recomputation does. Segments before the first residual
+    add (the embeddings) and after the last (the head and the loss) are
+    stashed as before. The function gets `tp.stash_without_recompute`, the
+    stash's bytes before the pass, which tp-explain prints beside the
+    stash after it. Run it last (after partition and CSE, which would merge
+    the copies back).
+  }];
+}
+
 def Differentiate : Pass<"tp-differentiate", "::mlir::ModuleOp"> {
   let summary = "Append to @main the gradient of its loss with respect to "
                 "every trainable weight";

@@ -81,6 +81,12 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
                      "(tp-differentiate per-argument), as training updates "
                      "them"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> recompute{
+      *this, "recompute",
+      llvm::cl::desc("With gradients: recompute each layer's forward in "
+                     "the backward instead of stashing it "
+                     "(tp-recompute-layers, last)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> splitDimZero{
       *this, "split-dim-zero",
       llvm::cl::desc("Split outputs gathered on dim 0 too (tp-split-outputs "

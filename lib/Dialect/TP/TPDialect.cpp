@@ -194,9 +194,16 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be a symbol on a call";
     return success();
   }
-  if (name == kBackwardAttrName) {
+  if (name == kBackwardAttrName || name == kRecomputedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
+  if (name == kStashWithoutRecomputeAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bytes || bytes.getInt() < 0 || !isa<FunctionOpInterface>(op))
+      return op->emitOpError()
+             << "'" << name << "' must be a byte count on a function";
     return success();
   }
   if (name == kTiedWeightsAttrName) {

@@ -108,6 +108,13 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kLocalCalleeAttrName =
         "tp.local_callee";
     static constexpr llvm::StringLiteral kBackwardAttrName = "tp.backward";
+    /// Unit, on an op: a copy of a forward op, run again in the backward
+    /// (tp-recompute-layers).
+    static constexpr llvm::StringLiteral kRecomputedAttrName =
+        "tp.recomputed";
+    /// i64, on a function: its stash's bytes before tp-recompute-layers.
+    static constexpr llvm::StringLiteral kStashWithoutRecomputeAttrName =
+        "tp.stash_without_recompute";
     /// Unit, on the module: an optimizer updates the weights in place
     /// between runs (tp-compile --train), so code generation keeps no
     /// copy of a weight across runs (no packed weights).
