@@ -360,9 +360,17 @@ void ThreadRankContext::allReduce(Group group, void *buffer, int64_t count,
                                   DType type, Reduction op, const char *site) {
   checkCount(count, "element count", site);
   checkReducible(type, site);
-  size_t bytes = static_cast<size_t>(count * dtypeBytes(type));
+  int64_t elementBytes = dtypeBytes(type);
+  // Each member reduces its own 1/n of the elements, block by block
+  // through a small buffer, and writes the result into every member's
+  // buffer there: no other member reads or writes that part meanwhile
+  // (each reads only its own part of the inputs), and the second meeting
+  // keeps every buffer alive until all parts are written. Each element is
+  // reduced once, in group order, so all members end bitwise equal.
+  constexpr int64_t kBlock = 16384;
   // Allocated before meeting so that computing cannot fail.
-  std::vector<char> result(bytes);
+  std::vector<char> partial(static_cast<size_t>(
+      std::min<int64_t>(std::max<int64_t>(count, 1), kBlock) * elementBytes));
   Contribution mine;
   mine.kind = Kind::AllReduce;
   mine.input = buffer;
@@ -370,13 +378,30 @@ void ThreadRankContext::allReduce(Group group, void *buffer, int64_t count,
   mine.type = type;
   mine.op = op;
   collective(group, mine, site, [&](const std::vector<Contribution> &all) {
-    if (bytes)
-      std::memcpy(result.data(), all[0].input, bytes);
-    for (size_t i = 1; i < all.size(); ++i)
-      reduceInto(type, op, result.data(), all[i].input, count);
+    int64_t members = static_cast<int64_t>(all.size());
+    if (members == 1)
+      return;
+    int64_t index = groupIndex(group);
+    // Parts of whole cache lines (16 floats), the last one shorter.
+    int64_t part = (count + members - 1) / members;
+    part = (part + 15) / 16 * 16;
+    int64_t begin = std::min(count, index * part);
+    int64_t end = std::min(count, begin + part);
+    for (int64_t at = begin; at < end; at += kBlock) {
+      int64_t n = std::min(kBlock, end - at);
+      size_t offset = static_cast<size_t>(at * elementBytes);
+      size_t bytes = static_cast<size_t>(n * elementBytes);
+      std::memcpy(partial.data(),
+                  static_cast<const char *>(all[0].input) + offset, bytes);
+      for (int64_t i = 1; i < members; ++i)
+        reduceInto(type, op, partial.data(),
+                   static_cast<const char *>(all[i].input) + offset, n);
+      for (int64_t i = 0; i < members; ++i)
+        std::memcpy(
+            static_cast<char *>(const_cast<void *>(all[i].input)) + offset,
+            partial.data(), bytes);
+    }
   });
-  if (bytes)
-    std::memcpy(buffer, result.data(), bytes);
 }
 
 void ThreadRankContext::allGather(Group group, const void *in, void *out,
