@@ -292,12 +292,10 @@ static LogicalResult checkOptions(MLIRContext &context,
     if (options.target == CompileTarget::Cuda)
       return emitError(loc) << "--train runs on --target cpu; the CUDA "
                                "target does not train yet";
-    if (options.dtype != CompileDType::Model &&
-        options.dtype != CompileDType::F32)
+    if (options.dtype == CompileDType::F16)
       return emitError(loc)
-             << "--train with --dtype " << stringifyChoice(options.dtype)
-             << ": mixed-precision training is not built "
-                "yet; train in f32";
+             << "--train with --dtype f16 needs dynamic loss scaling, which "
+                "is not built yet; train in bf16 (the range of f32) or f32";
     if (!(train->lr >= 0) || !(train->eps > 0) || !(train->weightDecay >= 0) ||
         !(train->clipNorm >= 0) || !(train->beta1 >= 0 && train->beta1 < 1) ||
         !(train->beta2 >= 0 && train->beta2 < 1) ||
@@ -545,6 +543,9 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   // it is split on).
   parallelize.perArgumentGradients = training.has_value();
   parallelize.recompute = !options.recompute.empty();
+  // Mixed-precision training (bf16): the optimizer updates f32 weights,
+  // the program computes with them rounded.
+  parallelize.masterWeights = training.has_value();
   parallelize.splitDimZero = training.has_value();
   parallelize.loss = options.loss;
   parallelize.freeze = options.freeze;

@@ -56,7 +56,8 @@ bool hasReduction(linalg::GenericOp op) {
 
 class Converter {
 public:
-  explicit Converter(FloatType narrow) : narrow(narrow) {}
+  Converter(FloatType narrow, bool masterWeights)
+      : narrow(narrow), masterWeights(masterWeights) {}
 
   void run(func::FuncOp func);
 
@@ -83,6 +84,8 @@ private:
   static bool initsReduction(Value value);
 
   FloatType narrow;
+  /// Weights stay f32 arguments, rounded where the function starts.
+  bool masterWeights;
   DenseSet<Value> narrowed;
 };
 
@@ -239,15 +242,26 @@ void Converter::run(func::FuncOp func) {
   // Weights and KV caches (the runtime's own buffers, which no binding of
   // the user's sees) are stored narrowed; every other argument keeps its
   // type.
+  // With master weights (training), a weight stays an f32 argument, the
+  // copy the optimizer updates, and the program reads it rounded once.
   Block &entry = func.getBody().front();
   SmallVector<Type> argTypes(func.getArgumentTypes());
+  OpBuilder atEntry = OpBuilder::atBlockBegin(&entry);
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    BlockArgument arg = entry.getArgument(i);
     if ((!func.getArgAttr(i, TPDialect::kWeightAttrName) &&
          !func.getArgAttr(i, TPDialect::kCacheAttrName)) ||
-        !isF32Tensor(entry.getArgument(i)))
+        !isF32Tensor(arg))
       continue;
-    setNarrow(entry.getArgument(i));
-    argTypes[i] = entry.getArgument(i).getType();
+    if (masterWeights && func.getArgAttr(i, TPDialect::kWeightAttrName)) {
+      if (arg.use_empty())
+        continue;
+      Value rounded = convert(atEntry, arg.getLoc(), arg, narrow);
+      arg.replaceAllUsesExcept(rounded, rounded.getDefiningOp());
+      continue;
+    }
+    setNarrow(arg);
+    argTypes[i] = arg.getType();
   }
   func.setType(
       FunctionType::get(func.getContext(), argTypes, func.getResultTypes()));
@@ -332,7 +346,7 @@ struct ConvertDType : tp::impl::ConvertDTypeBase<ConvertDType> {
           << dtype << "'";
       return signalPassFailure();
     }
-    Converter converter(narrow);
+    Converter converter(narrow, masterWeights);
     for (auto func : getOperation().getOps<func::FuncOp>())
       converter.run(func);
   }

@@ -121,6 +121,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   if (!options.dtype.empty() && options.dtype != "f32") {
     ConvertDTypeOptions convert;
     convert.dtype = options.dtype;
+    convert.masterWeights = options.masterWeights;
     pm.addPass(createConvertDType(convert));
   }
   // Recomputation on the per-rank program, after every CSE (which would

@@ -2,6 +2,15 @@
 // RUN: tp-opt %s -split-input-file --tp-convert-dtype=dtype=f16 | FileCheck %s --check-prefix=F16
 // RUN: tp-opt %s -split-input-file --tp-convert-dtype=dtype=f32 | FileCheck %s --check-prefix=F32
 // RUN: not tp-opt %s -split-input-file --tp-convert-dtype=dtype=fp8 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: tp-opt %s -split-input-file --tp-convert-dtype="dtype=bf16 master-weights=true" | FileCheck %s --check-prefix=MASTER
+
+// Master weights (training): the weight arguments stay f32, each rounded
+// once where the function starts, and the program reads the rounded copy.
+// MASTER-LABEL: func.func @projection(
+// MASTER-SAME: %[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x16xf32> {tp.weight = "w"}, %[[B:.*]]: tensor<16xf32> {tp.weight = "b"})
+// MASTER: %[[WR:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<8x16xf32>) outs(%{{.*}} : tensor<8x16xbf16>)
+// MASTER: %[[BR:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<16xf32>) outs(%{{.*}} : tensor<16xbf16>)
+// MASTER: linalg.generic {{.*}} ins(%{{.*}}, %[[WR]] : tensor<4x8xbf16>, tensor<8x16xbf16>)
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>

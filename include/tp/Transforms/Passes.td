@@ -511,7 +511,11 @@ def ConvertDType : Pass<"tp-convert-dtype", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
-           "Storage type of f32 weights and activations: bf16, f16 or f32">
+           "Storage type of f32 weights and activations: bf16, f16 or f32">,
+    Option<"masterWeights", "master-weights", "bool", /*default=*/"false",
+           "Keep f32 weight arguments (the optimizer's master copy) and "
+           "round each to the narrow type where the function starts "
+           "(tp-compile --train --dtype bf16)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",

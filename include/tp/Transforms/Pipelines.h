@@ -59,6 +59,12 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
                      "computing in f32 (tp-convert-dtype; empty or f32: "
                      "the model's own types)"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> masterWeights{
+      *this, "master-weights",
+      llvm::cl::desc("With dtype: weights stay f32 (the optimizer's master "
+                     "copy), rounded where the program starts "
+                     "(tp-convert-dtype master-weights)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> gradients{
       *this, "gradients",
       llvm::cl::desc("Append the gradient of the scalar loss with respect to "
