@@ -397,9 +397,9 @@ void ThreadRankContext::allReduce(Group group, void *buffer, int64_t count,
         reduceInto(type, op, partial.data(),
                    static_cast<const char *>(all[i].input) + offset, n);
       for (int64_t i = 0; i < members; ++i)
-        std::memcpy(
-            static_cast<char *>(const_cast<void *>(all[i].input)) + offset,
-            partial.data(), bytes);
+        std::memcpy(static_cast<char *>(const_cast<void *>(all[i].input)) +
+                        offset,
+                    partial.data(), bytes);
     }
   });
 }
