@@ -81,6 +81,27 @@ bool isFreshInit(Operation *op) {
          isa<tensor::EmptyOp>(init);
 }
 
+/// The candidate residual add that `stream` is, or that it is computed
+/// from through ops on values of its shape (a post-norm model's layer
+/// norm after the add), within `depth` ops.
+Operation *findStreamAdd(Value stream,
+                         const llvm::DenseSet<Operation *> &candidates,
+                         llvm::DenseSet<Operation *> &seen, unsigned depth) {
+  Operation *def = stream ? stream.getDefiningOp() : nullptr;
+  if (!def || !seen.insert(def).second)
+    return nullptr;
+  if (candidates.contains(def))
+    return def;
+  auto op = dyn_cast<linalg::LinalgOp>(def);
+  if (!op || depth == 0)
+    return nullptr;
+  for (Value input : op.getDpsInputs())
+    if (input.getType() == stream.getType())
+      if (Operation *add = findStreamAdd(input, candidates, seen, depth - 1))
+        return add;
+  return nullptr;
+}
+
 struct RecomputeLayers : tp::impl::RecomputeLayersBase<RecomputeLayers> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -93,6 +114,27 @@ struct RecomputeLayers : tp::impl::RecomputeLayersBase<RecomputeLayers> {
     func->setAttr(TPDialect::kStashWithoutRecomputeAttrName,
                   IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                    getStashBytes(block, start)));
+    // The residual adds: through views of the blocks' products (one rank
+    // keeps GPT-2's [batch·seq, hidden] products), so only those that form
+    // the stream, where one's result is, or makes (through a post-norm),
+    // another's stream operand (not a rotary embedding's sum, whose
+    // product is a reshaped projection too).
+    llvm::DenseSet<Operation *> candidates, adds;
+    for (Operation &op : block) {
+      if (&op == start)
+        break;
+      if (isResidualAdd(&op, /*throughViews=*/true))
+        candidates.insert(&op);
+    }
+    for (Operation *op : candidates) {
+      llvm::DenseSet<Operation *> seen;
+      if (Operation *previous = findStreamAdd(
+              getResidualStream(op, /*throughViews=*/true), candidates, seen,
+              /*depth=*/12)) {
+        adds.insert(op);
+        adds.insert(previous);
+      }
+    }
     // Segment s holds the forward's ops after its s-th residual add, up to
     // and including the next; the adds' results are the stream.
     llvm::DenseMap<Operation *, int64_t> segmentOf;
@@ -101,7 +143,7 @@ struct RecomputeLayers : tp::impl::RecomputeLayersBase<RecomputeLayers> {
       if (&op == start)
         break;
       segmentOf[&op] = segments.size() - 1;
-      if (isResidualAdd(&op)) {
+      if (adds.contains(&op)) {
         segments.push_back({});
         continue;
       }
@@ -111,7 +153,7 @@ struct RecomputeLayers : tp::impl::RecomputeLayersBase<RecomputeLayers> {
     // Segments 1 .. n-2 lie between two adds (the last one, after the last
     // add, is the head and the loss).
     for (int64_t s = static_cast<int64_t>(segments.size()) - 2; s >= 1; --s)
-      recompute(block, start, segments[s], s, segmentOf);
+      recompute(block, start, segments[s], s, segmentOf, adds);
   }
 
   /// Copies the ops of segment `s` whose results the backward reads (with
@@ -120,10 +162,11 @@ struct RecomputeLayers : tp::impl::RecomputeLayersBase<RecomputeLayers> {
   /// `start` moves to the first copy when the copies go before it.
   void recompute(Block &block, Operation *&start, ArrayRef<Operation *> ops,
                  int64_t s,
-                 const llvm::DenseMap<Operation *, int64_t> &segmentOf) {
+                 const llvm::DenseMap<Operation *, int64_t> &segmentOf,
+                 const llvm::DenseSet<Operation *> &adds) {
     auto inSegment = [&](Operation *op) {
       auto it = segmentOf.find(op);
-      return it != segmentOf.end() && it->second == s && !isResidualAdd(op) &&
+      return it != segmentOf.end() && it->second == s && !adds.contains(op) &&
              !op->hasTrait<OpTrait::ConstantLike>();
     };
     // The backward's reads of the segment, as (the top-level op, the

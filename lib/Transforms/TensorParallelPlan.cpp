@@ -766,18 +766,22 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
 /// True if `v` comes from a contraction with a weight (the end of an
 /// attention or MLP block), through a few elementwise ops that read no
 /// other activation of its shape (a bias add, not another residual add).
-static bool comesFromWeightContraction(Value v, unsigned depth = 4) {
+/// With `throughViews`, also through reshapes of the product (a
+/// [batch·seq, hidden] product that tp-unflatten-batch-dims did not
+/// unflatten: one rank plans nothing).
+static bool comesFromWeightContraction(Value v, bool throughViews,
+                                       unsigned depth = 4) {
   // Through the collective that completes a row-parallel block.
   if (auto reduce = v.getDefiningOp<shard::AllReduceOp>())
     v = reduce.getInput();
   else if (auto scatter = v.getDefiningOp<shard::ReduceScatterOp>())
     v = scatter.getInput();
-  // Through a view of the product (a [batch·seq, hidden] product that
-  // tp-unflatten-batch-dims did not unflatten: one rank runs no planning).
-  if (isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+  if (throughViews &&
+      isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
           v.getDefiningOp()))
-    return depth > 0 && comesFromWeightContraction(
-                            v.getDefiningOp()->getOperand(0), depth - 1);
+    return depth > 0 &&
+           comesFromWeightContraction(v.getDefiningOp()->getOperand(0),
+                                      throughViews, depth - 1);
   auto op = v.getDefiningOp<linalg::LinalgOp>();
   if (!op)
     return false;
@@ -798,12 +802,13 @@ static bool comesFromWeightContraction(Value v, unsigned depth = 4) {
   if (activations.size() == 2 && llvm::all_of(activations, isContraction))
     return true;
   return activations.size() == 1 &&
-         comesFromWeightContraction(activations.front(), depth - 1);
+         comesFromWeightContraction(activations.front(), throughViews,
+                                    depth - 1);
 }
 
 /// An elementwise add of two same-shape activations, one the output of a
 /// block, the other the stream it is added to.
-bool mlir::tp::isResidualAdd(Operation *op) {
+bool mlir::tp::isResidualAdd(Operation *op, bool throughViews) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp || linalgOp.getNumReductionLoops() != 0 ||
       linalgOp.getNumDpsInputs() != 2 || op->getNumResults() != 1)
@@ -817,5 +822,13 @@ bool mlir::tp::isResidualAdd(Operation *op) {
   if (lhs.getType() != type || rhs.getType() != type)
     return false;
   // The block output may still be in flight through its collective.
-  return comesFromWeightContraction(lhs) != comesFromWeightContraction(rhs);
+  return comesFromWeightContraction(lhs, throughViews) !=
+         comesFromWeightContraction(rhs, throughViews);
+}
+
+Value mlir::tp::getResidualStream(Operation *op, bool throughViews) {
+  if (!isResidualAdd(op, throughViews))
+    return {};
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  return comesFromWeightContraction(lhs, throughViews) ? rhs : lhs;
 }

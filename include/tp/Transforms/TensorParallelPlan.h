@@ -66,8 +66,14 @@ TensorParallelPlan planTensorParallel(func::FuncOp func, int64_t devices);
 /// An elementwise add of two same-shape activations, one the output of a
 /// block (a weight contraction, possibly through its collective and a bias
 /// add), the other the stream it is added to: a residual add, where
-/// transformer blocks end and pipeline stages may be cut.
-bool isResidualAdd(Operation *op);
+/// transformer blocks end and pipeline stages may be cut. `throughViews`
+/// also follows the block's output through reshapes (for recomputation,
+/// which checks the stream besides).
+bool isResidualAdd(Operation *op, bool throughViews = false);
+
+/// The stream operand of a residual add (the one that is not a block's
+/// output); null for another op.
+Value getResidualStream(Operation *op, bool throughViews = false);
 
 /// Applies strategy=config rules from the JSON file at `path` on top of
 /// `plan`; fails, with a diagnostic naming the rule, on a rule that matches
