@@ -19,6 +19,9 @@
 #   make bench-training  one training step (forward + backward, no optimizer)
 #                of a GPT-2-small-shaped model: torch vs tp-compile
 #                --gradients on 1 and 2 ranks (bench/training.py)
+#   make bench-training-precision  50 AdamW steps of the same model in
+#                f32, bf16 and f16 beside torch's f32 loss curve
+#                (bench/training_precision.py)
 #   make archgen  sample ARCHGEN_COUNT (200) transformer architectures
 #                (utils/archgen) and check each at 1, 2, 4 ranks and SP
 
@@ -35,7 +38,8 @@ PIP_PACKAGES := -r requirements.txt
 
 .PHONY: deps build demo python check check-sanitized check-cuda-zoo fuzz clean \
   format-check \
-  bench-deps zoo-deps zoo-site archgen bench-training
+  bench-deps zoo-deps zoo-site archgen bench-training \
+  bench-training-precision
 
 deps:
 	$(SUDO) apt-get update -qq
@@ -176,6 +180,12 @@ bench-training: build
 	test -d $(ZOO_SITE)/transformers || $(MAKE) zoo-site
 	PYTHONPATH=$(ZOO_SITE) HF_HUB_OFFLINE=1 /usr/bin/python3 bench/training.py \
 	  --build-bin $(BUILD)/bin $(BENCH_TRAINING_FLAGS)
+
+bench-training-precision: build
+	test -d $(ZOO_SITE)/transformers || $(MAKE) zoo-site
+	PYTHONPATH=$(ZOO_SITE) HF_HUB_OFFLINE=1 /usr/bin/python3 \
+	  bench/training_precision.py --build-bin $(BUILD)/bin --torch \
+	  $(BENCH_TRAINING_PRECISION_FLAGS)
 
 # The architecture generator's sweep (docs/user-guide.md, "The architecture
 # generator"): ARCHGEN_COUNT samples from ARCHGEN_SEED (default: the clock),

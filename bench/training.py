@@ -314,6 +314,58 @@ def time_torch_adamw(wrapper, inputs, a):
     return statistics.median(times[1:]), times, losses
 
 
+def tensor_parallel_child(a):
+    """Run in a child process (--tensor-parallel-child): the same model
+    and batch under tensor_parallel.tensor_parallel(model, ["cpu", "cpu"])
+    (its defaults: sharded=True, each shard in a Python thread, one torch
+    and one BLAS thread each), trained as time_torch_adamw does; prints
+    RESULT and the step times and losses as JSON."""
+    import json
+    import tensor_parallel
+    torch.set_num_threads(1)
+    wrapper = build(a)
+    inputs = make_inputs(a)
+    model = tensor_parallel.tensor_parallel(wrapper.model, ["cpu"] * 2)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
+    times, losses = [], []
+    for _ in range(a.train_steps):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        out = model(**inputs, use_cache=False).loss
+        out.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        times.append(time.perf_counter() - start)
+        losses.append(out.item())
+    print("RESULT " + json.dumps({"times": times, "losses": losses}))
+
+
+def time_tensor_parallel_adamw(a, work):
+    """tensor_parallel's 2 CPU shards training the same model (a child
+    process with --tensor-parallel-site on its path): (seconds per step,
+    median of steps 2.., every step's seconds and loss, peak RSS) or
+    (None, why not)."""
+    import json
+    env = dict(os.environ, **blas.env(1))
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (env.get("PYTHONPATH"), a.tensor_parallel_site) if p)
+    cmd = [sys.executable, os.path.abspath(__file__),
+           "--tensor-parallel-child"] + [
+        arg for arg in sys.argv[1:] if arg != "--tensor-parallel-child"]
+    code, text, rss = run_logged(cmd, env,
+                                 os.path.join(work, "tensor-parallel.log"))
+    m = re.search(r"^RESULT (.*)$", text, re.M)
+    if code != 0 or not m:
+        if "No module named 'tensor_parallel'" in text:
+            return None, (f"tensor_parallel is not in "
+                          f"{a.tensor_parallel_site} (make bench-deps)")
+        return None, f"exit {code}: {first_error(text)}"
+    result = json.loads(m.group(1))
+    return (statistics.median(result["times"][1:]), result["times"],
+            result["losses"], rss)
+
+
 def train_tp_mlir(a, model, devices, work, data_parallel=1, data="data"):
     """tp-compile --train adamw and tp-run --train for --train-steps steps
     on the one batch (--data-parallel D: `model` is exported at 1/D of the
@@ -377,7 +429,16 @@ def main():
     ap.add_argument("--build-bin", default=os.path.join(REPO, "build", "bin"))
     ap.add_argument("--keep", metavar="DIR",
                     help="work in DIR and keep the export and artifacts")
+    ap.add_argument("--tensor-parallel-site",
+                    default=os.path.join(HERE, ".cache", "site"),
+                    help="where tensor_parallel 2.0.0 is installed (make "
+                         "bench-deps: bench/.cache/site), added after "
+                         "PYTHONPATH for its training row")
+    ap.add_argument("--tensor-parallel-child", action="store_true",
+                    help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.tensor_parallel_child:
+        return tensor_parallel_child(a)
     a.tp_repeat = a.tp_repeat or a.repeat
 
     tokens = a.batch * a.seq
@@ -491,6 +552,8 @@ def main():
                                                data="data-dp")
             progress("torch AdamW steps")
             trained["torch"] = time_torch_adamw(wrapper, inputs, a)
+            progress("tensor_parallel 2 CPU shards, AdamW steps")
+            trained["tensor_parallel"] = time_tensor_parallel_adamw(a, work)
         progress("done")
     finally:
         if not a.keep:
@@ -571,6 +634,24 @@ def main():
                   + " ".join(f"{l:.7g}" for l in losses)
                   + f"  (loss rel diff to torch at most {worst:.1e})")
             print(f"  torch / {label[8:]}: {torch_step / step_s:.2f}x")
+        r = trained.get("tensor_parallel")
+        label = "tensor_parallel x2"
+        if r is not None and r[0] is None:
+            print(f"  {label:18} not run: {r[1]}")
+        elif r is not None:
+            step_s, times, losses, _ = r
+            worst = max(abs(x - y) / abs(y)
+                        for x, y in zip(losses, torch_losses))
+            print(f"  {label:18} {step_s:8.4f} {tokens / step_s:9.0f}  "
+                  + " ".join(f"{l:.7g}" for l in losses)
+                  + f"  (loss rel diff to torch at most {worst:.1e}; 2 "
+                    f"shards as Python threads, sharded=True)")
+            for ours in (2, "dp2"):
+                if ours in steps:
+                    name = "2 ranks" if ours == 2 else "DP 2 x TP 1"
+                    print(f"  tensor_parallel x2 / tp-mlir {name}: "
+                          f"{step_s / steps[ours]:.2f}x (> 1: tp-mlir "
+                          f"faster)")
         for other in (2, "dp2"):
             if 1 in steps and other in steps:
                 label = "2 ranks (TP 2)" if other == 2 else "DP 2 x TP 1"

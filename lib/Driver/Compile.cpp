@@ -196,6 +196,11 @@ getTrainingSpec(const CompileOptions &options) {
   spec.accumulate = options.accumulate.value_or(spec.accumulate);
   spec.dataParallel = options.dataParallel;
   spec.zero = options.zero;
+  // Dynamic loss scaling: on by default where the backward runs in f16,
+  // whose range small gradients fall out of.
+  spec.lossScale = options.lossScale.value_or(
+      options.dtype == CompileDType::F16 ? 65536.0 : 0.0);
+  spec.lossScaleWindow = options.lossScaleWindow.value_or(2000);
   if (options.bucketMb)
     spec.bucketBytes = std::max<int64_t>(
         4, static_cast<int64_t>(*options.bucketMb * double(1 << 20)) / 4 * 4);
@@ -225,6 +230,9 @@ static LogicalResult checkOptions(MLIRContext &context,
       (options.dataParallel != 1 || options.bucketMb || options.zero))
     return emitError(loc) << "--data-parallel, --zero and --bucket-mb need "
                              "--train (the replicas average their gradients)";
+  if (!options.train && (options.lossScale || options.lossScaleWindow))
+    return emitError(loc) << "--loss-scale and --loss-scale-window need "
+                             "--train";
   if (!options.recompute.empty() && options.recompute != "layers")
     return emitError(loc) << "unknown --recompute '" << options.recompute
                           << "'; expected layers";
@@ -292,10 +300,14 @@ static LogicalResult checkOptions(MLIRContext &context,
     if (options.target == CompileTarget::Cuda)
       return emitError(loc) << "--train runs on --target cpu; the CUDA "
                                "target does not train yet";
-    if (options.dtype == CompileDType::F16)
+    if (options.dtype == CompileDType::F16 && train->lossScale == 0)
       return emitError(loc)
-             << "--train with --dtype f16 needs dynamic loss scaling, which "
-                "is not built yet; train in bf16 (the range of f32) or f32";
+             << "--train with --dtype f16 needs loss scaling: leave out "
+                "--loss-scale 0 (small gradients would underflow f16)";
+    if (!(train->lossScale >= 0 && train->lossScale <= 1e30) ||
+        train->lossScaleWindow < 1)
+      return emitError(loc) << "--loss-scale must be in [0, 1e30] and "
+                               "--loss-scale-window at least 1";
     if (!(train->lr >= 0) || !(train->eps > 0) || !(train->weightDecay >= 0) ||
         !(train->clipNorm >= 0) || !(train->beta1 >= 0 && train->beta1 < 1) ||
         !(train->beta2 >= 0 && train->beta2 < 1) ||
@@ -546,6 +558,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
   // Mixed-precision training (bf16): the optimizer updates f32 weights,
   // the program computes with them rounded.
   parallelize.masterWeights = training.has_value();
+  parallelize.scaledLoss = training && training->lossScale > 0;
   parallelize.splitDimZero = training.has_value();
   parallelize.loss = options.loss;
   parallelize.freeze = options.freeze;
@@ -574,6 +587,8 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
     trainingExplain.dataParallel = training->dataParallel;
     trainingExplain.bucketBytes = training->bucketBytes;
     trainingExplain.zero = training->zero;
+    trainingExplain.lossScale = training->lossScale;
+    trainingExplain.lossScaleWindow = training->lossScaleWindow;
   }
   if (options.explain) {
     ExplainOptions explainOptions = trainingExplain;

@@ -610,6 +610,20 @@ Manifest tp::rt::parseManifest(const std::string &json,
     if (in.get("bucket_bytes"))
       spec.bucketBytes =
           reader.integer(in, "bucket_bytes", 4, int64_t(1) << 40, "training");
+    if (in.get("loss_scale")) {
+      spec.lossScale = reader.number(in, "loss_scale", 0, 1e30, "training");
+      spec.lossScaleWindow = reader.integer(in, "loss_scale_window", 1,
+                                            int64_t(1) << 40, "training");
+      auto input = std::find_if(
+          manifest.inputs.begin(), manifest.inputs.end(),
+          [](const TensorSpec &i) { return i.name == kLossScaleInput; });
+      if (spec.lossScale > 0 &&
+          (input == manifest.inputs.end() || input->numElements() != 1 ||
+           input->dtype != "F32"))
+        reader.fail("training: 'loss_scale' is set but the program has no "
+                    "scalar F32 input 'loss_scale' to start its backward "
+                    "from");
+    }
     spec.loss = reader.string(in, "loss");
     if (manifest.maxSeq > 0 || manifest.pp > 1)
       reader.fail("training: an artifact that trains has one stage and no "

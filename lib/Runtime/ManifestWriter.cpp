@@ -164,6 +164,10 @@ std::string tp::rt::printManifest(const Manifest &manifest) {
         json.attribute("data_parallel", training->dataParallel);
         json.attribute("bucket_bytes", training->bucketBytes);
         json.attribute("zero", training->zero);
+        if (training->lossScale > 0) {
+          json.attribute("loss_scale", training->lossScale);
+          json.attribute("loss_scale_window", training->lossScaleWindow);
+        }
         json.attribute("loss", training->loss);
       });
     if (!manifest.tied.empty())

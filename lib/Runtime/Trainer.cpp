@@ -138,7 +138,13 @@ public:
   /// This process's replicas: `session` and replicaSessions.
   std::vector<Session *> sessions;
   std::vector<LocalRank> ranks;
-  int64_t steps = 0;
+  /// Steps taken, and optimizer updates made (fewer where loss scaling
+  /// skipped a step; AdamW's bias correction counts these).
+  int64_t steps = 0, updates = 0;
+  /// Dynamic loss scaling (spec.lossScale > 0): the scale the next step
+  /// starts its backward from, and the steps in a row without overflow.
+  double lossScale = 0;
+  int64_t goodSteps = 0;
 
 private:
   /// ZeRO-1 over more than one replica.
@@ -164,6 +170,15 @@ private:
   /// The sum of `value` over the ranks of a replica: over the processes of
   /// this one under MPI (one per rank), `value` itself with threads.
   double sumOverProcesses(double value);
+  /// After a step's loss and norm are known: whether to skip the update.
+  /// A loss or gradient that is not finite skips the step and halves the
+  /// scale under loss scaling, and throws without it.
+  bool overflowed(TrainStep &result);
+  /// After an update: doubles the loss scale after lossScaleWindow steps
+  /// in a row without overflow.
+  void grewScale();
+  /// Zeroes the accumulated micro-batches' gradients.
+  void clearAccumulated();
   /// The optimizer on `n` elements: weights `w`, gradients `grad`,
   /// states `first` and `second` (null where the optimizer has none).
   void update(float *w, const float *grad, float *first, float *second,
@@ -181,6 +196,7 @@ Trainer::Impl::Impl(Session &session)
         return *session.getManifest().training;
       }()) {
   sessions.push_back(&session);
+  lossScale = spec.lossScale;
   int32_t replicas = session.getDataReplicas();
   if (replicas > 1 && session.getMpiRank() < 0)
     for (int32_t d = 1; d < replicas; ++d) {
@@ -298,9 +314,9 @@ void Trainer::Impl::update(float *w, const float *grad, float *first,
   float s = static_cast<float>(scale);
   if (spec.optimizer == "adamw")
     return detail::adamwUpdate(
-        {lr, spec.beta1, spec.beta2, spec.eps, spec.weightDecay, steps}, w,
+        {lr, spec.beta1, spec.beta2, spec.eps, spec.weightDecay, updates}, w,
         grad, first, second, n, s);
-  detail::sgdUpdate({lr, spec.momentum, spec.weightDecay, steps}, w, grad,
+  detail::sgdUpdate({lr, spec.momentum, spec.weightDecay, updates}, w, grad,
                     spec.momentum > 0 ? first : nullptr, n, s);
 }
 
@@ -322,6 +338,23 @@ TrainStep Trainer::Impl::step(
   TrainStep result;
   result.step = steps + 1;
   result.lr = lr;
+  result.lossScale = lossScale;
+  // Under loss scaling each micro-batch also takes the scale, which the
+  // backward starts from: the gradients come out multiplied by it.
+  float scaleInput = static_cast<float>(lossScale);
+  std::vector<std::map<std::string, InputView>> scaled;
+  const std::vector<std::map<std::string, InputView>> *feed = &batches;
+  if (spec.lossScale > 0) {
+    scaled = batches;
+    for (std::map<std::string, InputView> &batch : scaled) {
+      if (batch.count(kLossScaleInput))
+        throw Error(std::string("'") + kLossScaleInput +
+                    "' is the trainer's own input to " + manifest.dir +
+                    " (dynamic loss scaling): leave it out of the data");
+      batch[kLossScaleInput] = {"F32", {}, &scaleInput, "the loss scale"};
+    }
+    feed = &scaled;
+  }
   // Each replica runs its own micro-batches, K in a row: replica d takes
   // batches d*K .. d*K+K-1.
   std::vector<double> replicaLoss(sessions.size(), 0.0);
@@ -329,7 +362,7 @@ TrainStep Trainer::Impl::step(
     Session &replica = *sessions[i];
     int64_t first = replica.getDataReplica() * spec.accumulate;
     for (int64_t k = 0; k < spec.accumulate; ++k) {
-      replica.runInPlace(batches[first + k]);
+      replica.runInPlace((*feed)[first + k]);
       replicaLoss[i] += *reinterpret_cast<const float *>(
           replica.getRankOutput(replica.getLocalRanks().front(), spec.loss));
       if (spec.accumulate == 1)
@@ -406,6 +439,8 @@ TrainStep Trainer::Impl::step(
   double mean = 1.0 / static_cast<double>(spec.accumulate * replicas);
   loss *= mean;
   result.loss = loss;
+  // What turns the summed gradients into the mean, unscaled.
+  double unscale = spec.lossScale > 0 ? mean / lossScale : mean;
   // The global norm: each split gradient's blocks once, each whole one on
   // the stage's first rank only. Every replica holds the same sums: one
   // replica counts.
@@ -418,8 +453,8 @@ TrainStep Trainer::Impl::step(
       if (!param.split && manifest.rankSpecs.at(local.rank).tpIndex != 0)
         continue;
       rankSquares[r] +=
-          detail::sumOfSquares(gradientOf(local, param), param.size) * mean *
-          mean;
+          detail::sumOfSquares(gradientOf(local, param), param.size) * unscale *
+          unscale;
     }
   });
   // In rank order, the same sum on every run.
@@ -428,23 +463,22 @@ TrainStep Trainer::Impl::step(
     squares += part;
   squares = sumOverProcesses(squares);
   result.gradNorm = std::sqrt(squares);
-  if (!std::isfinite(loss) || !std::isfinite(result.gradNorm))
-    throw Error("training step " + std::to_string(result.step) + ": the " +
-                (std::isfinite(loss) ? "gradient norm" : "loss") +
-                " is not finite (loss " + std::to_string(loss) +
-                "); no weight was updated");
-  double scale = mean;
-  if (spec.clipNorm > 0)
-    scale *= std::min(1.0, spec.clipNorm / (result.gradNorm + 1e-6));
+  if (overflowed(result)) {
+    clearAccumulated();
+  } else {
+    double scale = unscale;
+    if (spec.clipNorm > 0)
+      scale *= std::min(1.0, spec.clipNorm / (result.gradNorm + 1e-6));
+    ++updates;
+    forEachInParallel(ranks.size(), [&](size_t r) {
+      for (Param &param : ranks[r].params)
+        update(param.weight, gradientOf(ranks[r], param), param.first.data(),
+               param.second.data(), param.size, scale, lr);
+    });
+    clearAccumulated();
+    grewScale();
+  }
   ++steps;
-  forEachInParallel(ranks.size(), [&](size_t r) {
-    for (Param &param : ranks[r].params) {
-      update(param.weight, gradientOf(ranks[r], param), param.first.data(),
-             param.second.data(), param.size, scale, lr);
-      if (spec.accumulate > 1)
-        std::fill(param.accumulated.begin(), param.accumulated.end(), 0.f);
-    }
-  });
   std::chrono::duration<double> elapsed =
       std::chrono::steady_clock::now() - start;
   result.seconds = elapsed.count();
@@ -476,6 +510,7 @@ void Trainer::Impl::zeroStep(std::vector<double> &replicaLoss,
                              TrainStep &result, double lr) {
   int64_t replicas = session.getDataReplicas();
   double mean = 1.0 / static_cast<double>(spec.accumulate * replicas);
+  double unscale = spec.lossScale > 0 ? mean / lossScale : mean;
   const char *reduceSite =
       "ZeRO-1: the gradients' reduce-scatter over the replicas";
   // Each rank's gradients into its flat buffer, reduce-scattered bucket by
@@ -512,7 +547,7 @@ void Trainer::Impl::zeroStep(std::vector<double> &replicaLoss,
     size_t replica =
         std::find(sessions.begin(), sessions.end(), local.session) -
         sessions.begin();
-    double figures[2] = {replicaLoss[replica], sum * mean * mean};
+    double figures[2] = {replicaLoss[replica], sum * unscale * unscale};
     local.session->allReduceOverReplicas(
         local.rank, figures, 2,
         "ZeRO-1: the loss and squared gradient norm over the replicas");
@@ -532,15 +567,17 @@ void Trainer::Impl::zeroStep(std::vector<double> &replicaLoss,
       total += squares[r];
   total = sumOverProcesses(total);
   result.gradNorm = std::sqrt(total);
-  if (!std::isfinite(loss) || !std::isfinite(result.gradNorm))
-    throw Error("training step " + std::to_string(result.step) + ": the " +
-                (std::isfinite(loss) ? "gradient norm" : "loss") +
-                " is not finite (loss " + std::to_string(loss) +
-                "); no weight was updated");
-  double scale = mean;
+  // Every replica sees the same loss and norm: all skip, or none.
+  if (overflowed(result)) {
+    clearAccumulated();
+    result.dataCollectives = collectives.front();
+    ++steps;
+    return;
+  }
+  double scale = unscale;
   if (spec.clipNorm > 0)
     scale *= std::min(1.0, spec.clipNorm / (result.gradNorm + 1e-6));
-  ++steps;
+  ++updates;
   const char *gatherSite = "ZeRO-1: the updated weights' all-gather";
   forEachInParallel(ranks.size(), [&](size_t r) {
     LocalRank &local = ranks[r];
@@ -562,14 +599,51 @@ void Trainer::Impl::zeroStep(std::vector<double> &replicaLoss,
           local.rank, local.ownedGrad.data() + b * shard.chunk,
           local.reduced.data() + b * shard.bucket(), shard.chunk, gatherSite);
     collectives[r] += shard.buckets;
-    for (Param &param : local.params) {
+    for (Param &param : local.params)
       std::memcpy(param.weight, local.reduced.data() + param.offset,
                   param.size * sizeof(float));
-      if (spec.accumulate > 1)
-        std::fill(param.accumulated.begin(), param.accumulated.end(), 0.f);
-    }
   });
+  clearAccumulated();
+  grewScale();
+  ++steps;
   result.dataCollectives = collectives.front();
+}
+
+bool Trainer::Impl::overflowed(TrainStep &result) {
+  if (std::isfinite(result.loss) && std::isfinite(result.gradNorm))
+    return false;
+  std::string what = std::isfinite(result.loss) ? "gradient norm" : "loss";
+  std::string step = "training step " + std::to_string(result.step) + ": the ";
+  if (spec.lossScale <= 0)
+    throw Error(step + what + " is not finite (loss " +
+                std::to_string(result.loss) + "); no weight was updated");
+  // torch's GradScaler: skip the step, halve the scale. A scale this
+  // small no longer scales anything: what overflows is the forward.
+  result.skipped = true;
+  lossScale *= 0.5;
+  goodSteps = 0;
+  if (lossScale < 1.0 / 16777216.0)
+    throw Error(step + what + " is not finite even with the loss scaled " +
+                "by " + std::to_string(result.lossScale) +
+                ": the forward overflows, not the gradients; no weight was "
+                "updated");
+  return true;
+}
+
+void Trainer::Impl::grewScale() {
+  if (spec.lossScale <= 0 || ++goodSteps < spec.lossScaleWindow)
+    return;
+  lossScale *= 2;
+  goodSteps = 0;
+}
+
+void Trainer::Impl::clearAccumulated() {
+  if (spec.accumulate == 1)
+    return;
+  forEachInParallel(ranks.size(), [&](size_t r) {
+    for (Param &param : ranks[r].params)
+      std::fill(param.accumulated.begin(), param.accumulated.end(), 0.f);
+  });
 }
 
 void Trainer::Impl::gatherStates(LocalRank &local, bool toParams) {
@@ -698,6 +772,9 @@ void Trainer::Impl::save(const std::string &dir) {
         {"format", "tp-checkpoint"},
         {"format_version", 1},
         {"step", steps},
+        {"updates", updates},
+        {"loss_scale", lossScale},
+        {"loss_scale_good_steps", goodSteps},
         {"optimizer", spec.optimizer},
         {"ranks", manifest.ranks},
         {"manifest_sha256", manifest.checksums.count("manifest.json")
@@ -768,6 +845,12 @@ void Trainer::Impl::resume(const std::string &dir) {
   if (!step || *step < 0 || !optimizer || !manifestSum)
     throw Error(dir + "/trainer.json lacks its step, optimizer or "
                       "manifest_sha256");
+  // Checkpoints written before loss scaling: every step updated.
+  std::optional<int64_t> updated = object->getInteger("updates");
+  std::optional<double> scale = object->getNumber("loss_scale");
+  std::optional<int64_t> good = object->getInteger("loss_scale_good_steps");
+  if (updated && (*updated < 0 || *updated > *step))
+    throw Error(dir + "/trainer.json: 'updates' is not in [0, step]");
   if (*optimizer != spec.optimizer)
     throw Error(dir + " was written by " + optimizer->str() + ", not " +
                 spec.optimizer);
@@ -819,6 +902,11 @@ void Trainer::Impl::resume(const std::string &dir) {
       gatherStates(local, false);
   }
   steps = *step;
+  updates = updated.value_or(*step);
+  if (spec.lossScale > 0 && scale && *scale > 0 && good) {
+    lossScale = *scale;
+    goodSteps = *good;
+  }
 }
 
 Trainer::Trainer(Session &session) : impl(std::make_unique<Impl>(session)) {}

@@ -73,10 +73,12 @@ private:
     value.setType(narrowedType(value.getType()));
     narrowed.insert(value);
   }
-  /// `value` (f32) rounded to the narrow type, finite values saturating.
-  Value round(OpBuilder &b, Location loc, Value value);
+  /// `value` (f32) rounded to the narrow type, finite values saturating
+  /// unless `overflow` (then they round to infinities, as IEEE does).
+  Value round(OpBuilder &b, Location loc, Value value, bool overflow = false);
   /// An elementwise generic that converts `value` to `element`.
-  Value convert(OpBuilder &b, Location loc, Value value, Type element);
+  Value convert(OpBuilder &b, Location loc, Value value, Type element,
+                bool overflow = false);
   void convertGeneric(linalg::GenericOp op);
   void widenOperands(Operation *op);
   /// Whether some reader of `value` accumulates into it (a reduction's
@@ -94,8 +96,12 @@ private:
 /// infinity: exports mask attention by adding f32's lowest value, -3.4e38,
 /// which is past bf16's range and far past f16's, and must stay finite
 /// for a row that is all padding not to become NaN. Infinities and NaN
-/// stay as they are.
-Value Converter::round(OpBuilder &b, Location loc, Value value) {
+/// stay as they are. The backward of a training step (`overflow`) rounds
+/// without saturating: a gradient past the narrow range must become an
+/// infinity that dynamic loss scaling sees, not a wrong finite value.
+Value Converter::round(OpBuilder &b, Location loc, Value value, bool overflow) {
+  if (overflow)
+    return arith::TruncFOp::create(b, loc, narrow, value);
   Type f32 = b.getF32Type();
   APFloat largest = APFloat::getLargest(narrow.getFloatSemantics());
   bool lost = false;
@@ -114,8 +120,8 @@ Value Converter::round(OpBuilder &b, Location loc, Value value) {
   return arith::TruncFOp::create(b, loc, narrow, kept);
 }
 
-Value Converter::convert(OpBuilder &b, Location loc, Value value,
-                         Type element) {
+Value Converter::convert(OpBuilder &b, Location loc, Value value, Type element,
+                         bool overflow) {
   auto type = cast<RankedTensorType>(value.getType());
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, value);
   Value init = tensor::EmptyOp::create(b, loc, sizes, element);
@@ -131,7 +137,7 @@ Value Converter::convert(OpBuilder &b, Location loc, Value value,
             type.getElementType().getIntOrFloatBitWidth())
           result = arith::ExtFOp::create(nested, nestedLoc, element, args[0]);
         else
-          result = round(nested, nestedLoc, args[0]);
+          result = round(nested, nestedLoc, args[0], overflow);
         linalg::YieldOp::create(nested, nestedLoc, result);
       });
   if (element == narrow)
@@ -158,6 +164,7 @@ void Converter::widenOperands(Operation *op) {
 
 void Converter::convertGeneric(linalg::GenericOp op) {
   bool reduction = hasReduction(op);
+  bool backward = op->hasAttr(TPDialect::kBackwardAttrName);
   // Decided on the body as the import wrote it, before it reads extensions.
   bool contraction = reduction && linalg::isaContractionOpInterface(op);
   // A product of a narrowed value with an f32 one (a model input times a
@@ -171,7 +178,8 @@ void Converter::convertGeneric(linalg::GenericOp op) {
       OpBuilder before(op);
       for (OpOperand *input : inputs)
         if (isF32Tensor(input->get()) && !isNarrow(input->get()))
-          input->set(convert(before, op.getLoc(), input->get(), narrow));
+          input->set(
+              convert(before, op.getLoc(), input->get(), narrow, backward));
     }
   }
   Block &body = op.getRegion().front();
@@ -222,7 +230,7 @@ void Converter::convertGeneric(linalg::GenericOp op) {
         extendArgument(arg);
       OpOperand &yielded = yield->getOpOperand(result.getResultNumber());
       OpBuilder atYield(yield);
-      yielded.set(round(atYield, op.getLoc(), yielded.get()));
+      yielded.set(round(atYield, op.getLoc(), yielded.get(), backward));
       setNarrow(result);
     }
   }
@@ -231,7 +239,8 @@ void Converter::convertGeneric(linalg::GenericOp op) {
       !initsReduction(op.getResult(0))) {
     OpBuilder after(op.getContext());
     after.setInsertionPointAfter(op);
-    Value rounded = convert(after, op.getLoc(), op.getResult(0), narrow);
+    Value rounded =
+        convert(after, op.getLoc(), op.getResult(0), narrow, backward);
     op.getResult(0).replaceAllUsesExcept(rounded, rounded.getDefiningOp());
   }
 }

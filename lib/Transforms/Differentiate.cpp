@@ -385,9 +385,10 @@ struct Differentiator {
   /// a sum (rewriteGatherAsSum). Run before `run`.
   LogicalResult findActive(ArrayRef<BlockArgument> weights);
   /// Appends the backward from `loss`; `results` are the weights'
-  /// gradients.
+  /// gradients. The loss's tangent is 1, or `scale` (a scalar of the
+  /// loss's element type) where given.
   LogicalResult run(Value loss, ArrayRef<BlockArgument> weights,
-                    SmallVectorImpl<Value> &results);
+                    SmallVectorImpl<Value> &results, Value scale = {});
   LogicalResult backward(OpBuilder &b, Operation *op);
   LogicalResult backwardGeneric(OpBuilder &b, linalg::GenericOp op);
 };
@@ -684,7 +685,8 @@ LogicalResult Differentiator::findActive(ArrayRef<BlockArgument> weights) {
 }
 
 LogicalResult Differentiator::run(Value loss, ArrayRef<BlockArgument> weights,
-                                  SmallVectorImpl<Value> &results) {
+                                  SmallVectorImpl<Value> &results,
+                                  Value scale) {
   Block &block = func.getBody().front();
   if (!active.contains(loss))
     return func.emitError("tp-differentiate: the loss does not depend on any "
@@ -692,12 +694,28 @@ LogicalResult Differentiator::run(Value loss, ArrayRef<BlockArgument> weights,
   // Backward: from the loss, in reverse order, over what has a gradient.
   OpBuilder b = OpBuilder::atBlockTerminator(&block);
   auto lossType = cast<RankedTensorType>(loss.getType());
-  Value one = arith::ConstantOp::create(
-      b, loss.getLoc(), b.getFloatAttr(lossType.getElementType(), 1.0));
-  Value seed = tensor::EmptyOp::create(b, loss.getLoc(), lossType.getShape(),
+  Location loc = loss.getLoc();
+  Value seed = tensor::EmptyOp::create(b, loc, lossType.getShape(),
                                        lossType.getElementType());
-  grads[loss] =
-      linalg::FillOp::create(b, loss.getLoc(), one, seed).getResult(0);
+  if (scale) {
+    // The scale, a rank-0 tensor, broadcast to the loss's shape.
+    MLIRContext *context = b.getContext();
+    AffineMap toScalar = AffineMap::get(lossType.getRank(), 0, context);
+    AffineMap identity = b.getMultiDimIdentityMap(lossType.getRank());
+    grads[loss] = linalg::GenericOp::create(
+                      b, loc, lossType, ValueRange{scale}, ValueRange{seed},
+                      ArrayRef<AffineMap>{toScalar, identity},
+                      SmallVector<utils::IteratorType>(
+                          lossType.getRank(), utils::IteratorType::parallel),
+                      [](OpBuilder &nb, Location nloc, ValueRange args) {
+                        linalg::YieldOp::create(nb, nloc, args[0]);
+                      })
+                      .getResult(0);
+  } else {
+    Value one = arith::ConstantOp::create(
+        b, loc, b.getFloatAttr(lossType.getElementType(), 1.0));
+    grads[loss] = linalg::FillOp::create(b, loc, one, seed).getResult(0);
+  }
   SmallVector<Operation *> forward;
   for (Operation &op : block.without_terminator())
     forward.push_back(&op);
@@ -864,6 +882,33 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
       return func.emitError("tp-differentiate: no trainable weight");
 
     Operation *ret = func.getBody().front().getTerminator();
+    // Dynamic loss scaling: the backward starts from a new input, the
+    // scale, instead of 1, so that every gradient comes out multiplied by
+    // it and small ones survive a narrow type; the runtime divides it out.
+    Value scale;
+    if (scaledLoss) {
+      Value loss = ret->getOperand(*lossIndex);
+      auto lossType = cast<RankedTensorType>(loss.getType());
+      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+        if (auto name =
+                func.getArgAttrOfType<StringAttr>(i, TPDialect::kInputAttrName);
+            name && name.getValue() == TPDialect::kLossScaleInputName)
+          return func.emitError("tp-differentiate: scaled-loss adds the "
+                                "input '")
+                 << TPDialect::kLossScaleInputName
+                 << "', which the model has already";
+      auto type = RankedTensorType::get({}, lossType.getElementType());
+      unsigned index = func.getNumArguments();
+      Builder b(func.getContext());
+      if (failed(func.insertArgument(
+              index, type,
+              b.getDictionaryAttr(b.getNamedAttr(
+                  TPDialect::kInputAttrName,
+                  b.getStringAttr(TPDialect::kLossScaleInputName))),
+              loss.getLoc())))
+        return failure();
+      scale = func.getArgument(index);
+    }
     Differentiator d;
     d.func = func;
     if (failed(d.findActive(weights)))
@@ -872,7 +917,7 @@ struct Differentiate : tp::impl::DifferentiateBase<Differentiate> {
     for (Operation &op : func.getBody().front())
       forward.insert(&op);
     SmallVector<Value> gradients;
-    if (failed(d.run(ret->getOperand(*lossIndex), weights, gradients)))
+    if (failed(d.run(ret->getOperand(*lossIndex), weights, gradients, scale)))
       return failure();
     // Every op built here is the backward's (marked below): the planner
     // splits the forward and lets the backward follow.

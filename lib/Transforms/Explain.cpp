@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -506,6 +507,14 @@ struct Explain : tp::impl::ExplainBase<Explain> {
          << training.stashWithoutRecompute << " B without; "
          << training.recomputedOps
          << " forward ops run again in the backward\n";
+    if (training.backward && lossScale > 0)
+      os << "loss scaling: dynamic, from "
+         << llvm::format("%g", static_cast<double>(lossScale))
+         << " (the backward starts from the input "
+         << TPDialect::kLossScaleInputName
+         << "); a step whose gradients overflow is skipped and the scale "
+            "halved, "
+         << lossScaleWindow << " steps in a row without overflow double it\n";
     if (training.backward && dataParallel > 1) {
       DataAxis data = getDataAxis(training);
       os << "grid: data " << dataParallel << " x tensor " << devices << " = "
@@ -598,6 +607,7 @@ struct Explain : tp::impl::ExplainBase<Explain> {
         {"optimizer_state_bytes_per_device", getOptimizerBytes(training)},
         {"gradient_buffer_bytes_per_device", getBufferBytes(training)},
         {"data_parallel", static_cast<int64_t>(dataParallel)},
+        {"loss_scale", static_cast<double>(lossScale)},
         {"support", llvm::json::Object{{"tensor", tensorParallel},
                                        {"sequence", sequenceParallel},
                                        {"pipeline", pipelineParallel}}}};

@@ -65,6 +65,7 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     differentiate.loss = options.loss;
     differentiate.freeze = options.freeze;
     differentiate.perArgument = options.perArgumentGradients;
+    differentiate.scaledLoss = options.scaledLoss;
     pm.addPass(createDifferentiate(differentiate));
   }
   pm.addPass(createPlanTensorParallel(plan));

@@ -271,6 +271,10 @@ public:
     lastStep["seconds"] = result.seconds;
     lastStep["program_seconds"] = result.programSeconds;
     lastStep["update_seconds"] = result.updateSeconds;
+    if (result.lossScale > 0) {
+      lastStep["loss_scale"] = result.lossScale;
+      lastStep["skipped"] = result.skipped;
+    }
     if (result.dataCollectives) {
       lastStep["data_collectives"] = result.dataCollectives;
       lastStep["data_buckets"] = result.dataBuckets;

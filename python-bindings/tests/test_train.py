@@ -239,3 +239,36 @@ def test_training_errors(tmp_path):
     assert session.step == 0
     with pytest.raises(tp.TPError, match="SHA256SUMS"):
         session.resume(tmp_path / "no-checkpoint")
+
+
+def test_loss_scaling(tmp_path):
+    """loss_scale=1024 (dynamic loss scaling, here in f32, where a power
+    of two scales exactly): the same losses and norms as numpy's; a step
+    whose gradients are not finite is skipped, changing no weight, and the
+    scale halves; the step's figures say so. The trainer feeds the scale:
+    a micro-batch may not."""
+    optimizer = tp.AdamW(lr=0.01, clip_norm=0.5)
+    session = tp.Session(tp.compile(mlp(), 2, train=optimizer,
+                                    loss_scale=1024, loss_scale_window=2,
+                                    output=tmp_path / "scaled.tpa"))
+    reference = Reference(optimizer)
+    scales = []
+    for step, batch in enumerate(BATCHES[:4]):
+        if step == 1:
+            nan = dict(batch, target=np.full((4, 4), np.nan, np.float32))
+            session.train_step(nan)
+            assert session.last_train_step["skipped"]
+            scales.append(session.last_train_step["loss_scale"])
+        got = session.train_step(batch)
+        want_loss, want_norm = reference.step([batch])
+        np.testing.assert_allclose(got, want_loss, rtol=TOLERANCE)
+        np.testing.assert_allclose(session.last_train_step["grad_norm"],
+                                   want_norm, rtol=TOLERANCE)
+        assert not session.last_train_step["skipped"]
+        scales.append(session.last_train_step["loss_scale"])
+    # Halved by the skipped step, doubled after 2 steps without overflow.
+    assert scales == [1024, 1024, 512, 512, 1024]
+    assert session.step == 5
+    with pytest.raises(tp.TPError, match="'loss_scale' is the trainer's own"):
+        session.train_step(dict(BATCHES[0],
+                                loss_scale=np.array(1, np.float32)))

@@ -169,3 +169,36 @@ func.func @cache(%k: tensor<2x1x4xf32> {tp.input = "k"}, %pos: tensor<i64> {tp.i
   } -> tensor<2x8x4xf32>
   return %s : tensor<2x8x4xf32>
 }
+
+// -----
+
+// The backward of a training step (ops marked tp.backward) rounds without
+// saturating, so that a gradient past f16's range is an infinity that loss
+// scaling sees; the forward's result saturates (minimumf/maximumf before
+// the truncation).
+// F16-LABEL: func.func @backward(
+// F16: linalg.generic
+// F16: arith.maximumf
+// F16: arith.minimumf
+// F16: arith.truncf %{{.*}} : f32 to f16
+// F16: linalg.generic
+// F16-NOT: arith.minimumf
+// F16: arith.truncf %{{.*}} : f32 to f16
+// F16-NEXT: linalg.yield
+// F16: return
+func.func @backward(%x: tensor<4xf32> {tp.input = "x"}) -> (tensor<4xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %f = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  } -> tensor<4xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%f : tensor<4xf32>) outs(%e : tensor<4xf32>) attrs = {tp.backward} {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.mulf %a, %a : f32
+    linalg.yield %n : f32
+  } -> tensor<4xf32>
+  return %f, %g : tensor<4xf32>, tensor<4xf32>
+}

@@ -1,5 +1,6 @@
 // RUN: tp-opt %s --tp-differentiate | FileCheck %s
 // RUN: tp-opt %s --tp-differentiate=freeze=^b$ | FileCheck %s --check-prefix=FROZEN
+// RUN: tp-opt %s --tp-differentiate=scaled-loss=true | FileCheck %s --check-prefix=SCALED
 
 // loss = sum((x w + b)^2). The gradients are appended in argument order and
 // named grad.<weight>: d/db sums dy over the tokens (a generic whose
@@ -27,6 +28,12 @@
 // CHECK: return %{{.*}}, %[[DW]], %[[DB]]
 // FROZEN-LABEL: func.func @main(
 // FROZEN-SAME: -> (tensor<f32> {tp.output = "loss"}, tensor<3x2xf32> {tp.output = "grad.w"})
+// Dynamic loss scaling: the backward starts from a new input, loss_scale,
+// broadcast to the loss's shape, instead of a fill of 1.
+// SCALED-LABEL: func.func @main(
+// SCALED-SAME: %[[SCALE:[^:]*]]: tensor<f32> {tp.input = "loss_scale"})
+// SCALED-NOT: arith.constant 1.0
+// SCALED: linalg.generic {{.*}} ins(%[[SCALE]] : tensor<f32>) outs(%{{.*}} : tensor<f32>) attrs = {tp.backward}
 func.func @main(%x: tensor<4x3xf32> {tp.input = "x"}, %w: tensor<3x2xf32> {tp.weight = "w"}, %b: tensor<2xf32> {tp.weight = "b"}) -> (tensor<f32> {tp.output = "loss"}) {
   %zero = arith.constant 0.0 : f32
   %e0 = tensor.empty() : tensor<4x2xf32>

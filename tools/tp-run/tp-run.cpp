@@ -422,6 +422,8 @@ readMicrobatches(const std::string &dir, const Manifest &manifest) {
   for (const auto &[index, folder] : folders) {
     std::map<std::string, NpyArray> &batch = batches.emplace_back();
     for (const TensorSpec &input : manifest.inputs) {
+      if (manifest.training->feedsInput(input.name))
+        continue;
       fs::path file = folder / (input.name + ".npy");
       if (!fs::exists(file))
         throw Error(file.string() + " is missing: each micro-batch of --data "
@@ -489,7 +491,12 @@ int train(const Options &options, Session &session) {
         std::cout << ", " << std::setprecision(0)
                   << static_cast<double>(tokens * accumulate) / result.seconds
                   << " tokens/s";
-      if (result.dataCollectives && manifest.training->zero)
+      if (result.dataCollectives && manifest.training->zero && result.skipped)
+        std::cout << "; data axis (ZeRO-1): " << result.dataBuckets
+                  << " reduce-scatter(s) of " << result.dataBytes
+                  << " B per rank, 1 all-reduce of the loss and norm, no "
+                     "all-gather";
+      else if (result.dataCollectives && manifest.training->zero)
         std::cout << "; data axis (ZeRO-1): " << result.dataBuckets
                   << " reduce-scatter(s) and " << result.dataBuckets
                   << " all-gather(s) of " << result.dataBytes << " B per rank, "
@@ -498,6 +505,12 @@ int train(const Options &options, Session &session) {
       else if (result.dataCollectives)
         std::cout << "; data axis: " << result.dataCollectives
                   << " all-reduce(s), " << result.dataBytes << " B per rank";
+      if (result.lossScale > 0)
+        std::cout << "; loss scale " << std::defaultfloat
+                  << std::setprecision(6) << result.lossScale
+                  << (result.skipped ? ": the gradients overflowed, step "
+                                       "skipped"
+                                     : "");
       std::cout << ")" << std::defaultfloat << std::setprecision(6) << "\n"
                 << std::flush;
     }

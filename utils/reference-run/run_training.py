@@ -96,7 +96,10 @@ def microbatches(kind, pad_id):
     return out
 
 
-def torch_training(model, batches, args):
+def torch_training(model, batches, args, skip=()):
+    """torch's losses of args.steps steps (the steps in `skip`, from 1,
+    run the micro-batches but update nothing, as tp-run's steps that loss
+    scaling skipped), and the entries not compared."""
     params = [p for p in model.parameters()]
     if args.optimizer == "adamw":
         opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
@@ -104,7 +107,7 @@ def torch_training(model, batches, args):
         opt = torch.optim.SGD(params, lr=0.05, momentum=0.9)
     losses, next_batch = [], 0
     largest = {p: torch.zeros_like(p) for p in params}
-    for _ in range(args.steps):
+    for step in range(1, args.steps + 1):
         opt.zero_grad()
         total = 0.0
         # Data-parallel replicas each run `accumulate` micro-batches of
@@ -116,12 +119,14 @@ def torch_training(model, batches, args):
             loss = model(*batch.values()) / per_step
             loss.backward()
             total += loss.item()
+        losses.append(total)
+        if step in skip:
+            continue
         for p in params:
             largest[p] = torch.maximum(largest[p], p.grad.abs())
         if args.optimizer == "adamw":
             torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        losses.append(total)
     names = {p: n[len("model."):] for n, p in model.named_parameters()}
     # A gradient that is 0 in exact arithmetic (an attention key's bias:
     # softmax ignores what it adds to a whole row of scores) is rounding
@@ -212,7 +217,15 @@ def run(command):
     return done.stdout
 
 
-def check(name, config, folder, ex, torch_losses, torch_params, args):
+def skipped_steps(text):
+    """The steps tp-run says loss scaling skipped."""
+    return {int(n) for n in re.findall(
+        r"^step (\d+): .*the gradients overflowed, step skipped", text, re.M)}
+
+
+def check(name, config, folder, ex, reference, args):
+    """`reference(skip)`: torch's losses, trained parameters and final
+    loss when the steps in `skip` update nothing."""
     ranks = int(re.search(r"tp=(\d+)", config).group(1))
     tag = config.replace("=", "").replace(",", "-")
     artifact = os.path.join(folder, f"{tag}.tpa")
@@ -228,6 +241,10 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
         command += ["--recompute", "layers"]
     if args.dtype:
         command += ["--dtype", args.dtype]
+    if args.loss_scale is not None:
+        command += ["--loss-scale", str(args.loss_scale)]
+    if args.loss_scale_window:
+        command += ["--loss-scale-window", str(args.loss_scale_window)]
     if args.optimizer == "adamw":
         command += ["--lr", "1e-3", "--weight-decay", "0.01",
                     "--clip-norm", "1.0"]
@@ -250,6 +267,8 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
                 "--launcher", "mpi"]
         trained = run(train + ["--steps", str(args.steps), "--save", ckpt])
         got = parse_losses(trained)
+        skipped = skipped_steps(trained)
+        torch_losses, torch_params, final_loss = reference(skipped)
         full = os.path.join(folder, f"{tag}.safetensors")
         run([args.tp_export_weights, artifact, "--checkpoint", ckpt, "-o",
              full, "--quiet"])
@@ -286,10 +305,10 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
         except RuntimeError as e:
             return False, f"{head} FAIL: ONNX export: {e}"
         odiff = compare_weights(weights, ex, torch_params, problems, "ONNX ")
-        rel = abs(loss - ex["final_loss"]) / abs(ex["final_loss"])
+        rel = abs(loss - final_loss) / abs(final_loss)
         if not rel <= LOSS_RTOL:
             problems.append(f"the trained ONNX model's loss {loss:.7g} != "
-                            f"torch's {ex['final_loss']:.7g}")
+                            f"torch's {final_loss:.7g}")
         onnx_note = (f", trained ONNX: weights max abs diff {odiff:.2g}, "
                      f"onnxruntime loss rel diff {rel:.2g}")
     if resumed is not None:
@@ -310,7 +329,14 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
                          f", {m.group(3)} ops recomputed")
     if args.data_parallel > 1:
         data_note = " | data axis: " + check_data_axis(
-            artifact, explained, trained, args, problems)
+            artifact, explained, trained, skipped, args, problems)
+    if args.loss_scale is not None or args.dtype == "f16":
+        scales = re.findall(r"; loss scale (\S+?)[:)]", trained)
+        if len(scales) != args.steps:
+            problems.append("tp-run printed no loss scale")
+        data_note += (f" | loss scale {scales[0] if scales else '?'} -> "
+                      f"{scales[-1] if scales else '?'}, {len(skipped)} "
+                      f"step(s) skipped: {sorted(skipped)}")
     status = "ok" if not problems else "FAIL: " + "; ".join(problems[:3])
     resume_note = f", resumed at {args.resume}" if args.resume else ""
     return not problems, (
@@ -321,7 +347,7 @@ def check(name, config, folder, ex, torch_losses, torch_params, args):
         f"{collectives}{data_note}")
 
 
-def check_data_axis(artifact, explained, trained, args, problems):
+def check_data_axis(artifact, explained, trained, skipped, args, problems):
     """What each step moved over the data axis (tp-run's step lines)
     against rank 0's gradients in the manifest: without ZeRO, they and the
     loss (4 bytes) all-reduced in ceil(bytes / bucket) collectives; with
@@ -354,7 +380,10 @@ def check_data_axis(artifact, explained, trained, args, problems):
                    r"(\d+) bucket")
         what = "all-reduce(s)"
     steps = re.findall(pattern, trained)
-    if len(steps) != args.steps or any(
+    # A step that loss scaling skipped gathers no weights under ZeRO-1
+    # (tp-run says so instead).
+    expected_steps = args.steps - (len(skipped) if args.zero else 0)
+    if len(steps) != expected_steps or any(
             (int(n), int(b)) != (buckets, expected) for n, b in steps):
         problems.append(f"data axis moved {steps[:1]} per step, not "
                         f"{buckets} {what} of {expected} B")
@@ -384,10 +413,17 @@ def main():
                              "torch averages the D replicas' micro-batches")
     parser.add_argument("--zero", type=int, default=0,
                         help="tp-compile --zero 1 (with --data-parallel)")
-    parser.add_argument("--dtype", choices=["bf16"],
-                        help="tp-compile --dtype bf16 (f32 master weights, "
-                             "bf16 compute) against torch in f32: losses "
+    parser.add_argument("--dtype", choices=["bf16", "f16"],
+                        help="tp-compile --dtype bf16 or f16 (f32 master "
+                             "weights, bf16/f16 compute; f16 with dynamic "
+                             "loss scaling) against torch in f32: losses "
                              "within 2%%, weights within 2e-2")
+    parser.add_argument("--loss-scale", type=float,
+                        help="tp-compile --loss-scale S; the steps tp-run "
+                             "skips on overflow update nothing in torch "
+                             "either (their micro-batches still pass)")
+    parser.add_argument("--loss-scale-window", type=int,
+                        help="tp-compile --loss-scale-window N")
     parser.add_argument("--recompute", action="store_true",
                         help="tp-compile --recompute layers; the line also "
                              "gives the stash with and without")
@@ -468,7 +504,21 @@ def main():
         torch_params = {n[len("model."):]: p.detach().numpy()
                         for n, p in model.named_parameters()}
         with torch.no_grad():
-            ex["final_loss"] = float(model(*batches[0].values()))
+            final_loss = float(model(*batches[0].values()))
+        references = {(): (torch_losses, torch_params, final_loss)}
+
+        def reference(skip, name=name, batches=batches,
+                      references=references):
+            key = tuple(sorted(skip))
+            if key not in references:
+                again, _ = build(name, args.tied)
+                losses, _ = torch_training(again, batches, args, key)
+                with torch.no_grad():
+                    loss = float(again(*batches[0].values()))
+                references[key] = (losses, {
+                    n[len("model."):]: p.detach().numpy()
+                    for n, p in again.named_parameters()}, loss)
+            return references[key]
         print(f"{name}: {len(ex['mapping'])} trainable initializers, "
               f"{len(ex['frozen'])} frozen, tied: {', '.join(tied) or 'none'}"
               f"; torch loss "
@@ -478,8 +528,7 @@ def main():
                   f"{int(m.sum())} of {n}" for n, m in
                   sorted(ex["noise"].items())) or "none"), flush=True)
         for config in args.configs:
-            ok, line = check(name, config, folder, ex, torch_losses,
-                             torch_params, args)
+            ok, line = check(name, config, folder, ex, reference, args)
             print(line, flush=True)
             passed += ok
             failed += not ok

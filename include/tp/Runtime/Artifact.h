@@ -111,6 +111,10 @@ struct PrefillSpec {
   std::vector<TensorSpec> inputs, outputs;
 };
 
+/// The input through which a training step takes its loss scale
+/// (TrainingSpec::lossScale): the Trainer feeds it, not the user's data.
+inline constexpr const char *kLossScaleInput = "loss_scale";
+
 /// A training artifact's optimizer (tp-compile --train; `training` in the
 /// manifest): what the runtime's Trainer applies to each rank's weights
 /// after every step, from the gradients the step returns as outputs
@@ -139,6 +143,17 @@ struct TrainingSpec {
   /// 1/D of each bucket with its 1/D of the optimizer states, and the
   /// updated weights are all-gathered.
   int64_t zero = 0;
+  /// Dynamic loss scaling (tp-compile --loss-scale): 0, none; else the
+  /// initial scale, which the program takes as its input `loss_scale` and
+  /// starts the backward from. A step whose gradients are not finite is
+  /// skipped and the scale halved; `lossScaleWindow` steps in a row
+  /// without overflow double it (torch's GradScaler).
+  double lossScale = 0;
+  int64_t lossScaleWindow = 2000;
+  /// Whether the Trainer, not the user's data, feeds the input `name`.
+  bool feedsInput(const std::string &name) const {
+    return lossScale > 0 && name == kLossScaleInput;
+  }
   /// The model output that is the loss.
   std::string loss;
 };

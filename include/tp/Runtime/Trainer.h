@@ -51,6 +51,11 @@ struct TrainStep {
   /// ZeRO-1: a reduce-scatter and an all-gather per bucket, and one
   /// all-reduce of the loss and the squared norm).
   int64_t dataCollectives = 0, dataBuckets = 0, dataBytes = 0;
+  /// Dynamic loss scaling: the scale this step's backward started from,
+  /// and whether its gradients overflowed, so that it updated nothing
+  /// (the next step's scale is half this one's).
+  double lossScale = 0;
+  bool skipped = false;
 };
 
 class Trainer {
@@ -70,7 +75,9 @@ public:
   /// ranks in place, as torch.optim.AdamW / SGD and
   /// torch.nn.utils.clip_grad_norm_ do. `lr` < 0: the manifest's. A
   /// non-finite loss or gradient norm throws Error naming the step before
-  /// any weight changes. Under MPI every process calls it.
+  /// any weight changes, unless the artifact scales its loss: then the
+  /// step is skipped and the scale halved, as torch's GradScaler does.
+  /// Under MPI every process calls it.
   TrainStep
   step(const std::vector<std::map<std::string, InputView>> &microbatches,
        double lr = -1);

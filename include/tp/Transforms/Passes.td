@@ -96,6 +96,10 @@ def Differentiate : Pass<"tp-differentiate", "::mlir::ModuleOp"> {
            "fused weight), instead of joining the pieces into one gradient "
            "of the initializer: what an optimizer updating each rank's "
            "arguments in place reads (tp-compile --train)">,
+    Option<"scaledLoss", "scaled-loss", "bool", /*default=*/"false",
+           "Start the backward from a new scalar input, `loss_scale`, "
+           "instead of 1: every gradient comes out multiplied by it "
+           "(dynamic loss scaling, tp-compile --train --dtype f16)">,
   ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
@@ -221,7 +225,13 @@ def Explain : Pass<"tp-explain", "::mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", /*default=*/"0",
            "With data-parallel: ZeRO stage (1: the gradients "
            "reduce-scattered, the weights all-gathered, the optimizer "
-           "states split over the data axis)">
+           "states split over the data axis)">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"0",
+           "Dynamic loss scaling's first scale (tp-compile --loss-scale; "
+           "0: none)">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t",
+           /*default=*/"2000",
+           "With loss-scale: steps without overflow before it doubles">
   ];
 }
 
@@ -493,7 +503,10 @@ def ConvertDType : Pass<"tp-convert-dtype", "::mlir::ModuleOp"> {
     - a value is rounded to nearest even when it is stored; a finite value
       past `dtype`'s range saturates to its largest finite value instead
       of becoming an infinity (an export's f32 attention mask, -3.4e38,
-      must stay finite), while infinities and NaN stay as they are;
+      must stay finite), while infinities and NaN stay as they are; the
+      backward of a training step (ops marked `tp.backward`) does not
+      saturate: a gradient past the range becomes an infinity, which
+      dynamic loss scaling sees and answers by skipping the step;
     - arithmetic stays in f32: a `linalg.generic` extends each `dtype`
       operand when it reads it (`arith.extf` in its body), so a product
       accumulates in f32 and so do the statistics of norms and softmax

@@ -81,6 +81,12 @@ struct ParallelizeOptions : public PassPipelineOptions<ParallelizeOptions> {
       llvm::cl::desc("With gradients: weights whose name matches this regex "
                      "are not trained"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> scaledLoss{
+      *this, "scaled-loss",
+      llvm::cl::desc("With gradients: start the backward from the input "
+                     "loss_scale instead of 1 (tp-differentiate "
+                     "scaled-loss; dynamic loss scaling)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> perArgumentGradients{
       *this, "per-argument-gradients",
       llvm::cl::desc("With gradients: one gradient per weight argument "

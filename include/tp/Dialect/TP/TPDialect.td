@@ -108,6 +108,9 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kLocalCalleeAttrName =
         "tp.local_callee";
     static constexpr llvm::StringLiteral kBackwardAttrName = "tp.backward";
+    /// The input tp-differentiate scaled-loss adds: the f32 scalar the
+    /// backward starts from (dynamic loss scaling).
+    static constexpr llvm::StringLiteral kLossScaleInputName = "loss_scale";
     /// Unit, on an op: a copy of a forward op, run again in the backward
     /// (tp-recompute-layers).
     static constexpr llvm::StringLiteral kRecomputedAttrName =
