@@ -19,7 +19,13 @@ Support library and libstdc++ static; no MPI: one process, one GPU), and
             bf16: atol 0.1, rtol 0.02, as test/Numerics/mixed-precision);
             generation with the KV cache (transformers' GPT-2 and Llama
             exported with past; greedy, beams 4, bf16; Llama from NaN
-            caches), tokens against transformers' generate();
+            caches), tokens against transformers' generate(); training
+            (transformers' GPT-2 exported with its loss by
+            utils/reference-run/run_training.py, 20 AdamW steps in f32,
+            bf16 and f16 with loss scaling), every step's loss against
+            the same artifact's --target cpu twin trained here (f32: rel
+            1e-3, cuBLAS's summation order compounding over the steps;
+            bf16/f16: 2e-2);
   speed     the GPT-2-small-shaped decoder of bench/generation.py (12
             layers, hidden 768, vocab 50304), f32 and bf16, --max-batch 8,
             prompt 32, 64 new tokens. Its weights are each tensor's first
@@ -66,13 +72,12 @@ def build_tp_run(out):
     includes = subprocess.check_output(["llvm-config-22", "--includedir"],
                                        text=True).strip()
     runtime = os.path.join(REPO, "lib", "Runtime")
-    sources = [os.path.join(REPO, "tools", "tp-run", "tp-run.cpp")] + [
-        os.path.join(runtime, name + ".cpp") for name in (
-            "BlasKernels", "ModelLibrary", "Npy", "Reduce",
-            "ThreadCommunicator", "TimedRankContext", "Trace",
-            "MpiUnavailable", "Artifact", "Generate", "Manifest",
-            "ManifestWriter", "RankThreads", "Session")]
-    subprocess.run(["g++", "-std=c++17", "-O2", "-DNDEBUG",
+    # Every runtime source but MPI's (MpiUnavailable.cpp stands in).
+    sources = [os.path.join(REPO, "tools", "tp-run", "tp-run.cpp")] + sorted(
+        path for path in glob.glob(os.path.join(runtime, "*.cpp"))
+        if os.path.basename(path) != "MpiCommunicator.cpp")
+    # -fno-math-errno: Optimizers.cpp's (CMakeLists.txt), harmless to all.
+    subprocess.run(["g++", "-std=c++17", "-O2", "-DNDEBUG", "-fno-math-errno",
                     "-I", os.path.join(REPO, "include"), "-I", runtime,
                     "-I", includes] + sources +
                    ["-o", os.path.join(out, "tp-run"),
@@ -181,6 +186,44 @@ def prepare(a):
         checks.append(dict(kind="generate", name=name, beams=beams,
                            reference=reference, poison=poison))
 
+    # Training: GPT-2 with its loss, as training.test exports it; the
+    # reference losses are the CPU target's, trained here.
+    keep = os.path.join(a.work, "training")
+    site = os.path.join(MODELS, "hf", ".cache", "site")
+    subprocess.run(
+        ["/usr/bin/python3", os.path.join(REPO, "utils", "reference-run",
+                                          "run_training.py"),
+         "--models", "gpt2", "--configs", "tp=1", "--steps", "2", "--keep",
+         keep, "--tp-compile", tp_compile,
+         "--tp-run", os.path.join(a.build_bin, "tp-run"),
+         "--tp-export-weights", os.path.join(a.build_bin,
+                                             "tp-export-weights")],
+        check=True, stdout=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=site, HF_HUB_OFFLINE="1"))
+    train_model = os.path.join(keep, "gpt2", "model.onnx")
+    train_data = os.path.join(out, "train.data")
+    shutil.copytree(os.path.join(keep, "gpt2", "data"), train_data,
+                    dirs_exist_ok=True)
+    for dtype in ("f32", "bf16", "f16"):
+        flags = ["--train", "adamw", "--lr", "1e-3", "--clip-norm", "1.0"] + (
+            ["--dtype", dtype] if dtype != "f32" else [])
+        name = f"train-{dtype}"
+        cpu = os.path.join(a.work, name + "-cpu.tpa")
+        subprocess.run([tp_compile, train_model, "--devices", "1",
+                        "--target", "cpu", "-o", cpu] + flags, check=True,
+                       stderr=subprocess.DEVNULL)
+        trained = subprocess.run(
+            [os.path.join(a.build_bin, "tp-run"), cpu, "--train", "--data",
+             train_data, "--steps", "20"], check=True, capture_output=True,
+            text=True).stdout
+        losses = [float(x) for x in re.findall(r"^step \d+: loss (\S+)",
+                                               trained, re.M)]
+        compile_cuda(tp_compile, train_model,
+                     os.path.join(out, name + ".tpa"), flags)
+        checks.append(dict(kind="train", name=name, data="train.data",
+                           losses=losses,
+                           rtol=1e-3 if dtype == "f32" else 2e-2))
+
     past = os.path.join(MODELS, "hf", "with-past")
     generation("gen-gpt2", os.path.join(past, "gpt2"))
     generation("gen-gpt2-beams", os.path.join(past, "gpt2"), beams=4,
@@ -266,6 +309,26 @@ def run_checks(a, plan, log):
         art = os.path.join(a.dir, name + ".tpa")
         data = os.path.join(a.dir, name + ".data")
         out = os.path.join(a.dir, name + ".out")
+        if check["kind"] == "train":
+            steps = len(check["losses"])
+            p = tp_run(a, [art, "--train", "--data",
+                           os.path.join(a.dir, check["data"]), "--steps",
+                           str(steps)])
+            if p.returncode:
+                log(f"{name}: tp-run --train failed: "
+                    f"{p.stderr.strip()[-400:]}")
+                failures += 1
+                continue
+            got = [float(x) for x in re.findall(r"^step \d+: loss (\S+)",
+                                                p.stdout, re.M)]
+            rel = [abs(g - w) / abs(w) for g, w in zip(got, check["losses"])]
+            ok = len(got) == steps and max(rel) <= check["rtol"]
+            failures += not ok
+            log(f"{name}: {len(got)} steps, loss {got[0]:.5g} -> "
+                f"{got[-1]:.5g}, max rel diff to the CPU target's "
+                f"{max(rel):.2g} {'ok' if ok else 'FAIL'}"
+                if got else f"{name}: no step printed FAIL")
+            continue
         if check["kind"] == "forward":
             args = [art, "--output-dir", out, "--quiet", "--repeat", "3"]
             for n in check["inputs"]:

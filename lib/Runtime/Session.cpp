@@ -1250,9 +1250,9 @@ std::vector<int32_t> Session::Impl::localRanks() const {
 }
 
 const BoundRank &Session::Impl::trainingRank(int32_t rank) const {
-  if (cuda)
-    throw Error(artifact + ": a --target cuda artifact keeps its weights "
-                           "and results on the GPU");
+  // A --target cuda training artifact runs on these host buffers too: its
+  // weights are uploaded at every run (tp.mutable_weights) and its results
+  // copied back.
   if (mpi ? rank != mpiRank
           : rank < 0 || rank >= static_cast<int32_t>(bound.size()))
     throw Error("rank " + std::to_string(rank) + " is not in this process");

@@ -47,6 +47,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -57,6 +58,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_zoo_gradients as zoo  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "cuda-emulation"))
 
 LOSS_RTOL = 1e-4
 WEIGHT_TOL = 1e-4
@@ -209,8 +213,8 @@ def parse_losses(text):
                                          re.M)]
 
 
-def run(command):
-    done = subprocess.run(command, capture_output=True, text=True)
+def run(command, env=None):
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"{os.path.basename(command[0])}: " +
                            zoo.first_lines(done.stderr or done.stdout))
@@ -231,7 +235,7 @@ def check(name, config, folder, ex, reference, args):
     artifact = os.path.join(folder, f"{tag}.tpa")
     command = [args.tp_compile, os.path.join(folder, "model.onnx"),
                "--train", args.optimizer, "--devices", str(ranks),
-               "--target", "cpu", "--explain", "-o", artifact,
+               "--target", args.target, "--explain", "-o", artifact,
                "--accumulate", str(args.accumulate)]
     if args.data_parallel > 1:
         command += ["--data-parallel", str(args.data_parallel)]
@@ -254,11 +258,19 @@ def check(name, config, folder, ex, reference, args):
         command += ["--freeze", zoo.freeze_regex(ex["frozen"])]
     if "sp" in config.split(","):
         command.append("--sequence-parallel")
+    env = dict(os.environ)
+    if args.target == "cuda" and args.nvcc:
+        env["NVCC"] = shutil.which(args.nvcc) or args.nvcc
     head = f"{name} {config}:"
     data = os.path.join(folder, "data")
     ckpt = os.path.join(folder, f"{tag}.ckpt")
     try:
-        explained = run(command)
+        explained = run(command, env)
+        if args.target == "cuda":
+            # model.cu rebuilt against the CPU stand-ins of CUDA, cuBLAS
+            # and NCCL: tp-run --train runs the CUDA path on the host.
+            from run_emulated import emulate
+            emulate(artifact, args.cxx)
         collectives = zoo.parse_collectives(explained)
         train = [args.tp_run, artifact, "--train", "--data", data]
         if args.mpirun:
@@ -444,6 +456,14 @@ def main():
                              "its weights against torch's, its loss on the "
                              "first micro-batch against torch's trained "
                              "model's (rel 1e-4)")
+    parser.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
+                        help="cuda: tp-compile --target cuda, its model.cu "
+                             "rebuilt against utils/cuda-emulation and run "
+                             "by tp-run's CUDA path on the CPU")
+    parser.add_argument("--nvcc", help="with --target cuda: nvcc for "
+                                       "tp-compile (NVCC; true skips it)")
+    parser.add_argument("--cxx", default=os.environ.get("CXX", "c++"),
+                        help="with --target cuda: the emulation's compiler")
     parser.add_argument("--keep", metavar="DIR")
     args = parser.parse_args()
     if args.dtype:

@@ -194,6 +194,7 @@ LogicalResult CudaEmitter::emitStageTable(raw_indented_ostream &out) {
     }
     out << "};\n";
   };
+  bool mutableWeights = module->hasAttr(TPDialect::kMutableWeightsAttrName);
   out << "// The stage functions the runtime runs (see manifest.json), and "
          "the groups\n// whose communicators every rank creates.\n";
   out << "namespace {\n";
@@ -210,8 +211,11 @@ LogicalResult CudaEmitter::emitStageTable(raw_indented_ostream &out) {
     array("bool", prefix + "_argIsWeight", func.getNumArguments(),
           [&](unsigned i) {
             // A KV cache too: uploaded once (zeros) and then written on
-            // the device, step after step.
-            bool resident = func.getArgAttr(i, TPDialect::kWeightAttrName) ||
+            // the device, step after step. Weights that an optimizer
+            // updates on the host between runs (a training step) are
+            // uploaded with the inputs at every run instead.
+            bool resident = (func.getArgAttr(i, TPDialect::kWeightAttrName) &&
+                             !mutableWeights) ||
                             func.getArgAttr(i, TPDialect::kCacheAttrName);
             out << (resident ? "true" : "false");
           });
