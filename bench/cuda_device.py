@@ -65,8 +65,8 @@ SPEED = dict(layers=12, hidden=768, heads=12, vocab=50304, prompt=32, new=64,
 # --- prepare (the build machine) ---
 
 def build_tp_run(out):
-    """tp-run with LLVM's Support library and libstdc++ linked in, without
-    MPI: it needs only libc where it runs."""
+    """tp-run with LLVM's Support library, OpenSSL's libcrypto and
+    libstdc++ linked in, without MPI: it needs only libc where it runs."""
     llvm = subprocess.check_output(["llvm-config-22", "--libdir"],
                                    text=True).strip()
     includes = subprocess.check_output(["llvm-config-22", "--includedir"],
@@ -83,6 +83,8 @@ def build_tp_run(out):
                    ["-o", os.path.join(out, "tp-run"),
                     os.path.join(llvm, "libLLVMSupport.a"),
                     os.path.join(llvm, "libLLVMDemangle.a"),
+                    # Sha256.cpp's OpenSSL, static (libssl-dev).
+                    "/usr/lib/x86_64-linux-gnu/libcrypto.a",
                     "-static-libstdc++", "-static-libgcc", "-lpthread",
                     "-ldl"], check=True)
 

@@ -61,7 +61,8 @@ struct TrainStep {
 class Trainer {
 public:
   /// Training on `session`'s artifact, which must have been compiled with
-  /// --train (a manifest with `training`) for --target cpu. Throws Error
+  /// --train (a manifest with `training`), for --target cpu or cuda (whose
+  /// stages upload the host's weights at every run). Throws Error
   /// otherwise, or when a trainable weight has no gradient of its shape.
   explicit Trainer(Session &session);
   ~Trainer();
