@@ -495,6 +495,169 @@ static void validateSignature(const Reader &reader,
                   "' is unnamed or listed twice");
 }
 
+/// A program: its stages, inputs and outputs (the manifest's own, or a
+/// generation artifact's prefill chunk), `prefix` naming it in errors.
+static void parseProgram(const Reader &reader, const llvm::json::Object &from,
+                         std::vector<StageSpec> &stages,
+                         std::vector<TensorSpec> &inputs,
+                         std::vector<TensorSpec> &outputs,
+                         const std::string &prefix) {
+  for (const llvm::json::Value &value : reader.array(from, "stages")) {
+    std::string where =
+        prefix + "stages[" + std::to_string(stages.size()) + "]";
+    const llvm::json::Object &in = reader.object(&value, where);
+    StageSpec stage;
+    stage.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
+    stage.function = reader.string(in, "function");
+    for (int64_t rank : reader.integers(in, "ranks", 0, kMaxRanks - 1))
+      stage.ranks.push_back(static_cast<int32_t>(rank));
+    for (const llvm::json::Value &arg : reader.array(in, "args"))
+      stage.args.push_back(reader.tensor(arg, "argument", where + " argument"));
+    for (const llvm::json::Value &result : reader.array(in, "results"))
+      stage.results.push_back(reader.tensor(result, "send", where + " result"));
+    stages.push_back(std::move(stage));
+  }
+  for (const llvm::json::Value &value : reader.array(from, "inputs"))
+    inputs.push_back(reader.tensor(value, "input", prefix + "model input"));
+  for (const llvm::json::Value &value : reader.array(from, "outputs"))
+    outputs.push_back(reader.tensor(value, "output", prefix + "model output"));
+  validateSignature(reader, inputs, "input");
+  validateSignature(reader, outputs, "output");
+}
+
+/// 'generation': the cache's sizes and the prefill chunks' programs.
+static void parseGeneration(const Reader &reader,
+                            const llvm::json::Value *generation,
+                            Manifest &manifest) {
+  const llvm::json::Object &in = reader.object(generation, "'generation'");
+  manifest.maxSeq = reader.integer(in, "max_seq", 2, kMaxSequence);
+  manifest.maxBatch = reader.integer(in, "max_batch", 1, kMaxSequence);
+  if (!in.get("prefill"))
+    return;
+  for (const llvm::json::Value &value : reader.array(in, "prefill")) {
+    std::string where =
+        "prefill[" + std::to_string(manifest.prefill.size()) + "] ";
+    const llvm::json::Object &program =
+        reader.object(&value, "'generation." + where + "'");
+    PrefillSpec chunk;
+    chunk.length = reader.integer(program, "length", 2, manifest.maxSeq - 1);
+    if (!manifest.prefill.empty() &&
+        chunk.length <= manifest.prefill.back().length)
+      reader.fail("generation.prefill's chunks must be listed by "
+                  "ascending length");
+    parseProgram(reader, program, chunk.stages, chunk.inputs, chunk.outputs,
+                 where);
+    manifest.prefill.push_back(std::move(chunk));
+  }
+}
+
+/// 'training': the optimizer and how the trainer runs it, checked against
+/// the program's inputs and outputs.
+static TrainingSpec parseTraining(const Reader &reader,
+                                  const llvm::json::Value *training,
+                                  const Manifest &manifest) {
+  const llvm::json::Object &in = reader.object(training, "'training'");
+  TrainingSpec spec;
+  spec.optimizer = reader.string(in, "optimizer");
+  if (spec.optimizer != "adamw" && spec.optimizer != "sgd")
+    reader.fail("training: unknown optimizer '" + spec.optimizer +
+                "' (adamw or sgd)");
+  spec.lr = reader.number(in, "lr", 0, 1e6, "training");
+  spec.beta1 = reader.number(in, "beta1", 0, 1, "training");
+  spec.beta2 = reader.number(in, "beta2", 0, 1, "training");
+  spec.eps = reader.number(in, "eps", 0, 1e6, "training");
+  spec.weightDecay = reader.number(in, "weight_decay", 0, 1e6, "training");
+  spec.momentum = reader.number(in, "momentum", 0, 1, "training");
+  spec.clipNorm = reader.number(in, "clip_norm", 0, 1e30, "training");
+  spec.accumulate = reader.integer(in, "accumulate", 1, 1 << 20, "training");
+  // Absent in manifests written before data parallelism: one replica.
+  if (in.get("data_parallel"))
+    spec.dataParallel =
+        reader.integer(in, "data_parallel", 1, kMaxRanks, "training");
+  if (in.get("zero"))
+    spec.zero = reader.integer(in, "zero", 0, 1, "training");
+  if (in.get("bucket_bytes"))
+    spec.bucketBytes =
+        reader.integer(in, "bucket_bytes", 4, int64_t(1) << 40, "training");
+  if (in.get("loss_scale")) {
+    spec.lossScale = reader.number(in, "loss_scale", 0, 1e30, "training");
+    spec.lossScaleWindow = reader.integer(in, "loss_scale_window", 1,
+                                          int64_t(1) << 40, "training");
+    auto input = std::find_if(
+        manifest.inputs.begin(), manifest.inputs.end(),
+        [](const TensorSpec &i) { return i.name == kLossScaleInput; });
+    if (spec.lossScale > 0 &&
+        (input == manifest.inputs.end() || input->numElements() != 1 ||
+         input->dtype != "F32"))
+      reader.fail("training: 'loss_scale' is set but the program has no "
+                  "scalar F32 input 'loss_scale' to start its backward "
+                  "from");
+  }
+  spec.loss = reader.string(in, "loss");
+  if (manifest.maxSeq > 0 || manifest.pp > 1)
+    reader.fail("training: an artifact that trains has one stage and no "
+                "'generation'");
+  auto loss =
+      std::find_if(manifest.outputs.begin(), manifest.outputs.end(),
+                   [&](const TensorSpec &o) { return o.name == spec.loss; });
+  if (loss == manifest.outputs.end() || loss->numElements() != 1 ||
+      loss->dtype != "F32")
+    reader.fail("training: the loss '" + spec.loss +
+                "' is not a scalar F32 model output");
+  return spec;
+}
+
+/// 'ranks': one entry per rank of the grid, in grid order.
+static void parseRanks(const Reader &reader, const llvm::json::Object &root,
+                       Manifest &manifest) {
+  const llvm::json::Array &ranks = reader.array(root, "ranks");
+  if (static_cast<int64_t>(ranks.size()) != manifest.ranks)
+    reader.fail("the grid has " + std::to_string(manifest.ranks) +
+                " ranks but " + std::to_string(ranks.size()) + " are listed");
+  std::set<std::string> files;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankSpec rank = parseRank(reader, ranks[r], r, manifest.tp);
+    if (rank.rank != static_cast<int64_t>(r) ||
+        rank.stage != static_cast<int64_t>(r) / manifest.tp ||
+        rank.tpIndex != static_cast<int64_t>(r) % manifest.tp)
+      reader.fail("ranks[" + std::to_string(r) + "] is rank " +
+                  std::to_string(rank.rank) + " (stage " +
+                  std::to_string(rank.stage) + ", tp index " +
+                  std::to_string(rank.tpIndex) + "), not rank " +
+                  std::to_string(r) + " of the grid");
+    if (!files.insert(rank.file).second)
+      reader.fail("two ranks read the same file " + rank.file);
+    manifest.rankSpecs.push_back(std::move(rank));
+  }
+}
+
+/// Each prefill chunk's stages, which write the caches the decode step
+/// reads.
+static void validatePrefill(const Reader &reader, const Manifest &manifest) {
+  for (const PrefillSpec &chunk : manifest.prefill) {
+    std::string where =
+        "prefill chunk of " + std::to_string(chunk.length) + " ";
+    validateStages(reader, manifest, chunk.stages, chunk.inputs, chunk.outputs,
+                   where);
+    // A chunk writes the caches the decode step reads: the same ones.
+    for (size_t s = 0; s < manifest.stages.size(); ++s) {
+      auto caches = [](const StageSpec &stage) {
+        std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>
+            list;
+        for (const TensorSpec &arg : stage.args)
+          if (arg.kind == "cache")
+            list.emplace_back(arg.name, arg.dtype, arg.shape);
+        std::sort(list.begin(), list.end());
+        return list;
+      };
+      if (caches(manifest.stages[s]) != caches(chunk.stages.at(s)))
+        reader.fail(where + "stage " + std::to_string(s) +
+                    " does not write the KV caches that decode stage " +
+                    std::to_string(s) + " reads");
+    }
+  }
+}
+
 Manifest tp::rt::parseManifest(const std::string &json,
                                const std::string &dir) {
   Manifest manifest;
@@ -531,113 +694,12 @@ Manifest tp::rt::parseManifest(const std::string &json,
     reader.fail("the grid has tp " + std::to_string(manifest.tp) + " x pp " +
                 std::to_string(manifest.pp) + " but " +
                 std::to_string(manifest.ranks) + " ranks");
-  // A program: its stages, inputs and outputs (the manifest's own, or a
-  // generation artifact's prefill).
-  auto parseProgram = [&](const llvm::json::Object &from,
-                          std::vector<StageSpec> &stages,
-                          std::vector<TensorSpec> &inputs,
-                          std::vector<TensorSpec> &outputs,
-                          const std::string &prefix) {
-    for (const llvm::json::Value &value : reader.array(from, "stages")) {
-      std::string where =
-          prefix + "stages[" + std::to_string(stages.size()) + "]";
-      const llvm::json::Object &in = reader.object(&value, where);
-      StageSpec stage;
-      stage.stage = reader.integer(in, "stage", 0, kMaxRanks - 1);
-      stage.function = reader.string(in, "function");
-      for (int64_t rank : reader.integers(in, "ranks", 0, kMaxRanks - 1))
-        stage.ranks.push_back(static_cast<int32_t>(rank));
-      for (const llvm::json::Value &arg : reader.array(in, "args"))
-        stage.args.push_back(
-            reader.tensor(arg, "argument", where + " argument"));
-      for (const llvm::json::Value &result : reader.array(in, "results"))
-        stage.results.push_back(
-            reader.tensor(result, "send", where + " result"));
-      stages.push_back(std::move(stage));
-    }
-    for (const llvm::json::Value &value : reader.array(from, "inputs"))
-      inputs.push_back(reader.tensor(value, "input", prefix + "model input"));
-    for (const llvm::json::Value &value : reader.array(from, "outputs"))
-      outputs.push_back(
-          reader.tensor(value, "output", prefix + "model output"));
-    validateSignature(reader, inputs, "input");
-    validateSignature(reader, outputs, "output");
-  };
-  parseProgram(root, manifest.stages, manifest.inputs, manifest.outputs, "");
-  if (const llvm::json::Value *generation = root.get("generation")) {
-    const llvm::json::Object &in = reader.object(generation, "'generation'");
-    manifest.maxSeq = reader.integer(in, "max_seq", 2, kMaxSequence);
-    manifest.maxBatch = reader.integer(in, "max_batch", 1, kMaxSequence);
-    if (in.get("prefill"))
-      for (const llvm::json::Value &value : reader.array(in, "prefill")) {
-        std::string where =
-            "prefill[" + std::to_string(manifest.prefill.size()) + "] ";
-        const llvm::json::Object &program =
-            reader.object(&value, "'generation." + where + "'");
-        PrefillSpec chunk;
-        chunk.length =
-            reader.integer(program, "length", 2, manifest.maxSeq - 1);
-        if (!manifest.prefill.empty() &&
-            chunk.length <= manifest.prefill.back().length)
-          reader.fail("generation.prefill's chunks must be listed by "
-                      "ascending length");
-        parseProgram(program, chunk.stages, chunk.inputs, chunk.outputs, where);
-        manifest.prefill.push_back(std::move(chunk));
-      }
-  }
-
-  if (const llvm::json::Value *training = root.get("training")) {
-    const llvm::json::Object &in = reader.object(training, "'training'");
-    TrainingSpec spec;
-    spec.optimizer = reader.string(in, "optimizer");
-    if (spec.optimizer != "adamw" && spec.optimizer != "sgd")
-      reader.fail("training: unknown optimizer '" + spec.optimizer +
-                  "' (adamw or sgd)");
-    spec.lr = reader.number(in, "lr", 0, 1e6, "training");
-    spec.beta1 = reader.number(in, "beta1", 0, 1, "training");
-    spec.beta2 = reader.number(in, "beta2", 0, 1, "training");
-    spec.eps = reader.number(in, "eps", 0, 1e6, "training");
-    spec.weightDecay = reader.number(in, "weight_decay", 0, 1e6, "training");
-    spec.momentum = reader.number(in, "momentum", 0, 1, "training");
-    spec.clipNorm = reader.number(in, "clip_norm", 0, 1e30, "training");
-    spec.accumulate = reader.integer(in, "accumulate", 1, 1 << 20, "training");
-    // Absent in manifests written before data parallelism: one replica.
-    if (in.get("data_parallel"))
-      spec.dataParallel =
-          reader.integer(in, "data_parallel", 1, kMaxRanks, "training");
-    if (in.get("zero"))
-      spec.zero = reader.integer(in, "zero", 0, 1, "training");
-    if (in.get("bucket_bytes"))
-      spec.bucketBytes =
-          reader.integer(in, "bucket_bytes", 4, int64_t(1) << 40, "training");
-    if (in.get("loss_scale")) {
-      spec.lossScale = reader.number(in, "loss_scale", 0, 1e30, "training");
-      spec.lossScaleWindow = reader.integer(in, "loss_scale_window", 1,
-                                            int64_t(1) << 40, "training");
-      auto input = std::find_if(
-          manifest.inputs.begin(), manifest.inputs.end(),
-          [](const TensorSpec &i) { return i.name == kLossScaleInput; });
-      if (spec.lossScale > 0 &&
-          (input == manifest.inputs.end() || input->numElements() != 1 ||
-           input->dtype != "F32"))
-        reader.fail("training: 'loss_scale' is set but the program has no "
-                    "scalar F32 input 'loss_scale' to start its backward "
-                    "from");
-    }
-    spec.loss = reader.string(in, "loss");
-    if (manifest.maxSeq > 0 || manifest.pp > 1)
-      reader.fail("training: an artifact that trains has one stage and no "
-                  "'generation'");
-    auto loss =
-        std::find_if(manifest.outputs.begin(), manifest.outputs.end(),
-                     [&](const TensorSpec &o) { return o.name == spec.loss; });
-    if (loss == manifest.outputs.end() || loss->numElements() != 1 ||
-        loss->dtype != "F32")
-      reader.fail("training: the loss '" + spec.loss +
-                  "' is not a scalar F32 model output");
-    manifest.training = std::move(spec);
-  }
-
+  parseProgram(reader, root, manifest.stages, manifest.inputs, manifest.outputs,
+               "");
+  if (const llvm::json::Value *generation = root.get("generation"))
+    parseGeneration(reader, generation, manifest);
+  if (const llvm::json::Value *training = root.get("training"))
+    manifest.training = parseTraining(reader, training, manifest);
   if (root.get("tied"))
     for (const llvm::json::Value &value : reader.array(root, "tied")) {
       const llvm::json::Object &in = reader.object(&value, "'tied' entry");
@@ -652,25 +714,7 @@ Manifest tp::rt::parseManifest(const std::string &json,
       manifest.tied.push_back(std::move(tie));
     }
 
-  const llvm::json::Array &ranks = reader.array(root, "ranks");
-  if (static_cast<int64_t>(ranks.size()) != manifest.ranks)
-    reader.fail("the grid has " + std::to_string(manifest.ranks) +
-                " ranks but " + std::to_string(ranks.size()) + " are listed");
-  std::set<std::string> files;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    RankSpec rank = parseRank(reader, ranks[r], r, manifest.tp);
-    if (rank.rank != static_cast<int64_t>(r) ||
-        rank.stage != static_cast<int64_t>(r) / manifest.tp ||
-        rank.tpIndex != static_cast<int64_t>(r) % manifest.tp)
-      reader.fail("ranks[" + std::to_string(r) + "] is rank " +
-                  std::to_string(rank.rank) + " (stage " +
-                  std::to_string(rank.stage) + ", tp index " +
-                  std::to_string(rank.tpIndex) + "), not rank " +
-                  std::to_string(r) + " of the grid");
-    if (!files.insert(rank.file).second)
-      reader.fail("two ranks read the same file " + rank.file);
-    manifest.rankSpecs.push_back(std::move(rank));
-  }
+  parseRanks(reader, root, manifest);
   validateStages(reader, manifest, manifest.stages, manifest.inputs,
                  manifest.outputs, "");
   for (const RankSpec &rank : manifest.rankSpecs) {
@@ -680,28 +724,7 @@ Manifest tp::rt::parseManifest(const std::string &json,
                   rank.function + "', but stage " + std::to_string(rank.stage) +
                   " runs '" + function + "'");
   }
-  for (const PrefillSpec &chunk : manifest.prefill) {
-    std::string where =
-        "prefill chunk of " + std::to_string(chunk.length) + " ";
-    validateStages(reader, manifest, chunk.stages, chunk.inputs, chunk.outputs,
-                   where);
-    // A chunk writes the caches the decode step reads: the same ones.
-    for (size_t s = 0; s < manifest.stages.size(); ++s) {
-      auto caches = [](const StageSpec &stage) {
-        std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>
-            list;
-        for (const TensorSpec &arg : stage.args)
-          if (arg.kind == "cache")
-            list.emplace_back(arg.name, arg.dtype, arg.shape);
-        std::sort(list.begin(), list.end());
-        return list;
-      };
-      if (caches(manifest.stages[s]) != caches(chunk.stages.at(s)))
-        reader.fail(where + "stage " + std::to_string(s) +
-                    " does not write the KV caches that decode stage " +
-                    std::to_string(s) + " reads");
-    }
-  }
+  validatePrefill(reader, manifest);
   return manifest;
 }
 

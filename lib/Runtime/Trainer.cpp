@@ -184,6 +184,22 @@ private:
   void update(float *w, const float *grad, float *first, float *second,
               int64_t n, double scale, double lr);
   std::string stateHeader(const LocalRank &rank) const;
+  /// Runs every replica's micro-batches (feeding the loss scale), summing
+  /// their gradients where they accumulate; returns each replica's summed
+  /// loss.
+  std::vector<double>
+  runMicroBatches(const std::vector<std::map<std::string, InputView>> &batches);
+  /// Where a param's gradient is after the micro-batches: summed over the
+  /// replicas, else summed over the micro-batches, else as the step left it.
+  const float *gradientOf(const LocalRank &local, const Param &param) const;
+  /// Data parallelism without ZeRO: all-reduces every rank's gradients and
+  /// its replica's loss over the data axis in buckets; returns the summed
+  /// loss and counts the collectives in `result`.
+  double reduceOverReplicas(const std::vector<double> &replicaLoss,
+                            TrainStep &result);
+  /// This process's share of the squared global gradient norm, of the
+  /// gradients multiplied by `unscale`.
+  double squaredNorm(double unscale) const;
 };
 
 Trainer::Impl::Impl(Session &session)
@@ -339,6 +355,45 @@ TrainStep Trainer::Impl::step(
   result.step = steps + 1;
   result.lr = lr;
   result.lossScale = lossScale;
+  std::vector<double> replicaLoss = runMicroBatches(batches);
+  result.programSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (zero()) {
+    zeroStep(replicaLoss, result, lr);
+  } else {
+    double mean = 1.0 / static_cast<double>(spec.accumulate * replicas);
+    result.loss = mean * (replicas > 1 ? reduceOverReplicas(replicaLoss, result)
+                                       : replicaLoss.front());
+    // What turns the summed gradients into the mean, unscaled.
+    double unscale = spec.lossScale > 0 ? mean / lossScale : mean;
+    result.gradNorm = std::sqrt(sumOverProcesses(squaredNorm(unscale)));
+    if (overflowed(result)) {
+      clearAccumulated();
+    } else {
+      double scale = unscale;
+      if (spec.clipNorm > 0)
+        scale *= std::min(1.0, spec.clipNorm / (result.gradNorm + 1e-6));
+      ++updates;
+      forEachInParallel(ranks.size(), [&](size_t r) {
+        for (Param &param : ranks[r].params)
+          update(param.weight, gradientOf(ranks[r], param), param.first.data(),
+                 param.second.data(), param.size, scale, lr);
+      });
+      clearAccumulated();
+      grewScale();
+    }
+    ++steps;
+  }
+  std::chrono::duration<double> elapsed =
+      std::chrono::steady_clock::now() - start;
+  result.seconds = elapsed.count();
+  result.updateSeconds = result.seconds - result.programSeconds;
+  return result;
+}
+
+std::vector<double> Trainer::Impl::runMicroBatches(
+    const std::vector<std::map<std::string, InputView>> &batches) {
   // Under loss scaling each micro-batch also takes the scale, which the
   // backward starts from: the gradients come out multiplied by it.
   float scaleInput = static_cast<float>(lossScale);
@@ -379,71 +434,59 @@ TrainStep Trainer::Impl::step(
       }
     }
   });
-  // Where each gradient is: summed over the replicas, else summed over the
-  // micro-batches, else as the step left it.
-  auto gradientOf = [&](const LocalRank &local,
-                        const Param &param) -> const float * {
-    if (replicas > 1)
-      return local.reduced.data() + param.offset;
-    if (spec.accumulate > 1)
-      return param.accumulated.data();
-    return reinterpret_cast<const float *>(
-        local.session->getRankOutput(local.rank, param.grad));
-  };
-  auto ran = std::chrono::steady_clock::now();
-  result.programSeconds = std::chrono::duration<double>(ran - start).count();
-  if (zero()) {
-    zeroStep(replicaLoss, result, lr);
-    std::chrono::duration<double> elapsed =
-        std::chrono::steady_clock::now() - start;
-    result.seconds = elapsed.count();
-    result.updateSeconds = result.seconds - result.programSeconds;
-    return result;
-  }
-  double loss = replicaLoss.front();
-  if (replicas > 1) {
-    // The replicas' gradients and losses, summed: each local rank copies
-    // its own into `reduced` and all-reduces that over the data axis.
-    std::vector<int64_t> collectives(ranks.size()), bytes(ranks.size());
-    forEachInParallel(ranks.size(), [&](size_t r) {
-      LocalRank &local = ranks[r];
-      float *out = local.reduced.data();
-      for (const Param &param : local.params) {
-        const float *grad =
-            spec.accumulate > 1
-                ? param.accumulated.data()
-                : reinterpret_cast<const float *>(
-                      local.session->getRankOutput(local.rank, param.grad));
-        std::memcpy(out, grad, param.size * sizeof(float));
-        out += param.size;
-      }
-      size_t replica =
-          std::find(sessions.begin(), sessions.end(), local.session) -
-          sessions.begin();
-      *out = static_cast<float>(replicaLoss[replica]);
-      int64_t count = static_cast<int64_t>(local.reduced.size());
-      int64_t bucket = std::max<int64_t>(spec.bucketBytes / 4, 1);
-      for (int64_t offset = 0; offset < count; offset += bucket) {
-        int64_t n = std::min(bucket, count - offset);
-        local.session->allReduceOverReplicas(
-            local.rank, local.reduced.data() + offset, n,
-            "data parallel: the gradients' all-reduce over the replicas");
-        ++collectives[r];
-        bytes[r] += n * static_cast<int64_t>(sizeof(float));
-      }
-    });
-    result.dataCollectives = result.dataBuckets = collectives.front();
-    result.dataBytes = bytes.front();
-    loss = ranks.front().reduced.back();
-  }
-  double mean = 1.0 / static_cast<double>(spec.accumulate * replicas);
-  loss *= mean;
-  result.loss = loss;
-  // What turns the summed gradients into the mean, unscaled.
-  double unscale = spec.lossScale > 0 ? mean / lossScale : mean;
-  // The global norm: each split gradient's blocks once, each whole one on
-  // the stage's first rank only. Every replica holds the same sums: one
-  // replica counts.
+  return replicaLoss;
+}
+
+const float *Trainer::Impl::gradientOf(const LocalRank &local,
+                                       const Param &param) const {
+  if (session.getDataReplicas() > 1)
+    return local.reduced.data() + param.offset;
+  if (spec.accumulate > 1)
+    return param.accumulated.data();
+  return reinterpret_cast<const float *>(
+      local.session->getRankOutput(local.rank, param.grad));
+}
+
+double Trainer::Impl::reduceOverReplicas(const std::vector<double> &replicaLoss,
+                                         TrainStep &result) {
+  // Each local rank copies its gradients and its replica's loss into
+  // `reduced` and all-reduces that over the data axis, a bucket at a time.
+  std::vector<int64_t> collectives(ranks.size()), bytes(ranks.size());
+  forEachInParallel(ranks.size(), [&](size_t r) {
+    LocalRank &local = ranks[r];
+    float *out = local.reduced.data();
+    for (const Param &param : local.params) {
+      const float *grad =
+          spec.accumulate > 1
+              ? param.accumulated.data()
+              : reinterpret_cast<const float *>(
+                    local.session->getRankOutput(local.rank, param.grad));
+      std::memcpy(out, grad, param.size * sizeof(float));
+      out += param.size;
+    }
+    size_t replica =
+        std::find(sessions.begin(), sessions.end(), local.session) -
+        sessions.begin();
+    *out = static_cast<float>(replicaLoss[replica]);
+    int64_t count = static_cast<int64_t>(local.reduced.size());
+    int64_t bucket = std::max<int64_t>(spec.bucketBytes / 4, 1);
+    for (int64_t offset = 0; offset < count; offset += bucket) {
+      int64_t n = std::min(bucket, count - offset);
+      local.session->allReduceOverReplicas(
+          local.rank, local.reduced.data() + offset, n,
+          "data parallel: the gradients' all-reduce over the replicas");
+      ++collectives[r];
+      bytes[r] += n * static_cast<int64_t>(sizeof(float));
+    }
+  });
+  result.dataCollectives = result.dataBuckets = collectives.front();
+  result.dataBytes = bytes.front();
+  return ranks.front().reduced.back();
+}
+
+double Trainer::Impl::squaredNorm(double unscale) const {
+  // Each split gradient's blocks once, each whole one on the stage's first
+  // rank only. Every replica holds the same sums: one replica counts.
   std::vector<double> rankSquares(ranks.size(), 0.0);
   forEachInParallel(ranks.size(), [&](size_t r) {
     const LocalRank &local = ranks[r];
@@ -461,29 +504,7 @@ TrainStep Trainer::Impl::step(
   double squares = 0;
   for (double part : rankSquares)
     squares += part;
-  squares = sumOverProcesses(squares);
-  result.gradNorm = std::sqrt(squares);
-  if (overflowed(result)) {
-    clearAccumulated();
-  } else {
-    double scale = unscale;
-    if (spec.clipNorm > 0)
-      scale *= std::min(1.0, spec.clipNorm / (result.gradNorm + 1e-6));
-    ++updates;
-    forEachInParallel(ranks.size(), [&](size_t r) {
-      for (Param &param : ranks[r].params)
-        update(param.weight, gradientOf(ranks[r], param), param.first.data(),
-               param.second.data(), param.size, scale, lr);
-    });
-    clearAccumulated();
-    grewScale();
-  }
-  ++steps;
-  std::chrono::duration<double> elapsed =
-      std::chrono::steady_clock::now() - start;
-  result.seconds = elapsed.count();
-  result.updateSeconds = result.seconds - result.programSeconds;
-  return result;
+  return squares;
 }
 
 template <typename Fn> void Trainer::Impl::forOwned(LocalRank &local, Fn fn) {

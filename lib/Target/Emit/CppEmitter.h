@@ -127,6 +127,11 @@ public:
             function_ref<LogicalResult(Operation *)> onTerminator);
   /// arith/math/index ops on scalars, and tensor.extract: `const T v = ...;`.
   LogicalResult emitScalarOp(Operation *op);
+  /// `fn` called on `op`'s operands, f16 and bf16 ones as float.
+  std::string scalarCall(Operation *op, StringRef fn);
+  /// The C++ expression of a math op, a tensor.extract or an
+  /// affine.apply (of type `cType`); "" for any other op.
+  std::string mathExpr(Operation *op, StringRef cType);
   LogicalResult emitGeneric(linalg::GenericOp op);
   /// A generic's result buffers (allocated, aliased to an init it
   /// accumulates into, or holding a copy of the init it reads).

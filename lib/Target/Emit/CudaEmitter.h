@@ -16,6 +16,7 @@
 
 #include "CppEmitter.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -72,6 +73,12 @@ public:
   LogicalResult emitRowGroup(const RowGroup &group) override;
   /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).
   LogicalResult emitCudaShardOp(Operation *op);
+  /// An all-gather through ncclAllGather, rank-major chunks reordered where
+  /// the gather axis is not the outermost.
+  LogicalResult emitCudaAllGather(shard::AllGatherOp allGather);
+  /// A reduce-scatter through ncclReduceScatter, the input reordered into
+  /// rank-major chunks where the scatter axis is not the outermost.
+  LogicalResult emitCudaReduceScatter(shard::ReduceScatterOp reduceScatter);
 
   /// `context->comm(...)` for `group`, recording that ranks need its
   /// communicator.

@@ -58,6 +58,86 @@ std::string CudaEmitter::groupLiteral(GroupSpec group) const {
          std::to_string(group.stride) + "}";
 }
 
+LogicalResult CudaEmitter::emitCudaAllGather(shard::AllGatherOp allGather) {
+  Operation *op = allGather;
+  std::string stream = "context->stream), " + site + ");\n";
+  auto group = groupOf(op, allGather.getGrid(), allGather.getGridAxes());
+  auto type = elementTypeOf(allGather.getResult(), op);
+  if (failed(group) || failed(type) ||
+      failed(allocate(allGather.getResult(), op)))
+    return failure();
+  auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
+  auto [outer, chunk] =
+      splitAtAxis(shape, allGather.getGatherAxis().getSExtValue());
+  std::string chunkBytes = std::to_string(chunk) + " * sizeof(" + *type + ")";
+  std::string comm = commFor(*group);
+  if (outer == 1) {
+    os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput()) << ", "
+       << name(allGather.getResult()) << ", " << chunkBytes << ", ncclUint8, "
+       << comm << ", " << stream;
+    return success();
+  }
+  os << "{\n";
+  os.indent();
+  os << "// NCCL gathers rank-major: [" << group->size << ", " << outer
+     << ", chunk] here, [" << outer << ", " << group->size
+     << ", chunk] in the result.\n";
+  os << "char *gathered = tp::cuda::allocate<char>(context, "
+     << group->size * outer << "LL * " << chunkBytes << ", " << site << ");\n";
+  os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput())
+     << ", gathered, " << outer << "LL * " << chunkBytes << ", ncclUint8, "
+     << comm << ", " << stream;
+  os << "tp::cuda::swapOuter(context, " << name(allGather.getResult())
+     << ", gathered, " << group->size << ", " << outer << ", " << chunkBytes
+     << ", " << site << ");\n";
+  os << "tp::cuda::release(context, gathered);\n";
+  os.unindent();
+  os << "}\n";
+  return success();
+}
+
+LogicalResult
+CudaEmitter::emitCudaReduceScatter(shard::ReduceScatterOp reduceScatter) {
+  Operation *op = reduceScatter;
+  std::string stream = "context->stream), " + site + ");\n";
+  auto group =
+      groupOf(op, reduceScatter.getGrid(), reduceScatter.getGridAxes());
+  Type elementType = getElementTypeOrSelf(reduceScatter.getResult());
+  auto type = ncclType(op, elementType);
+  auto cType = elementTypeOf(reduceScatter.getResult(), op);
+  auto reduction = ncclReduction(op, reduceScatter.getReduction());
+  if (failed(group) || failed(type) || failed(cType) || failed(reduction) ||
+      failed(allocate(reduceScatter.getResult(), op)))
+    return failure();
+  auto shape = cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
+  auto [outer, chunk] =
+      splitAtAxis(shape, reduceScatter.getScatterAxis().getSExtValue());
+  std::string comm = commFor(*group);
+  if (outer == 1) {
+    os << "TP_CUDA_CHECK(ncclReduceScatter(" << name(reduceScatter.getInput())
+       << ", " << name(reduceScatter.getResult()) << ", " << chunk << ", "
+       << *type << ", " << *reduction << ", " << comm << ", " << stream;
+    return success();
+  }
+  os << "{\n";
+  os.indent();
+  os << "// NCCL scatters rank-major: [" << outer << ", " << group->size
+     << ", chunk] in the input, [" << group->size << ", " << outer
+     << ", chunk] here.\n";
+  os << *cType << " *staged = tp::cuda::allocate<" << *cType << ">(context, "
+     << group->size * outer * chunk << ", " << site << ");\n";
+  os << "tp::cuda::swapOuter(context, staged, "
+     << name(reduceScatter.getInput()) << ", " << outer << ", " << group->size
+     << ", " << chunk << " * sizeof(" << *cType << "), " << site << ");\n";
+  os << "TP_CUDA_CHECK(ncclReduceScatter(staged, "
+     << name(reduceScatter.getResult()) << ", " << outer * chunk << ", "
+     << *type << ", " << *reduction << ", " << comm << ", " << stream;
+  os << "tp::cuda::release(context, staged);\n";
+  os.unindent();
+  os << "}\n";
+  return success();
+}
+
 LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
   if (isa<shard::GridOp>(op))
     return success();
@@ -86,81 +166,10 @@ LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
        << *reduction << ", " << commFor(*group) << ", " << stream;
     return success();
   }
-  if (auto allGather = dyn_cast<shard::AllGatherOp>(op)) {
-    auto group = groupOf(op, allGather.getGrid(), allGather.getGridAxes());
-    auto type = elementTypeOf(allGather.getResult(), op);
-    if (failed(group) || failed(type) ||
-        failed(allocate(allGather.getResult(), op)))
-      return failure();
-    auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
-    auto [outer, chunk] =
-        splitAtAxis(shape, allGather.getGatherAxis().getSExtValue());
-    std::string chunkBytes = std::to_string(chunk) + " * sizeof(" + *type + ")";
-    std::string comm = commFor(*group);
-    if (outer == 1) {
-      os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput()) << ", "
-         << name(allGather.getResult()) << ", " << chunkBytes << ", ncclUint8, "
-         << comm << ", " << stream;
-      return success();
-    }
-    os << "{\n";
-    os.indent();
-    os << "// NCCL gathers rank-major: [" << group->size << ", " << outer
-       << ", chunk] here, [" << outer << ", " << group->size
-       << ", chunk] in the result.\n";
-    os << "char *gathered = tp::cuda::allocate<char>(context, "
-       << group->size * outer << "LL * " << chunkBytes << ", " << site
-       << ");\n";
-    os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput())
-       << ", gathered, " << outer << "LL * " << chunkBytes << ", ncclUint8, "
-       << comm << ", " << stream;
-    os << "tp::cuda::swapOuter(context, " << name(allGather.getResult())
-       << ", gathered, " << group->size << ", " << outer << ", " << chunkBytes
-       << ", " << site << ");\n";
-    os << "tp::cuda::release(context, gathered);\n";
-    os.unindent();
-    os << "}\n";
-    return success();
-  }
-  if (auto reduceScatter = dyn_cast<shard::ReduceScatterOp>(op)) {
-    auto group =
-        groupOf(op, reduceScatter.getGrid(), reduceScatter.getGridAxes());
-    Type elementType = getElementTypeOrSelf(reduceScatter.getResult());
-    auto type = ncclType(op, elementType);
-    auto cType = elementTypeOf(reduceScatter.getResult(), op);
-    auto reduction = ncclReduction(op, reduceScatter.getReduction());
-    if (failed(group) || failed(type) || failed(cType) || failed(reduction) ||
-        failed(allocate(reduceScatter.getResult(), op)))
-      return failure();
-    auto shape =
-        cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
-    auto [outer, chunk] =
-        splitAtAxis(shape, reduceScatter.getScatterAxis().getSExtValue());
-    std::string comm = commFor(*group);
-    if (outer == 1) {
-      os << "TP_CUDA_CHECK(ncclReduceScatter(" << name(reduceScatter.getInput())
-         << ", " << name(reduceScatter.getResult()) << ", " << chunk << ", "
-         << *type << ", " << *reduction << ", " << comm << ", " << stream;
-      return success();
-    }
-    os << "{\n";
-    os.indent();
-    os << "// NCCL scatters rank-major: [" << outer << ", " << group->size
-       << ", chunk] in the input, [" << group->size << ", " << outer
-       << ", chunk] here.\n";
-    os << *cType << " *staged = tp::cuda::allocate<" << *cType << ">(context, "
-       << group->size * outer * chunk << ", " << site << ");\n";
-    os << "tp::cuda::swapOuter(context, staged, "
-       << name(reduceScatter.getInput()) << ", " << outer << ", " << group->size
-       << ", " << chunk << " * sizeof(" << *cType << "), " << site << ");\n";
-    os << "TP_CUDA_CHECK(ncclReduceScatter(staged, "
-       << name(reduceScatter.getResult()) << ", " << outer * chunk << ", "
-       << *type << ", " << *reduction << ", " << comm << ", " << stream;
-    os << "tp::cuda::release(context, staged);\n";
-    os.unindent();
-    os << "}\n";
-    return success();
-  }
+  if (auto allGather = dyn_cast<shard::AllGatherOp>(op))
+    return emitCudaAllGather(allGather);
+  if (auto reduceScatter = dyn_cast<shard::ReduceScatterOp>(op))
+    return emitCudaReduceScatter(reduceScatter);
   if (auto allSlice = dyn_cast<shard::AllSliceOp>(op)) {
     // No communication: this rank keeps its chunk of the slice axis.
     auto group = groupOf(op, allSlice.getGrid(), allSlice.getGridAxes());

@@ -169,6 +169,95 @@ static std::string cmpiExpr(arith::CmpIPredicate predicate, Type type,
   return "false";
 }
 
+std::string CppEmitter::scalarCall(Operation *op, StringRef fn) {
+  // <cmath> has no f16/bf16 overloads: those compute in float.
+  std::string text = fn.str() + "(";
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    Value operand = op->getOperand(i);
+    bool narrow = operand.getType().isF16() || operand.getType().isBF16();
+    text +=
+        (i ? ", " : "") +
+        (narrow ? "static_cast<float>(" + name(operand) + ")" : name(operand));
+  }
+  return text + ")";
+}
+
+std::string CppEmitter::mathExpr(Operation *op, StringRef cType) {
+  Type type = op->getResult(0).getType();
+  auto arg = [&](unsigned i) { return name(op->getOperand(i)); };
+  auto call = [&](StringRef fn) { return scalarCall(op, fn); };
+  auto castTo = [&](StringRef to, StringRef inner) {
+    return "static_cast<" + to.str() + ">(" + inner.str() + ")";
+  };
+  std::string cTypeText = cType.str();
+  return llvm::TypeSwitch<Operation *, std::string>(op)
+      .Case(
+          [&](math::ExpOp) { return call(type.isF32() ? "expF" : "std::exp"); })
+      .Case([&](math::Exp2Op) { return call("std::exp2"); })
+      .Case([&](math::LogOp) { return call("std::log"); })
+      .Case([&](math::Log1pOp) { return call("std::log1p"); })
+      .Case([&](math::Log2Op) { return call("std::log2"); })
+      .Case([&](math::TanhOp) {
+        return call(type.isF32() ? "tanhF" : "std::tanh");
+      })
+      .Case(
+          [&](math::ErfOp) { return call(type.isF32() ? "erfF" : "std::erf"); })
+      .Case([&](math::SqrtOp) { return call("std::sqrt"); })
+      .Case([&](math::RsqrtOp) {
+        return castTo(cTypeText, "1") + " / std::sqrt(" + arg(0) + ")";
+      })
+      .Case([&](math::PowFOp pow) {
+        // Small integral exponents (GELU's x^3, variance's x^2) are
+        // products, as onnxruntime computes them.
+        APFloat exponent(0.0);
+        if (matchPattern(pow.getRhs(), m_ConstantFloat(&exponent))) {
+          std::string x = arg(0);
+          if (exponent.isExactlyValue(2.0))
+            return x + " * " + x;
+          if (exponent.isExactlyValue(3.0))
+            return x + " * " + x + " * " + x;
+          if (exponent.isExactlyValue(1.0))
+            return x;
+        }
+        return call("std::pow");
+      })
+      .Case([&](math::IPowIOp) { return call("integerPow"); })
+      .Case([&](math::SinOp) { return call("std::sin"); })
+      .Case([&](math::CosOp) { return call("std::cos"); })
+      .Case([&](math::TanOp) { return call("std::tan"); })
+      .Case([&](math::AtanOp) { return call("std::atan"); })
+      .Case([&](math::FloorOp) { return call("std::floor"); })
+      .Case([&](math::CeilOp) { return call("std::ceil"); })
+      .Case([&](math::RoundEvenOp) { return call("std::nearbyint"); })
+      .Case([&](math::RoundOp) { return call("std::round"); })
+      .Case([&](math::TruncOp) { return call("std::trunc"); })
+      .Case([&](math::AbsFOp) { return call("std::fabs"); })
+      .Case([&](math::AbsIOp) {
+        return castTo(cTypeText, arg(0) + " < 0 ? -" + arg(0) + " : " + arg(0));
+      })
+      .Case([&](math::CopySignOp) { return call("std::copysign"); })
+      .Case([&](tensor::ExtractOp extract) {
+        auto shape = extract.getTensor().getType().getShape();
+        SmallVector<int64_t> strides = stridesOf(shape);
+        std::string offset;
+        for (auto [i, index] : llvm::enumerate(extract.getIndices()))
+          offset += (i ? " + " : "") + name(index) + " * " +
+                    std::to_string(strides[i]) + "LL";
+        if (offset.empty())
+          offset = "0";
+        return name(extract.getTensor()) + "[" + offset + "]";
+      })
+      .Case([&](affine::AffineApplyOp apply) {
+        // Linalg's elementwise fusion composes index maps into these.
+        AffineMap map = apply.getAffineMap();
+        SmallVector<std::string> dims, symbols;
+        for (auto [i, operand] : llvm::enumerate(apply.getOperands()))
+          (i < map.getNumDims() ? dims : symbols).push_back(name(operand));
+        return affineExprToCpp(map.getResult(0), dims, symbols);
+      })
+      .Default([](Operation *) { return std::string(); });
+}
+
 LogicalResult CppEmitter::emitScalarOp(Operation *op) {
   if (op->getNumResults() != 1)
     return op->emitError("code generation does not support ") << op->getName();
@@ -181,17 +270,7 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
   auto binary = [&](StringRef symbol) {
     return arg(0) + " " + symbol.str() + " " + arg(1);
   };
-  // <cmath> has no f16/bf16 overloads: those compute in float.
-  auto call = [&](StringRef fn) {
-    std::string text = fn.str() + "(";
-    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      Type operandType = op->getOperand(i).getType();
-      bool narrow = operandType.isF16() || operandType.isBF16();
-      text += (i ? ", " : "") +
-              (narrow ? "static_cast<float>(" + arg(i) + ")" : arg(i));
-    }
-    return text + ")";
-  };
+  auto call = [&](StringRef fn) { return scalarCall(op, fn); };
   auto unsignedBinary = [&](StringRef symbol) {
     std::string u = unsignedType(type);
     return "static_cast<" + u + ">(" + arg(0) + ") " + symbol.str() +
@@ -277,74 +356,7 @@ LogicalResult CppEmitter::emitScalarOp(Operation *op) {
           .Case([&](arith::FPToUIOp) {
             return "fpToInt<" + unsignedType(type) + ">(" + arg(0) + ")";
           })
-          .Case([&](math::ExpOp) {
-            return call(type.isF32() ? "expF" : "std::exp");
-          })
-          .Case([&](math::Exp2Op) { return call("std::exp2"); })
-          .Case([&](math::LogOp) { return call("std::log"); })
-          .Case([&](math::Log1pOp) { return call("std::log1p"); })
-          .Case([&](math::Log2Op) { return call("std::log2"); })
-          .Case([&](math::TanhOp) {
-            return call(type.isF32() ? "tanhF" : "std::tanh");
-          })
-          .Case([&](math::ErfOp) {
-            return call(type.isF32() ? "erfF" : "std::erf");
-          })
-          .Case([&](math::SqrtOp) { return call("std::sqrt"); })
-          .Case([&](math::RsqrtOp) {
-            return castTo(*cType, "1") + " / std::sqrt(" + arg(0) + ")";
-          })
-          .Case([&](math::PowFOp pow) {
-            // Small integral exponents (GELU's x^3, variance's x^2) are
-            // products, as onnxruntime computes them.
-            APFloat exponent(0.0);
-            if (matchPattern(pow.getRhs(), m_ConstantFloat(&exponent))) {
-              std::string x = arg(0);
-              if (exponent.isExactlyValue(2.0))
-                return x + " * " + x;
-              if (exponent.isExactlyValue(3.0))
-                return x + " * " + x + " * " + x;
-              if (exponent.isExactlyValue(1.0))
-                return x;
-            }
-            return call("std::pow");
-          })
-          .Case([&](math::IPowIOp) { return call("integerPow"); })
-          .Case([&](math::SinOp) { return call("std::sin"); })
-          .Case([&](math::CosOp) { return call("std::cos"); })
-          .Case([&](math::TanOp) { return call("std::tan"); })
-          .Case([&](math::AtanOp) { return call("std::atan"); })
-          .Case([&](math::FloorOp) { return call("std::floor"); })
-          .Case([&](math::CeilOp) { return call("std::ceil"); })
-          .Case([&](math::RoundEvenOp) { return call("std::nearbyint"); })
-          .Case([&](math::RoundOp) { return call("std::round"); })
-          .Case([&](math::TruncOp) { return call("std::trunc"); })
-          .Case([&](math::AbsFOp) { return call("std::fabs"); })
-          .Case([&](math::AbsIOp) {
-            return castTo(*cType,
-                          arg(0) + " < 0 ? -" + arg(0) + " : " + arg(0));
-          })
-          .Case([&](math::CopySignOp) { return call("std::copysign"); })
-          .Case([&](tensor::ExtractOp extract) {
-            auto shape = extract.getTensor().getType().getShape();
-            SmallVector<int64_t> strides = stridesOf(shape);
-            std::string offset;
-            for (auto [i, index] : llvm::enumerate(extract.getIndices()))
-              offset += (i ? " + " : "") + name(index) + " * " +
-                        std::to_string(strides[i]) + "LL";
-            if (offset.empty())
-              offset = "0";
-            return name(extract.getTensor()) + "[" + offset + "]";
-          })
-          .Case([&](affine::AffineApplyOp apply) {
-            // Linalg's elementwise fusion composes index maps into these.
-            AffineMap map = apply.getAffineMap();
-            SmallVector<std::string> dims, symbols;
-            for (auto [i, operand] : llvm::enumerate(apply.getOperands()))
-              (i < map.getNumDims() ? dims : symbols).push_back(name(operand));
-            return affineExprToCpp(map.getResult(0), dims, symbols);
-          })
-          .Default([](Operation *) { return std::string(); });
+          .Default([&](Operation *) { return mathExpr(op, *cType); });
   if (expr.empty())
     return op->emitError("code generation does not support ") << op->getName();
   os << "const " << *cType << " " << bind(result) << " = " << expr << ";\n";
