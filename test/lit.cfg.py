@@ -19,7 +19,7 @@ config.substitutions.append(("%tp_src", config.tp_src_root))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["tp-compile", "tp-export-weights", "tp-opt", "tp-run", "tp-translate", "TPUnitTests",
+    ["tp-compile", "tp-export-weights", "tp-opt", "tp-run", "tp-translate", "TPUnitTests", "TPEmitTests",
      "TPRuntimeTests"],
     [config.tp_tools_dir],
 )

@@ -297,10 +297,6 @@ static LogicalResult checkOptions(MLIRContext &context,
                           << " differentiates one forward pass: leave out "
                           << (options.maxSeq > 0 ? "--max-seq" : "--pp");
   if (std::optional<::tp::rt::TrainingSpec> train = getTrainingSpec(options)) {
-    if (options.target == CompileTarget::Cuda && train->dataParallel > 1)
-      return emitError(loc) << "--data-parallel with --target cuda is not "
-                               "built yet (the data axis reduces on the "
-                               "host's collectives); train on --target cpu";
     if (options.dtype == CompileDType::F16 && train->lossScale == 0)
       return emitError(loc)
              << "--train with --dtype f16 needs loss scaling: leave out "

@@ -6,7 +6,9 @@
 // ranks' communicators live as long as the session, so their buffer pools
 // carry over from one run to the next; with MPI this process is one rank;
 // a --target cuda artifact runs one GPU per rank (rank % visible devices,
-// or, under MPI, the process's rank on its node), with NCCL between them.
+// or, under MPI, the process's rank on its node), with NCCL between them;
+// a data-parallel replica's ranks take the GPUs after the replicas before
+// it, and the data axis reduces on the host.
 // Either way the model library is reached through its C ABI
 // (tp_model_abi.h, ModelLibrary).
 //
@@ -591,6 +593,7 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
                   (replicas > 1 ? " x data " + std::to_string(replicas) : "") +
                   ") but mpirun started " +
                   std::to_string(context->worldSize()) + " processes");
+    int32_t worldRank = context->rank();
     if (replicas > 1) {
       replica = context->rank() / size;
       context =
@@ -612,8 +615,9 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
           model->createRank(mpiRank, size, contexts.front().get()));
       return;
     }
-    // One GPU per process, by its rank on its node; rank 0 creates the
-    // world's NCCL id and MPI carries it to the others, on any node.
+    // One GPU per process, by its rank on its node (among all replicas'
+    // processes); each replica's rank 0 creates its NCCL id and MPI carries
+    // it to the replica's other ranks, on any node.
     int devices = model->deviceCount();
     if (devices < 1)
       throw Error("rank " + std::to_string(mpiRank) +
@@ -627,7 +631,7 @@ Session::Impl::Impl(const std::string &artifact, SessionOptions options)
                   ": rank 0 sent an NCCL id of " + std::to_string(id.size()) +
                   " bytes");
     modelRanks.push_back(model->createRank(mpiRank, size, nullptr,
-                                           localRank(mpiRank) % devices, id));
+                                           localRank(worldRank) % devices, id));
     return;
   }
   if (cuda) {
@@ -704,6 +708,24 @@ void Session::Impl::openCuda() {
                 " ranks, one per GPU, but " + std::to_string(devices) +
                 " CUDA device(s) are visible");
   bindAll();
+  // Data-parallel replicas: the GPUs in replica-major order, and the
+  // replicas' host collectives over the data axis (the trainer reduces the
+  // gradients on the host, where its optimizer runs); each replica is a
+  // Session whose NCCL communicator spans its own ranks.
+  int32_t firstDevice = replica * ranks;
+  if (replicas > 1) {
+    world = this->options.world
+                ? this->options.world
+                : createThreadWorld(ranks * replicas, timeout());
+    communication.assign(ranks, 0);
+    for (int32_t rank = 0; rank < ranks; ++rank) {
+      std::unique_ptr<RankContext> context = createReplicaRankContext(
+          createThreadRankContext(world, firstDevice + rank), firstDevice,
+          ranks);
+      contexts.push_back(createTimedRankContext(
+          std::move(context), &communication[rank], traceOf(rank)));
+    }
+  }
   std::vector<char> id = model->uniqueId();
   modelRanks.resize(ranks);
   std::vector<std::string> errors(ranks);
@@ -711,7 +733,8 @@ void Session::Impl::openCuda() {
   for (int32_t rank = 0; rank < ranks; ++rank)
     threads.emplace_back([&, rank] {
       try {
-        auto gpu = model->createRank(rank, ranks, nullptr, rank % devices, id);
+        auto gpu = model->createRank(rank, ranks, nullptr,
+                                     (firstDevice + rank) % devices, id);
         std::lock_guard<std::mutex> lock(modelRanksMutex);
         modelRanks[rank] = std::move(gpu);
       } catch (const std::exception &e) {

@@ -28,6 +28,9 @@ namespace mlir::tp::emit {
 
 struct FusedAttention;
 struct Gemm;
+struct LaneReduction;
+struct Lookup;
+struct LoopNest;
 
 /// Loop nests over the same rows that run as one pass per row
 /// (EmitRowGroups.cpp).
@@ -144,6 +147,15 @@ public:
   emitGenericLoops(linalg::GenericOp op, ArrayRef<std::string> rows,
                    std::optional<std::pair<std::string, std::string>> columns =
                        std::nullopt);
+  /// emitGenericLoops' parts: a block argument's load, a payload op, the
+  /// yielded values' stores, and the bodies of a lane reduction and of a
+  /// lookup.
+  LogicalResult emitLoopLoad(const LoopNest &nest, BlockArgument arg);
+  LogicalResult emitLoopBodyOp(const LoopNest &nest, Operation &inner);
+  void emitLoopStores(const LoopNest &nest);
+  LogicalResult emitLaneReductionBody(const LoopNest &nest,
+                                      const LaneReduction &lanes);
+  LogicalResult emitLookupBody(const LoopNest &nest, const Lookup &lookup);
   LogicalResult emitFill(linalg::FillOp op);
   LogicalResult emitTensorOp(Operation *op);
   /// Where the targets differ in emitTensorOp: copying a box of `sizes`
@@ -175,6 +187,17 @@ public:
   /// The fused attention chain ending at `out`: per batch element, the
   /// scores of the filled keys in one buffer, BLAS for both products
   /// (EmitAttention.cpp).
+  /// A payload of an attention chain's generic with `bound` block
+  /// arguments, its other operands read at `indices`; returns the yield.
+  FailureOr<std::string>
+  emitChainPayload(linalg::GenericOp generic,
+                   ArrayRef<std::pair<Value, std::string>> bound,
+                   ArrayRef<std::string> indices = {});
+  /// The softmax of one row of fused attention's scores `x`, over the keys
+  /// `key` < limit, with the chain's index names `indices`.
+  LogicalResult emitAttentionSoftmax(const FusedAttention &a, StringRef key,
+                                     ArrayRef<SmallVector<std::string>> indices,
+                                     Operation *op);
   virtual LogicalResult emitFusedAttention(linalg::GenericOp out);
   /// Inside the fused attention's batch loop: batch element b of
   /// `product`'s right operand (K or V) in f32, its filled keys [0, limit)
@@ -275,6 +298,10 @@ protected:
   /// apart, every other grid's axes are inside one stage.
   llvm::StringMap<int64_t> gridBaseStride;
 };
+
+/// A generic kernel selection made a GEMM, as a BLAS or packed-weight call
+/// with its epilogue, if any (EmitGemm.cpp).
+LogicalResult emitGemm(CppEmitter &e, linalg::GenericOp op, const Gemm &gemm);
 
 } // namespace mlir::tp::emit
 

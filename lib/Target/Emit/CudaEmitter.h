@@ -69,6 +69,15 @@ public:
   /// The fused attention chain ending at `out` as one kernel
   /// (EmitCudaAttention.cpp).
   LogicalResult emitFusedAttention(linalg::GenericOp out) override;
+  /// The kernel parameters (and launch arguments) for what the generics of
+  /// fused attention's chain X read besides the scores: another operand (a
+  /// mask) read at the chain's `indices`, or a value from outside. Each is
+  /// bound in `payload`, which prints the chain inside the kernel.
+  LogicalResult bindChainOperands(const FusedAttention &a,
+                                  ArrayRef<SmallVector<std::string>> indices,
+                                  Operation *op, CppEmitter &payload,
+                                  SmallVectorImpl<std::string> &params,
+                                  SmallVectorImpl<std::string> &args);
   /// A row group as one kernel, a warp per row (EmitCudaRowGroups.cpp).
   LogicalResult emitRowGroup(const RowGroup &group) override;
   /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).

@@ -137,6 +137,11 @@ private:
   llvm::DenseSet<Value> loaded;
 };
 
+/// A generic kernel selection made a GEMM, as a cuBLAS call
+/// (EmitCudaGemm.cpp).
+LogicalResult emitCublasGemm(CudaEmitter &e, linalg::GenericOp op,
+                             const Gemm &gemm);
+
 } // namespace mlir::tp::emit
 
 #endif // TP_LIB_TARGET_EMIT_CUDAKERNELWRITER_H

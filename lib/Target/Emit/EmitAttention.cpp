@@ -128,6 +128,141 @@ LogicalResult CppEmitter::emitFilledKeys(const Gemm &product, bool keysAreRows,
   return success();
 }
 
+FailureOr<std::string>
+CppEmitter::emitChainPayload(linalg::GenericOp generic,
+                             ArrayRef<std::pair<Value, std::string>> bound,
+                             ArrayRef<std::string> indices) {
+  Block &body = generic.getRegion().front();
+  for (auto &[arg, text] : bound)
+    bindTo(arg, text);
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    BlockArgument arg = generic.getMatchingBlockArgument(input);
+    if (names.count(arg) || arg.use_empty())
+      continue;
+    // Another operand of X (a mask): read at the element's indices.
+    auto inputShape = cast<RankedTensorType>(input->get().getType());
+    bindTo(arg, name(input->get()) + "[" +
+                    offsetExpr(generic.getMatchingIndexingMap(input),
+                               inputShape.getShape(), indices) +
+                    "]");
+  }
+  for (Operation &bodyOp : body.without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(bodyOp)) {
+      bindTo(index.getResult(), indices[index.getDim()]);
+      continue;
+    }
+    if (failed(emitScalarOp(&bodyOp)))
+      return failure();
+  }
+  return name(body.getTerminator()->getOperand(0));
+}
+
+LogicalResult
+CppEmitter::emitAttentionSoftmax(const FusedAttention &a, StringRef key,
+                                 ArrayRef<SmallVector<std::string>> indices,
+                                 Operation *op) {
+  auto emitBody = [&](linalg::GenericOp generic,
+                      ArrayRef<std::pair<Value, std::string>> bound,
+                      ArrayRef<std::string> chainIndices = {}) {
+    return emitChainPayload(generic, bound, chainIndices);
+  };
+  auto arg = [](linalg::GenericOp generic, unsigned index) -> Value {
+    return generic.getRegion().front().getArgument(index);
+  };
+  auto initOf = [&](linalg::GenericOp reduction) -> FailureOr<std::string> {
+    auto fill = reduction.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+    FailureOr<std::string> type =
+        scalarTypeFor(getElementTypeOrSelf(fill.getResult(0).getType()), op);
+    if (failed(type))
+      return failure();
+    return *type + "(" + name(fill.getInputs()[0]) + ")";
+  };
+
+  // Each elementwise step is a loop of its own and each reduction another,
+  // in the same order as one loop would take them: a reduction (a
+  // NaN-propagating max, a float sum) keeps its loop scalar, while the
+  // divisions, masks and exponentials around it vectorise.
+  auto openKeyLoop = [&] {
+    os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++"
+       << key << ") {\n";
+    os.indent();
+  };
+  auto closeKeyLoop = [&] {
+    os.unindent();
+    os << "}\n";
+  };
+
+  // X, then its row maximum.
+  FailureOr<std::string> maxInit = initOf(a.max);
+  if (failed(maxInit))
+    return failure();
+  openKeyLoop();
+  std::string previous = "x[" + key.str() + "]";
+  if (a.rounding) {
+    FailureOr<std::string> rounded =
+        emitBody(a.rounding, {{arg(a.rounding, 0), previous}});
+    if (failed(rounded))
+      return failure();
+    previous = *rounded;
+  }
+  for (auto [chainOp, chained, names] :
+       llvm::zip(a.logits, a.chained, indices)) {
+    linalg::GenericOp logits = chainOp; // a.logits is const here
+    SmallVector<std::pair<Value, std::string>> bound;
+    for (OpOperand *input : logits.getDpsInputOperands())
+      if (input->get() == chained)
+        bound.push_back({logits.getMatchingBlockArgument(input), previous});
+    FailureOr<std::string> next = emitBody(logits, bound, names);
+    if (failed(next))
+      return failure();
+    previous = *next;
+  }
+  os << "x[" << key << "] = static_cast<float>(" << previous << ");\n";
+  closeKeyLoop();
+  os << "auto rowMax = " << *maxInit << ";\n";
+  openKeyLoop();
+  FailureOr<std::string> maxed =
+      emitBody(a.max, {{arg(a.max, 0), "x[" + key.str() + "]"},
+                       {arg(a.max, 1), "rowMax"}});
+  if (failed(maxed))
+    return failure();
+  os << "rowMax = " << *maxed << ";\n";
+  closeKeyLoop();
+
+  // E = exp(X - M) in place, then its row sum.
+  FailureOr<std::string> sumInit = initOf(a.sum);
+  if (failed(sumInit))
+    return failure();
+  openKeyLoop();
+  FailureOr<std::string> e =
+      emitBody(a.exp, {{arg(a.exp, 0), "x[" + key.str() + "]"},
+                       {arg(a.exp, 1), "rowMax"}});
+  if (failed(e))
+    return failure();
+  os << "x[" << key << "] = static_cast<float>(" << *e << ");\n";
+  closeKeyLoop();
+  os << "auto rowSum = " << *sumInit << ";\n";
+  openKeyLoop();
+  FailureOr<std::string> summed =
+      emitBody(a.sum, {{arg(a.sum, 0), "x[" + key.str() + "]"},
+                       {arg(a.sum, 1), "rowSum"}});
+  if (failed(summed))
+    return failure();
+  os << "rowSum = " << *summed << ";\n";
+  closeKeyLoop();
+
+  // P = E / L in place.
+  openKeyLoop();
+  FailureOr<std::string> p =
+      emitBody(a.probs, {{arg(a.probs, 0), "x[" + key.str() + "]"},
+                         {arg(a.probs, 1), "rowSum"}});
+  if (failed(p))
+    return failure();
+  os << "x[" << key << "] = static_cast<float>(" << *p << ");\n";
+  closeKeyLoop();
+  return success();
+}
+
 LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
   FusedAttention a = *attentionAt.lookup(op);
   Value out = op.getResult(0);
@@ -210,125 +345,8 @@ LogicalResult CppEmitter::emitFusedAttention(linalg::GenericOp op) {
         os, logits, "a" + id + "_" + std::to_string(n) + "_", "b", "row", key));
   os << "float *x = s + row * limit;\n";
 
-  // Emits `op`'s payload with `bound` block arguments; returns the yield.
-  auto emitBody =
-      [&](linalg::GenericOp generic,
-          ArrayRef<std::pair<Value, std::string>> bound,
-          ArrayRef<std::string> indices = {}) -> FailureOr<std::string> {
-    Block &body = generic.getRegion().front();
-    for (auto &[arg, text] : bound)
-      bindTo(arg, text);
-    for (OpOperand *input : generic.getDpsInputOperands()) {
-      BlockArgument arg = generic.getMatchingBlockArgument(input);
-      if (names.count(arg) || arg.use_empty())
-        continue;
-      // Another operand of X (a mask): read at the element's indices.
-      auto inputShape = cast<RankedTensorType>(input->get().getType());
-      bindTo(arg, name(input->get()) + "[" +
-                      offsetExpr(generic.getMatchingIndexingMap(input),
-                                 inputShape.getShape(), indices) +
-                      "]");
-    }
-    for (Operation &bodyOp : body.without_terminator()) {
-      if (auto index = dyn_cast<linalg::IndexOp>(bodyOp)) {
-        bindTo(index.getResult(), indices[index.getDim()]);
-        continue;
-      }
-      if (failed(emitScalarOp(&bodyOp)))
-        return failure();
-    }
-    return name(body.getTerminator()->getOperand(0));
-  };
-  auto arg = [](linalg::GenericOp generic, unsigned index) -> Value {
-    return generic.getRegion().front().getArgument(index);
-  };
-  auto initOf = [&](linalg::GenericOp reduction) -> FailureOr<std::string> {
-    auto fill = reduction.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
-    FailureOr<std::string> type =
-        scalarTypeFor(getElementTypeOrSelf(fill.getResult(0).getType()), op);
-    if (failed(type))
-      return failure();
-    return *type + "(" + name(fill.getInputs()[0]) + ")";
-  };
-
-  // Each elementwise step is a loop of its own and each reduction another,
-  // in the same order as one loop would take them: a reduction (a
-  // NaN-propagating max, a float sum) keeps its loop scalar, while the
-  // divisions, masks and exponentials around it vectorise.
-  auto openKeyLoop = [&] {
-    os << "for (std::int64_t " << key << " = 0; " << key << " < limit; ++"
-       << key << ") {\n";
-    os.indent();
-  };
-  auto closeKeyLoop = [&] {
-    os.unindent();
-    os << "}\n";
-  };
-
-  // X, then its row maximum.
-  FailureOr<std::string> maxInit = initOf(a.max);
-  if (failed(maxInit))
+  if (failed(emitAttentionSoftmax(a, key, indices, op)))
     return failure();
-  openKeyLoop();
-  std::string previous = "x[" + key + "]";
-  if (a.rounding) {
-    FailureOr<std::string> rounded =
-        emitBody(a.rounding, {{arg(a.rounding, 0), previous}});
-    if (failed(rounded))
-      return failure();
-    previous = *rounded;
-  }
-  for (auto [logits, chained, names] :
-       llvm::zip(a.logits, a.chained, indices)) {
-    SmallVector<std::pair<Value, std::string>> bound;
-    for (OpOperand *input : logits.getDpsInputOperands())
-      if (input->get() == chained)
-        bound.push_back({logits.getMatchingBlockArgument(input), previous});
-    FailureOr<std::string> next = emitBody(logits, bound, names);
-    if (failed(next))
-      return failure();
-    previous = *next;
-  }
-  os << "x[" << key << "] = static_cast<float>(" << previous << ");\n";
-  closeKeyLoop();
-  os << "auto rowMax = " << *maxInit << ";\n";
-  openKeyLoop();
-  FailureOr<std::string> maxed = emitBody(
-      a.max, {{arg(a.max, 0), "x[" + key + "]"}, {arg(a.max, 1), "rowMax"}});
-  if (failed(maxed))
-    return failure();
-  os << "rowMax = " << *maxed << ";\n";
-  closeKeyLoop();
-
-  // E = exp(X - M) in place, then its row sum.
-  FailureOr<std::string> sumInit = initOf(a.sum);
-  if (failed(sumInit))
-    return failure();
-  openKeyLoop();
-  FailureOr<std::string> e = emitBody(
-      a.exp, {{arg(a.exp, 0), "x[" + key + "]"}, {arg(a.exp, 1), "rowMax"}});
-  if (failed(e))
-    return failure();
-  os << "x[" << key << "] = static_cast<float>(" << *e << ");\n";
-  closeKeyLoop();
-  os << "auto rowSum = " << *sumInit << ";\n";
-  openKeyLoop();
-  FailureOr<std::string> summed = emitBody(
-      a.sum, {{arg(a.sum, 0), "x[" + key + "]"}, {arg(a.sum, 1), "rowSum"}});
-  if (failed(summed))
-    return failure();
-  os << "rowSum = " << *summed << ";\n";
-  closeKeyLoop();
-
-  // P = E / L in place.
-  openKeyLoop();
-  FailureOr<std::string> p =
-      emitBody(a.probs, {{arg(a.probs, 0), "x[" + key + "]"},
-                         {arg(a.probs, 1), "rowSum"}});
-  if (failed(p))
-    return failure();
-  os << "x[" << key << "] = static_cast<float>(" << *p << ");\n";
-  closeKeyLoop();
   os.unindent();
   os << "}\n";
 

@@ -34,7 +34,102 @@ std::string operandOffset(StringRef batchStride, bool trans, int64_t ld,
   return offset + row.str() + " * " + std::to_string(ld) + "LL + " + col.str();
 }
 
+/// The online softmax of one block of kWarp keys (a lane's score in `x`,
+/// its key `j`) folded into the running max, sum and the lane's `perLane`
+/// columns of P V, each key's value row weighted by its probability.
+static void writeOnlineSoftmax(raw_indented_ostream &k, const Gemm &pv,
+                               int64_t perLane) {
+  // The block's maximum, the running one rescaled to it.
+  k << "float blockMax = x;\n";
+  k << "for (int offset = tp::cuda::kWarpSize / 2; offset > 0; offset /= 2)\n";
+  k << "  blockMax = fmaxf(blockMax, __shfl_xor_sync(0xffffffffu, blockMax, "
+       "offset));\n";
+  k << "const float newMax = fmaxf(runMax, blockMax);\n";
+  k << "const float scale = expf(runMax - newMax);\n";
+  k << "const float p = j < limit ? expf(x - newMax) : 0.0f;\n";
+  k << "float blockSum = p;\n";
+  k << "for (int offset = tp::cuda::kWarpSize / 2; offset > 0; offset /= 2)\n";
+  k << "  blockSum += __shfl_xor_sync(0xffffffffu, blockSum, offset);\n";
+  k << "runSum = runSum * scale + blockSum;\n";
+  k << "runMax = newMax;\n";
+  k << "for (int c = 0; c < " << perLane << "; ++c)\n";
+  k << "  acc[c] *= scale;\n";
+  // Each key's value row, weighted by the probability its lane computed.
+  k << "const int count = limit - first < " << kWarp
+    << " ? int(limit - first) : " << kWarp << ";\n";
+  k << "for (int from = 0; from < count; ++from) {\n";
+  k.indent();
+  k << "const float weight = __shfl_sync(0xffffffffu, p, from);\n";
+  k << "const std::int64_t key = first + from;\n";
+  k << "for (int c = 0; c < " << perLane << "; ++c) {\n";
+  k.indent();
+  k << "const std::int64_t col = lane + c * tp::cuda::kWarpSize;\n";
+  k << "if (col < " << pv.n << ")\n";
+  k << "  acc[c] += weight * static_cast<float>(v["
+    << operandOffset(std::to_string(pv.strideRhs), pv.transRhs, pv.ldb, "key",
+                     "col", pv.rhsGroup)
+    << "]);\n";
+  k.unindent();
+  k << "}\n";
+  k.unindent();
+  k << "}\n";
+  k.unindent();
+  k << "}\n";
+}
+
 } // namespace
+
+LogicalResult CudaEmitter::bindChainOperands(
+    const FusedAttention &a, ArrayRef<SmallVector<std::string>> indices,
+    Operation *op, CppEmitter &payload, SmallVectorImpl<std::string> &params,
+    SmallVectorImpl<std::string> &args) {
+  llvm::MapVector<Value, std::string> captured;
+  for (auto [chainOp, chained, names] :
+       llvm::zip(a.logits, a.chained, indices)) {
+    linalg::GenericOp logits = chainOp; // a.logits is const here
+    for (OpOperand *input : logits.getDpsInputOperands()) {
+      BlockArgument arg = logits.getMatchingBlockArgument(input);
+      if (input->get() == chained || arg.use_empty())
+        continue;
+      FailureOr<std::string> type = scalarTypeFor(arg.getType(), op);
+      if (failed(type))
+        return failure();
+      std::string param = "x" + std::to_string(params.size());
+      params.push_back("const " + *type + " *__restrict__ " + param);
+      args.push_back(name(input->get()));
+      auto inputShape =
+          cast<RankedTensorType>(input->get().getType()).getShape();
+      payload.bindTo(
+          arg, param + "[" +
+                   CppEmitter::offsetExpr(logits.getMatchingIndexingMap(input),
+                                          inputShape, names) +
+                   "]");
+    }
+    WalkResult walk = logits.getRegion().walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands()) {
+        if (logits.getRegion().isAncestor(operand.getParentRegion()) ||
+            captured.count(operand))
+          continue;
+        auto tensor = dyn_cast<RankedTensorType>(operand.getType());
+        FailureOr<std::string> type = scalarTypeFor(
+            tensor ? tensor.getElementType() : operand.getType(), op);
+        if (failed(type))
+          return WalkResult::interrupt();
+        std::string param = "c" + std::to_string(captured.size());
+        params.push_back(tensor ? "const " + *type + " *__restrict__ " + param
+                                : "const " + *type + " " + param);
+        args.push_back(name(operand));
+        captured.insert({operand, param});
+        payload.bindTo(operand, param);
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
+
+  return success();
+}
 
 LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   FusedAttention a = *attentionAt.lookup(op);
@@ -81,49 +176,8 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
                                             "i" + std::to_string(n) + "_", "b",
                                             "row", "j"));
   }
-  llvm::MapVector<Value, std::string> captured;
-  for (auto [logits, chained, names] :
-       llvm::zip(a.logits, a.chained, indices)) {
-    for (OpOperand *input : logits.getDpsInputOperands()) {
-      BlockArgument arg = logits.getMatchingBlockArgument(input);
-      if (input->get() == chained || arg.use_empty())
-        continue;
-      FailureOr<std::string> type = scalarTypeFor(arg.getType(), op);
-      if (failed(type))
-        return failure();
-      std::string param = "x" + std::to_string(params.size());
-      params.push_back("const " + *type + " *__restrict__ " + param);
-      args.push_back(name(input->get()));
-      auto inputShape =
-          cast<RankedTensorType>(input->get().getType()).getShape();
-      payload.bindTo(
-          arg, param + "[" +
-                   CppEmitter::offsetExpr(logits.getMatchingIndexingMap(input),
-                                          inputShape, names) +
-                   "]");
-    }
-    WalkResult walk = logits.getRegion().walk([&](Operation *inner) {
-      for (Value operand : inner->getOperands()) {
-        if (logits.getRegion().isAncestor(operand.getParentRegion()) ||
-            captured.count(operand))
-          continue;
-        auto tensor = dyn_cast<RankedTensorType>(operand.getType());
-        FailureOr<std::string> type = scalarTypeFor(
-            tensor ? tensor.getElementType() : operand.getType(), op);
-        if (failed(type))
-          return WalkResult::interrupt();
-        std::string param = "c" + std::to_string(captured.size());
-        params.push_back(tensor ? "const " + *type + " *__restrict__ " + param
-                                : "const " + *type + " " + param);
-        args.push_back(name(operand));
-        captured.insert({operand, param});
-        payload.bindTo(operand, param);
-      }
-      return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
-      return failure();
-  }
+  if (failed(bindChainOperands(a, indices, op, payload, params, args)))
+    return failure();
 
   std::string where = describe(op);
   k << "// Attention" << (where.empty() ? "" : " (" + where + ")") << ": "
@@ -205,42 +259,7 @@ LogicalResult CudaEmitter::emitFusedAttention(linalg::GenericOp op) {
   k << "x = static_cast<float>(" << previous << ");\n";
   k.unindent();
   k << "}\n";
-  // The block's maximum, the running one rescaled to it.
-  k << "float blockMax = x;\n";
-  k << "for (int offset = tp::cuda::kWarpSize / 2; offset > 0; offset /= 2)\n";
-  k << "  blockMax = fmaxf(blockMax, __shfl_xor_sync(0xffffffffu, blockMax, "
-       "offset));\n";
-  k << "const float newMax = fmaxf(runMax, blockMax);\n";
-  k << "const float scale = expf(runMax - newMax);\n";
-  k << "const float p = j < limit ? expf(x - newMax) : 0.0f;\n";
-  k << "float blockSum = p;\n";
-  k << "for (int offset = tp::cuda::kWarpSize / 2; offset > 0; offset /= 2)\n";
-  k << "  blockSum += __shfl_xor_sync(0xffffffffu, blockSum, offset);\n";
-  k << "runSum = runSum * scale + blockSum;\n";
-  k << "runMax = newMax;\n";
-  k << "for (int c = 0; c < " << perLane << "; ++c)\n";
-  k << "  acc[c] *= scale;\n";
-  // Each key's value row, weighted by the probability its lane computed.
-  k << "const int count = limit - first < " << kWarp
-    << " ? int(limit - first) : " << kWarp << ";\n";
-  k << "for (int from = 0; from < count; ++from) {\n";
-  k.indent();
-  k << "const float weight = __shfl_sync(0xffffffffu, p, from);\n";
-  k << "const std::int64_t key = first + from;\n";
-  k << "for (int c = 0; c < " << perLane << "; ++c) {\n";
-  k.indent();
-  k << "const std::int64_t col = lane + c * tp::cuda::kWarpSize;\n";
-  k << "if (col < " << width << ")\n";
-  k << "  acc[c] += weight * static_cast<float>(v["
-    << operandOffset(std::to_string(pv.strideRhs), pv.transRhs, pv.ldb, "key",
-                     "col", pv.rhsGroup)
-    << "]);\n";
-  k.unindent();
-  k << "}\n";
-  k.unindent();
-  k << "}\n";
-  k.unindent();
-  k << "}\n";
+  writeOnlineSoftmax(k, pv, perLane);
   k << "for (int c = 0; c < " << perLane << "; ++c) {\n";
   k.indent();
   k << "const std::int64_t col = lane + c * tp::cuda::kWarpSize;\n";

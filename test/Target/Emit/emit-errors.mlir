@@ -117,3 +117,43 @@ func.func @main(%x: tensor<2xi64>) -> tensor<2xi64> {
   return %y : tensor<2xi64>
 }
 
+
+// -----
+
+func.func @main(%x: tensor<2xf32>, %i: tensor<index>) -> tensor<?xf32> {
+  %o = tensor.extract %i[] : tensor<index>
+  %c = arith.constant 0.0 : f32
+  // expected-error @below {{code generation needs static padding}}
+  %p = tensor.pad %x low[%o] high[1] {
+  ^bb0(%j: index):
+    tensor.yield %c : f32
+  } : tensor<2xf32> to tensor<?xf32>
+  return %p : tensor<?xf32>
+}
+
+// -----
+
+func.func @main(%x: tensor<2xf32>, %y: tensor<8xf32>, %i: tensor<index>) -> tensor<8xf32> {
+  %o = tensor.extract %i[] : tensor<index>
+  // expected-error @below {{code generation needs static insert_slice bounds}}
+  %r = tensor.insert_slice %x into %y[%o] [2] [1] : tensor<2xf32> into tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 4)
+func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @below {{code generation needs one static source}}
+  %y = shard.recv %x on @grid grid_axes = [0] : (tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = ?)
+func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @below {{code generation needs a static grid shape}}
+  %y = shard.all_reduce %x on @grid grid_axes = [0] : tensor<2xf32> -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
