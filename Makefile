@@ -36,7 +36,7 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   clang-22 libclang-rt-22-dev python3-pytest libtorch-dev clang-format
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo python check check-sanitized check-cuda-zoo fuzz clean \
+.PHONY: deps build demo python check check-sanitized check-cuda-zoo check-training-cuda fuzz clean \
   format-check \
   bench-deps zoo-deps zoo-site archgen bench-training \
   bench-training-precision
@@ -101,6 +101,23 @@ check-cuda-zoo: build
 	  $(ZOO_CUDA) compile --nvcc auto $(ZOO_CUDA_TOOLS)
 	TP_BUILD_CACHE=$${TP_BUILD_CACHE:-$(CURDIR)/.cache/tp-build-cache} TP_POISON_CACHES=1 \
 	  $(ZOO_CUDA) run $(ZOO_CUDA_TOOLS) --tp-run $(CURDIR)/$(BUILD)/bin/tp-run
+
+# The whole matrix of training on the CUDA target in its emulation, of which
+# test/Numerics/zoo/training-cuda.test runs a sample: GPT-2, Llama and BERT
+# on 1, 2 and 4 ranks and TP+SP on 2 (resumed at step 10), bf16, f16 with
+# injected overflows and data parallel (with ZeRO-1) on GPT-2 and Llama,
+# each against torch's loop
+# (utils/reference-run/run_training.py). About 6 minutes on 2 cores.
+TRAIN_CUDA := env PYTHONPATH=$(CURDIR)/test/models/hf/.cache/site HF_HUB_OFFLINE=1 \
+  /usr/bin/python3 utils/reference-run/run_training.py \
+  --tp-compile $(CURDIR)/$(BUILD)/bin/tp-compile --tp-run $(CURDIR)/$(BUILD)/bin/tp-run \
+  --tp-export-weights $(CURDIR)/$(BUILD)/bin/tp-export-weights --target cuda --nvcc true
+check-training-cuda: build
+	$(TRAIN_CUDA) --resume 10
+	$(TRAIN_CUDA) --models gpt2 llama --configs tp=2 --dtype bf16
+	$(TRAIN_CUDA) --models gpt2 --configs tp=2 --dtype f16 --loss-scale 16777216 --loss-scale-window 5
+	$(TRAIN_CUDA) --models gpt2 llama --configs tp=1 tp=2 --data-parallel 2 --resume 10
+	$(TRAIN_CUDA) --models gpt2 llama --configs tp=1 tp=2 --data-parallel 2 --zero 1
 
 # One more build serves both the sanitized test suite and the fuzzers: all
 # of our code with ASan + UBSan and libFuzzer's coverage, at -O1 with line
