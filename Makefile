@@ -8,6 +8,9 @@
 #                pytest)
 #   make check-sanitized  the same tests on tools built with ASan + UBSan
 #                (clang-22, in build-asan)
+#   make check-full  make check with every sweep whole (lit --param
+#                full=1): the ONNX node tests, the training matrix
+#                (make check-training runs that alone), ...
 #   make check-cuda-zoo  the model zoo x --target cuda x f32/bf16/f16 x 1
 #                and 2 ranks, all of it (make check runs each model at one
 #                rank count per dtype)
@@ -36,7 +39,8 @@ APT_PACKAGES := cmake ninja-build g++ python3 strace python3-torch python3-pip \
   clang-22 libclang-rt-22-dev python3-pytest libtorch-dev clang-format
 PIP_PACKAGES := -r requirements.txt
 
-.PHONY: deps build demo python check check-sanitized check-cuda-zoo check-training-cuda fuzz clean \
+.PHONY: deps build demo python check check-full check-training check-sanitized check-cuda-zoo \
+  check-training-cuda fuzz clean \
   format-check \
   bench-deps zoo-deps zoo-site archgen bench-training \
   bench-training-precision
@@ -85,6 +89,15 @@ python: build
 
 check: build
 	cmake --build $(BUILD) -j $(JOBS) --target check-tp
+
+# make check samples the big sweeps (test/lit.cfg.py: sweep_sample) and
+# leaves out the whole matrices that other tests sample (REQUIRES: full);
+# these run them whole. check-full takes about twice make check's time.
+LIT := /usr/lib/llvm-22/bin/lit
+check-full: build
+	LIT_OPTS="$${LIT_OPTS:-} --param full=1" cmake --build $(BUILD) -j $(JOBS) --target check-tp
+check-training: build
+	$(LIT) -sv --param full=1 $(BUILD)/test/Numerics/zoo/training-full.test
 
 # The whole matrix of the zoo on the CUDA target (utils/cuda-emulation/
 # run_zoo_cuda.py): every model and with-past decoder x f32, bf16, f16 x 1

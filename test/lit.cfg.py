@@ -108,6 +108,32 @@ elif os.environ.get("TP_REQUIRE_NVCC") == "1":
 config.environment["TP_BUILD_CACHE"] = os.environ.get("TP_BUILD_CACHE") or \
     os.path.join(config.tp_src_root, ".cache", "tp-build-cache")
 
+# make check runs a part of the big sweeps and the sanitized suite a smaller
+# part; lit --param full=1 (make check-full) runs each whole, and the tests
+# that REQUIRE: full (whole matrices of which another test runs a sample).
+sweeps_full = lit_config.params.get("full", "0") not in ("0", "")
+if sweeps_full:
+    config.available_features.add("full")
+
+
+def sweep_sample(part, sanitized_part):
+    """The K/N part of a sweep (run_node_tests.py --sample) this run takes."""
+    if sweeps_full:
+        return "0/1"
+    return sanitized_part if config.tp_sanitize else part
+
+
+config.substitutions.append(("%node_tests_sample", sweep_sample("0/2", "1/8")))
+# Fresh architectures drawn per run (test/Numerics/archgen/sample.test).
+config.substitutions.append(
+    ("%archgen_count", "8" if sweeps_full else "2" if config.tp_sanitize else "4"))
+
+# The suite builds model libraries at -O1 (tp-compile --target cpu reads
+# $TP_CXX_FLAGS where --cxx-flags is absent): the host compiler's -O3 takes
+# ~75% longer and the tests' models are small; a test that passes
+# --cxx-flags (packed-weights.test) and every benchmark build at -O3.
+config.environment["TP_CXX_FLAGS"] = os.environ.get("TP_CXX_FLAGS", "-O1")
+
 # Open MPI refuses to start as root without these.
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"

@@ -215,6 +215,14 @@ static std::string getBuildCache(const CompileOptions &options) {
   return dir ? dir : "";
 }
 
+/// --cxx-flags, else (for --target cpu) $TP_CXX_FLAGS.
+static std::string getCxxFlags(const CompileOptions &options) {
+  if (!options.cxxFlags.empty() || options.target != CompileTarget::Cpu)
+    return options.cxxFlags;
+  const char *flags = std::getenv("TP_CXX_FLAGS");
+  return flags ? flags : "";
+}
+
 /// Checks the options that need no model.
 static LogicalResult checkOptions(MLIRContext &context,
                                   const CompileOptions &options,
@@ -685,7 +693,7 @@ LogicalResult mlir::tp::compileModel(MLIRContext &context,
           if (failed(checkInterrupted(context, options, "building the code")))
             return failure();
           BuildOptions build;
-          build.extraFlags = options.cxxFlags;
+          build.extraFlags = getCxxFlags(options);
           build.cacheDir = buildCache;
           build.interrupted = options.interrupted;
           return buildCpuLibrary(partitioned, dir, build, source, library);
