@@ -9,11 +9,12 @@
 #   make check-sanitized  the same tests on tools built with ASan + UBSan
 #                (clang-22, in build-asan)
 #   make check-full  make check with every sweep whole (lit --param
-#                full=1): the ONNX node tests, the training matrix
-#                (make check-training runs that alone), ...
+#                full=1): the ONNX node tests, the training matrices (make
+#                check-training runs the CPU one alone), gradients on 1
+#                and 4 ranks, the zoo's CUDA groups and nvcc checks, more
+#                archgen samples
 #   make check-cuda-zoo  the model zoo x --target cuda x f32/bf16/f16 x 1
-#                and 2 ranks, all of it (make check runs each model at one
-#                rank count per dtype)
+#                and 2 ranks, all of it (make check runs a part)
 #   make fuzz    run each libFuzzer target in fuzz/ for FUZZ_SECONDS
 #                (build-asan as well)
 #   make zoo-deps  torch (Debian) + transformers (PyPI) to rebuild the zoo
@@ -102,9 +103,9 @@ check-training: build
 # The whole matrix of the zoo on the CUDA target (utils/cuda-emulation/
 # run_zoo_cuda.py): every model and with-past decoder x f32, bf16, f16 x 1
 # and 2 ranks emitted and compiled by nvcc -ptx (as test/Target/Emit/
-# cuda-zoo.test), then each of the 84 run on the CUDA emulation against
+# cuda-zoo.test), then each variant run on the CUDA emulation against
 # torch's outputs or transformers' tokens; make check's
-# test/Numerics/zoo/cuda-*.test run half of them. 9-11 minutes cold on 2
+# test/Numerics/zoo/cuda-*.test run about a third of them. 9-11 minutes cold on 2
 # cores shared with other builds (2 compiling, 9 running); builds are kept
 # in the build cache lit uses.
 ZOO_CUDA := python3 utils/cuda-emulation/run_zoo_cuda.py

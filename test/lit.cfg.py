@@ -124,6 +124,9 @@ def sweep_sample(part, sanitized_part):
 
 
 config.substitutions.append(("%node_tests_sample", sweep_sample("0/2", "1/8")))
+# Target/Emit/cuda-zoo.test: the zoo models that go through nvcc -ptx (the
+# sanitized suite takes the same ones, whose checks the build cache has).
+config.substitutions.append(("%nvcc_sample", sweep_sample("0/2", "0/2")))
 # Fresh architectures drawn per run (test/Numerics/archgen/sample.test).
 config.substitutions.append(
     ("%archgen_count", "8" if sweeps_full else "2" if config.tp_sanitize else "4"))

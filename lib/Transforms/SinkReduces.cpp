@@ -256,14 +256,14 @@ bool isLinearIn(linalg::GenericOp op, BlockArgument x) {
 /// reduced value, and reads nothing else that differs between ranks (under
 /// a reduce-scatter: replicated values broadcast along the scattered dim,
 /// or slices of replicated values along it, read whole instead). Returns
-/// true if it moved.
+/// the moved reduce, or null.
 template <typename ReduceOp>
-bool sinkReduce(linalg::GenericOp op, const DenseSet<Value> &replicated,
-                SmallVectorImpl<Operation *> *slicedReads = nullptr,
-                Unslicer::Cache *cache = nullptr) {
+ReduceOp sinkReduce(linalg::GenericOp op, const DenseSet<Value> &replicated,
+                    SmallVectorImpl<Operation *> *slicedReads = nullptr,
+                    Unslicer::Cache *cache = nullptr) {
   if (op->getNumResults() != 1 || op.getNumReductionLoops() != 0 ||
       !op.getIndexingMapMatchingResult(op->getResult(0)).isIdentity())
-    return false;
+    return {};
   OpOperand *reduced = nullptr;
   for (OpOperand *input : op.getDpsInputOperands())
     if (auto reduce = getSoleReduce<ReduceOp>(input->get());
@@ -274,7 +274,7 @@ bool sinkReduce(linalg::GenericOp op, const DenseSet<Value> &replicated,
     }
   if (!reduced || readsInit(op) ||
       !isLinearIn(op, op.getMatchingBlockArgument(reduced)))
-    return false;
+    return {};
   auto reduce = reduced->get().template getDefiningOp<ReduceOp>();
   constexpr bool scatters = std::is_same_v<ReduceOp, shard::ReduceScatterOp>;
   std::optional<Unslicer> unslicerStorage;
@@ -299,7 +299,7 @@ bool sinkReduce(linalg::GenericOp op, const DenseSet<Value> &replicated,
             map.getResultPosition(getAffineDimExpr(axis, op.getContext()));
         Value whole = at ? unslicerStorage->unslice(v, *at) : Value();
         if (!whole)
-          return false;
+          return {};
         inputs.push_back(whole);
         if (Operation *def = v.getDefiningOp(); def && slicedReads)
           slicedReads->push_back(def);
@@ -307,19 +307,19 @@ bool sinkReduce(linalg::GenericOp op, const DenseSet<Value> &replicated,
       }
     }
     if (!replicated.contains(v))
-      return false;
+      return {};
     inputs.push_back(v);
   }
   for (Operation &inner : op.getBody()->without_terminator()) {
     // Under a reduce-scatter the loops run over the whole activation, no
     // longer this rank's slice: nothing may read where it is.
     if (scatters && isa<linalg::IndexOp>(inner))
-      return false;
+      return {};
     for (Value v : inner.getOperands())
       if (v.getParentBlock() != op.getBody() &&
           (!replicated.contains(v) ||
            (scatters && isa<RankedTensorType>(v.getType()))))
-        return false;
+        return {};
   }
 
   OpBuilder b(op);
@@ -333,25 +333,81 @@ bool sinkReduce(linalg::GenericOp op, const DenseSet<Value> &replicated,
       b, loc, TypeRange{init.getType()}, inputs, ValueRange{init},
       op.getIndexingMapsArray(), op.getIteratorTypesArray());
   op.getRegion().cloneInto(&scaled.getRegion(), mapping);
-  Value sum = createLike(b, loc, scaled.getResult(0), reduce).getResult();
-  op->getResult(0).replaceAllUsesWith(sum);
+  ReduceOp sum = createLike(b, loc, scaled.getResult(0), reduce);
+  op->getResult(0).replaceAllUsesWith(sum.getResult());
   op->erase();
   reduce->erase();
-  return true;
+  return sum;
+}
+
+/// True if `v` is read once, by an elementwise generic linear in it: a
+/// scale that a reduce of `v` could move past.
+bool readByScale(Value v) {
+  if (!v.hasOneUse())
+    return false;
+  OpOperand &use = *v.getUses().begin();
+  auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+  return generic && generic.isDpsInput(&use) &&
+         generic.getNumReductionLoops() == 0 &&
+         generic.getMatchingIndexingMap(&use).isIdentity() &&
+         isLinearIn(generic, generic.getMatchingBlockArgument(&use));
+}
+
+/// Moves a sum all-reduce used only by a reshape (tensor.expand_shape or
+/// collapse_shape) after it, where that brings it to a scale (which it may
+/// then move past) or it was moved here already (on its way to the sum of
+/// which it is a term): the reshape of a sum over the ranks is the sum of
+/// the reshapes. A gate of shape [tokens, 1] broadcast over a unit dim that
+/// a reshape added, as a shared expert's is in a one-token decode step,
+/// needs this. Returns the moved reduce, or null.
+shard::AllReduceOp
+sinkReduceThroughReshape(Operation *reshape,
+                         const DenseSet<Operation *> &moved) {
+  if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(reshape))
+    return {};
+  auto reduce = getSoleReduce<shard::AllReduceOp>(reshape->getOperand(0));
+  if (!reduce ||
+      (!moved.contains(reduce) && !readByScale(reshape->getResult(0))))
+    return {};
+  OpBuilder b(reshape);
+  IRMapping mapping;
+  mapping.map(reduce.getResult(), reduce.getInput());
+  Operation *partial = b.clone(*reshape, mapping);
+  auto sum = createLike(b, reduce.getLoc(), partial->getResult(0), reduce);
+  reshape->getResult(0).replaceAllUsesWith(sum.getResult());
+  reshape->erase();
+  reduce->erase();
+  return sum;
 }
 
 } // namespace
 
 void mlir::tp::sinkReducesThroughScales(func::FuncOp func) {
   DenseSet<Value> replicated = findReplicated(func);
-  SmallVector<linalg::GenericOp> generics;
-  for (auto op : func.getOps<linalg::GenericOp>())
-    generics.push_back(op);
+  // In order, so that a reduce moved past a reshape meets the scale after
+  // it, and one moved past the scale the reshape after that.
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().getOps())
+    if (isa<linalg::GenericOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+            op))
+      ops.push_back(&op);
   SmallVector<Operation *> slicedReads;
   Unslicer::Cache cache;
-  for (linalg::GenericOp op : generics)
-    if (!sinkReduce<shard::AllReduceOp>(op, replicated))
-      sinkReduce<shard::ReduceScatterOp>(op, replicated, &slicedReads, &cache);
+  DenseSet<Operation *> moved;
+  for (Operation *op : ops) {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic) {
+      if (shard::AllReduceOp sum = sinkReduceThroughReshape(op, moved))
+        moved.insert(sum);
+      continue;
+    }
+    if (shard::AllReduceOp sum =
+            sinkReduce<shard::AllReduceOp>(generic, replicated))
+      moved.insert(sum);
+    else
+      sinkReduce<shard::ReduceScatterOp>(generic, replicated, &slicedReads,
+                                         &cache);
+  }
   // The slices read before, and what computed them, are dead now.
   SmallVector<Operation *> worklist(slicedReads.begin(), slicedReads.end());
   DenseSet<Operation *> erased;

@@ -37,7 +37,9 @@ shard::ReduceScatterOp createLike(OpBuilder &b, Location loc, Value partial,
 /// ranks, after that op: every rank scales its partial result alike. A
 /// mixture of experts scales each expert's reduced output by its routing
 /// weight and selects it by its routing mask; after this the sum over
-/// experts is a sum of reduces, which tp-merge-all-reduces makes one.
+/// experts is a sum of reduces, which tp-merge-all-reduces makes one. An
+/// all-reduce also moves past a reshape that brings it to such a scale, and
+/// past one after a scale it moved past.
 void sinkReducesThroughScales(func::FuncOp func);
 
 } // namespace mlir::tp

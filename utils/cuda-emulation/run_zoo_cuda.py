@@ -238,7 +238,8 @@ def compile_all(args, entries, names):
                         name, dtype, text, kernels), flush=True)
                     variants.append(artifact)
                     passed += 1
-            if args.nvcc and variants:
+            if args.nvcc and variants and \
+                    names.index(name) % args.nvcc_parts == args.nvcc_part:
                 if nvcc_check(args, name, variants, work):
                     passed += 1
                 else:
@@ -290,12 +291,17 @@ def main():
     parser.add_argument("--nvcc", help="compile: nvcc -ptx every variant "
                         "with this nvcc ('auto': found as tp-compile finds "
                         "it, none: no check unless TP_REQUIRE_NVCC=1)")
+    parser.add_argument("--nvcc-sample", default="0/1", metavar="K/N",
+                        help="compile: nvcc -ptx only the names whose index "
+                        "is K modulo N (every variant is still emitted)")
     parser.add_argument("--generate", type=int, default=10, metavar="T",
                         help="run: tokens a with-past export generates")
     parser.add_argument("--tp-compile", default="tp-compile")
     parser.add_argument("--tp-run", default="tp-run")
     parser.add_argument("--cxx", default=os.environ.get("CXX", "c++"))
     args = parser.parse_args()
+    args.nvcc_part, args.nvcc_parts = (
+        int(x) for x in args.nvcc_sample.split("/"))
     args.dtype = args.dtype or list(DTYPES)
     args.config = args.config or ["tp=1", "tp=2"]
     # What run_emulated's generation reads from its own options.

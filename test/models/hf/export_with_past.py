@@ -51,6 +51,10 @@ MODELS = {
              "position_ids, the cache holds the KV heads",
     "opt": "OPTForCausalLM, 5 heads, vocab 1003: no position_ids input (as "
            "optimum exports it), positions from a CumSum over attention_mask",
+    "mixtral": "MixtralForCausalLM (the zoo's, export_moe.py): 4 experts, "
+               "top-2, routed per token by the eager per-expert loop; GQA",
+    "qwen2_moe": "Qwen2MoeForCausalLM (the zoo's, export_moe.py): 8 experts, "
+                 "top-2 and a sigmoid-gated shared expert; GQA",
 }
 # Models exported without a position_ids input: they derive positions from
 # attention_mask themselves (optimum's TextDecoderOnnxConfig).
@@ -117,9 +121,15 @@ def export(name):
     # The zoo's configs need transformers 4.47 (Mistral and friends);
     # bench/generation.py imports WithPast alone, under 4.31.
     sys.path.insert(0, HERE)
+    import export_moe
     import generate as zoo
     torch.manual_seed(0)
-    model = zoo.ZOO[name][0]().model
+    if name in export_moe.ZOO:
+        model = export_moe.build(*export_moe.ZOO[name])[1]
+        opset = export_moe.ZOO_OPSET
+    else:
+        model = zoo.ZOO[name][0]().model
+        opset = zoo.ZOO[name][2]
     cfg = model.config
     gen = torch.Generator().manual_seed(3)
     ids = torch.randint(3, cfg.vocab_size, (BATCH, PROMPT), generator=gen)
@@ -153,7 +163,7 @@ def export(name):
     folder = os.path.join(HERE, "with-past", name)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.onnx")
-    export_onnx(model, ids[:, :2], past, path, zoo.ZOO[name][2],
+    export_onnx(model, ids[:, :2], past, path, opset,
                 positions=name not in NO_POSITIONS)
     np.save(os.path.join(folder, "input_ids.npy"), ids.numpy())
     np.save(os.path.join(folder, "attention_mask.npy"), mask.numpy())
