@@ -123,13 +123,13 @@ def sweep_sample(part, sanitized_part):
     return sanitized_part if config.tp_sanitize else part
 
 
-config.substitutions.append(("%node_tests_sample", sweep_sample("0/2", "1/8")))
+config.substitutions.append(("%node_tests_sample", sweep_sample("0/4", "1/8")))
 # Target/Emit/cuda-zoo.test: the zoo models that go through nvcc -ptx (the
 # sanitized suite takes the same ones, whose checks the build cache has).
-config.substitutions.append(("%nvcc_sample", sweep_sample("0/2", "0/2")))
+config.substitutions.append(("%nvcc_sample", sweep_sample("0/3", "0/3")))
 # Fresh architectures drawn per run (test/Numerics/archgen/sample.test).
 config.substitutions.append(
-    ("%archgen_count", "8" if sweeps_full else "2" if config.tp_sanitize else "4"))
+    ("%archgen_count", "8" if sweeps_full else "2"))
 
 # The suite builds model libraries at -O1 (tp-compile --target cpu reads
 # $TP_CXX_FLAGS where --cxx-flags is absent): the host compiler's -O3 takes
