@@ -10,6 +10,7 @@
 #include "tp/Driver/Compile.h"
 
 #include "tp/Dialect/Shard/ShardingExtensions.h"
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Runtime/Artifact.h"
 #include "tp/Target/Artifact/ArtifactWriter.h"
@@ -425,7 +426,7 @@ static LogicalResult mergePrefill(ModuleOp decode, ModuleOp prefill,
              << "the prefill program's grid @" << grid.getSymName()
              << " differs from the decode step's";
   }
-  bool pipelined = prefill.lookupSymbol("pipeline") != nullptr;
+  bool pipelined = lookupGrid(prefill, GridRole::Pipeline) != nullptr;
   std::string prefix = "prefill_" + std::to_string(chunk);
   auto i64 = IntegerType::get(ctx, 64);
   SmallVector<func::FuncOp> funcs(prefill.getOps<func::FuncOp>());

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 #include "tp/Transforms/TensorParallelPlan.h"
@@ -211,11 +212,11 @@ struct Explain : tp::impl::ExplainBase<Explain> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // Bytes are per tensor-parallel group: the size of @grid. Pipeline
-    // stages (@pipeline) talk point to point.
+    // Bytes are per tensor-parallel group: the size of its grid. Pipeline
+    // stages talk point to point.
     int64_t devices = 1;
     std::string gridName;
-    if (auto grid = module.lookupSymbol<shard::GridOp>("grid")) {
+    if (shard::GridOp grid = lookupGrid(module, GridRole::Tensor)) {
       gridName = grid.getSymName().str();
       for (int64_t d : grid.getShape())
         devices *= d;

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 
@@ -32,7 +33,8 @@ struct OffsetSplitIndices
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     auto module = func->getParentOfType<ModuleOp>();
-    auto grid = module ? module.lookupSymbol<shard::GridOp>("grid") : nullptr;
+    shard::GridOp grid =
+        module ? lookupGrid(module, GridRole::Tensor) : nullptr;
     WalkResult result = func.walk([&](linalg::GenericOp op) {
       auto global =
           op->getAttrOfType<DenseI64ArrayAttr>(TPDialect::kLoopSizesAttrName);
@@ -56,7 +58,8 @@ struct OffsetSplitIndices
             globalSize / localSize != grid.getShape()[0]) {
           op.emitError() << "tp-offset-split-indices: loop " << loop
                          << " of size " << globalSize << " is split into "
-                         << localSize << " without a 1-D @grid to place it";
+                         << localSize
+                         << " without a 1-D tensor-parallel grid to place it";
           return WalkResult::interrupt();
         }
         OpBuilder b(op);

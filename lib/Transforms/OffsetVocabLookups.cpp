@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 
@@ -28,7 +29,8 @@ struct OffsetVocabLookups
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     auto module = func->getParentOfType<ModuleOp>();
-    auto grid = module ? module.lookupSymbol<shard::GridOp>("grid") : nullptr;
+    shard::GridOp grid =
+        module ? lookupGrid(module, GridRole::Tensor) : nullptr;
     WalkResult result = func.walk([&](linalg::GenericOp op) {
       auto vocab =
           op->getAttrOfType<IntegerAttr>(TPDialect::kEmbeddingAttrName);
@@ -39,9 +41,10 @@ struct OffsetVocabLookups
       if (local == vocab.getInt())
         return WalkResult::advance(); // Not split.
       if (!grid || vocab.getInt() % local != 0) {
-        op.emitError() << "embedding table of " << vocab.getInt()
-                       << " rows is split into " << local
-                       << "-row shards without a 1-D @grid to place them";
+        op.emitError()
+            << "embedding table of " << vocab.getInt() << " rows is split into "
+            << local
+            << "-row shards without a 1-D tensor-parallel grid to place them";
         return WalkResult::interrupt();
       }
       OpBuilder b(op);

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 
@@ -82,9 +83,9 @@ struct OutlineUnpartitionable
     : tp::impl::OutlineUnpartitionableBase<OutlineUnpartitionable> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (module.getOps<shard::GridOp>().empty())
+    shard::GridOp grid = lookupGrid(module, GridRole::Tensor);
+    if (!grid)
       return; // Nothing is planned, nothing will be partitioned.
-    auto grid = *module.getOps<shard::GridOp>().begin();
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
       if (isUnpartitionable(op))

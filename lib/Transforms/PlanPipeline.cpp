@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 #include "tp/Transforms/TensorParallelPlan.h"
@@ -191,8 +192,9 @@ struct PlanPipeline : tp::impl::PlanPipelineBase<PlanPipeline> {
 
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
-    shard::GridOp::create(b, module.getLoc(), kPipelineGrid,
-                          ArrayRef<int64_t>{stages});
+    setGridRole(shard::GridOp::create(b, module.getLoc(), kPipelineGrid,
+                                      ArrayRef<int64_t>{stages}),
+                GridRole::Pipeline);
     SmallVector<Attribute> stageFlops, chosen;
     for (int64_t k = 1; k < stages; ++k)
       chosen.push_back(

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Dialect/TP/TPOps.h"
 #include "tp/Transforms/Passes.h"
@@ -65,8 +66,9 @@ struct PlanTensorParallel
       return signalPassFailure();
     }
     OpBuilder b(module.getBodyRegion());
-    shard::GridOp::create(b, module.getLoc(), kGridName,
-                          ArrayRef<int64_t>{devices});
+    setGridRole(shard::GridOp::create(b, module.getLoc(), kGridName,
+                                      ArrayRef<int64_t>{devices}),
+                GridRole::Tensor);
     // One device: the grid is all there is to plan.
     if (devices == 1)
       return;

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 
@@ -170,7 +171,8 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     auto module = func->getParentOfType<ModuleOp>();
-    auto grid = module ? module.lookupSymbol<shard::GridOp>("grid") : nullptr;
+    shard::GridOp grid =
+        module ? lookupGrid(module, GridRole::Tensor) : nullptr;
     if (!grid || grid.getShape().size() != 1 || grid.getShape()[0] < 2)
       return;
     int64_t ranks = grid.getShape()[0];

@@ -69,7 +69,7 @@ func.func @whole(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
 shard.grid @grid(shape = 2)
 func.func @bad_split(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {
   %e = tensor.empty() : tensor<4x3xf32>
-  // expected-error @+1 {{tp-offset-split-indices: loop 1 of size 12 is split into 3 without a 1-D @grid to place it}}
+  // expected-error @+1 {{tp-offset-split-indices: loop 1 of size 12 is split into 3 without a 1-D tensor-parallel grid to place it}}
   %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%x : tensor<4x3xf32>) outs(%e : tensor<4x3xf32>) attrs = {tp.loop_sizes = array<i64: 4, 12>} {
   ^bb0(%in: f32, %o: f32):

@@ -13,7 +13,7 @@
 #bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 #id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #last = affine_map<(d0, d1, d2) -> (d2)>
-// CHECK: shard.grid @grid(shape = 2)
+// CHECK: shard.grid @grid(shape = 2) {tp.grid_role = #tp.grid_role<tensor>}
 // CHECK-LABEL: func.func @mlp(
 // CHECK-SAME: %arg0: tensor<2x16x64xf32> {tp.input = "x"}
 // CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "w1"}
@@ -93,7 +93,7 @@ func.func @mlp(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256
 #lhs = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
 #rhs = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
 #out = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
-// CHECK: shard.grid @grid(shape = 2)
+// CHECK: shard.grid @grid(shape = 2) {tp.grid_role = #tp.grid_role<tensor>}
 // CHECK-LABEL: func.func @attention(
 // CHECK-SAME: %arg0: tensor<2x16x64xf32> {tp.input = "x"}
 // CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "wq"}

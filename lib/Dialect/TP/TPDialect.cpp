@@ -9,6 +9,7 @@
 #include "tp/Dialect/TP/TPOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -159,6 +160,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
   if (name == kStageAttrName || name == kEmbeddingAttrName ||
       name == kPrefillStageAttrName || name == kPrefillChunkAttrName)
     return verifyNonNegative(op, attr);
+  if (name == kGridRoleAttrName) {
+    if (!isa<GridRoleAttr>(attr.getValue()) || !isa<shard::GridOp>(op))
+      return op->emitOpError()
+             << "'" << name << "' must be a #tp.grid_role on a shard.grid";
+    return success();
+  }
   if (name == kPipelineAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!dict || !dict.getAs<IntegerAttr>("stages") ||

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ArtifactPlan.h"
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Target/Artifact/ModelSignature.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -37,13 +38,6 @@ std::string mlir::tp::artifact::getDTypeName(Type type) {
   llvm::raw_string_ostream os(text);
   type.print(os);
   return text;
-}
-
-static int64_t getGridSize(ModuleOp module, StringRef name) {
-  auto grid = module.lookupSymbol<shard::GridOp>(name);
-  if (!grid || grid.getShape().size() != 1)
-    return -1;
-  return grid.getShape()[0];
 }
 
 static std::vector<int64_t> getShape(Type type) {
@@ -225,14 +219,14 @@ FailureOr<ArtifactPlan> mlir::tp::artifact::buildArtifactPlan(
     ModuleOp module,
     const llvm::StringMap<const onnx::TensorProto *> &initializers) {
   ArtifactPlan plan;
-  plan.tpDevices = getGridSize(module, "grid");
+  plan.tpDevices = getGridSize1D(module, GridRole::Tensor);
   if (plan.tpDevices < 1)
-    return module.emitError("module has no 1-D shard.grid @grid; run "
-                            "tp-parallelize first");
-  if (module.lookupSymbol("pipeline")) {
-    plan.stages = getGridSize(module, "pipeline");
+    return module.emitError("module has no 1-D tensor-parallel shard.grid; "
+                            "run tp-parallelize first");
+  if (lookupGrid(module, GridRole::Pipeline)) {
+    plan.stages = getGridSize1D(module, GridRole::Pipeline);
     if (plan.stages < 1)
-      return module.emitError("shard.grid @pipeline is not 1-D");
+      return module.emitError("the pipeline shard.grid is not 1-D");
   }
   if (auto pipeline = module->getAttrOfType<DictionaryAttr>("tp.pipeline"))
     if (auto m = pipeline.getAs<IntegerAttr>("microbatches"))

@@ -3,6 +3,7 @@
 #include "tp/Target/Artifact/ModelSignature.h"
 
 #include "ArtifactPlan.h"
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Runtime/ArtifactFormat.h"
 
@@ -13,26 +14,19 @@
 using namespace mlir;
 using namespace mlir::tp;
 
-static int64_t getGridSize(ModuleOp module, StringRef name) {
-  auto grid = module.lookupSymbol<shard::GridOp>(name);
-  if (!grid || grid.getShape().size() != 1)
-    return -1;
-  return grid.getShape()[0];
-}
-
 FailureOr<SmallVector<func::FuncOp>>
 mlir::tp::getStageFunctions(ModuleOp module) {
   SmallVector<func::FuncOp> funcs;
-  if (!module.lookupSymbol("pipeline")) {
+  if (!lookupGrid(module, GridRole::Pipeline)) {
     auto main = module.lookupSymbol<func::FuncOp>("main");
     if (!main)
       return module.emitError("partitioned module has no @main");
     funcs.push_back(main);
     return funcs;
   }
-  int64_t stages = getGridSize(module, "pipeline");
+  int64_t stages = getGridSize1D(module, GridRole::Pipeline);
   if (stages < 1)
-    return module.emitError("shard.grid @pipeline is not 1-D");
+    return module.emitError("the pipeline shard.grid is not 1-D");
   funcs.resize(stages);
   for (auto func : module.getOps<func::FuncOp>()) {
     auto stage = func->getAttrOfType<IntegerAttr>("tp.stage");
@@ -98,10 +92,10 @@ FailureOr<std::string> mlir::tp::getModelSignature(ModuleOp module) {
   SmallVector<func::FuncOp> prefill;
   for (const PrefillChunk &chunk : *chunks)
     llvm::append_range(prefill, chunk.stages);
-  int64_t tp = getGridSize(module, "grid");
+  int64_t tp = getGridSize1D(module, GridRole::Tensor);
   if (tp < 1)
-    return module.emitError("module has no 1-D shard.grid @grid; run "
-                            "tp-parallelize first");
+    return module.emitError("module has no 1-D tensor-parallel shard.grid; "
+                            "run tp-parallelize first");
   int64_t microbatches = 1;
   if (auto pipeline = module->getAttrOfType<DictionaryAttr>("tp.pipeline"))
     if (auto m = pipeline.getAs<IntegerAttr>("microbatches"))
@@ -128,7 +122,7 @@ LogicalResult mlir::tp::emitModelSignature(ModuleOp module,
   // A module that is not partitioned is in no artifact: it describes
   // nothing, and a runtime refuses it.
   std::string text;
-  if (module.lookupSymbol<shard::GridOp>("grid")) {
+  if (lookupGrid(module, GridRole::Tensor)) {
     FailureOr<std::string> signature = getModelSignature(module);
     if (failed(signature))
       return failure();

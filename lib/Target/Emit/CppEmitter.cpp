@@ -8,6 +8,7 @@
 #include "LinalgMatchers.h"
 #include "tp/Target/Artifact/ModelSignature.h"
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Dialect/TP/TPOps.h"
 #include "tp/Target/Emit/EmitCpp.h"
@@ -34,14 +35,16 @@ using namespace mlir::tp::emit;
 
 CppEmitter::CppEmitter(ModuleOp module, raw_indented_ostream &os)
     : os(os), module(module) {
+  // A pipeline stage's ranks follow the tensor-parallel ranks of the stages
+  // before it.
   int64_t tpRanks = 1;
   for (auto grid : module.getOps<shard::GridOp>())
-    if (grid.getSymName() != "pipeline")
+    if (getGridRole(grid) != GridRole::Pipeline)
       for (int64_t size : grid.getShape())
         tpRanks *= size;
   for (auto grid : module.getOps<shard::GridOp>())
     gridBaseStride[grid.getSymName()] =
-        grid.getSymName() == "pipeline" ? tpRanks : 1;
+        getGridRole(grid) == GridRole::Pipeline ? tpRanks : 1;
 }
 
 std::string CppEmitter::name(Value value) const {

@@ -193,3 +193,21 @@ func.func @repeat_once(%w: tensor<8x8xf32> {tp.weight = "w", tp.layout = #tp.lay
 func.func @repeat_uneven(%w: tensor<8x16xf32> {tp.weight = "w", tp.layout = #tp.layout<role = replicated, dim = 1, slice = [0, 8], repeat = [3, 2]>}) {
   return
 }
+
+// -----
+
+// expected-error @below {{'tp.grid_role' must be a #tp.grid_role on a shard.grid}}
+func.func @grid_role_on_a_function() attributes {tp.grid_role = #tp.grid_role<tensor>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{'tp.grid_role' must be a #tp.grid_role on a shard.grid}}
+shard.grid @pipeline(shape = 2) {tp.grid_role = "pipeline"}
+
+// -----
+
+// expected-error @below {{expected ::mlir::tp::GridRole to be one of: tensor, pipeline}}
+// expected-error @below {{failed to parse TP_GridRoleAttr parameter 'value'}}
+shard.grid @pipeline(shape = 2) {tp.grid_role = #tp.grid_role<data>}

@@ -41,6 +41,32 @@ def TP_SplitRole : I32EnumAttr<"SplitRole", "why a weight is split", [
 
 def TP_SplitRoleAttr : EnumAttr<TP_Dialect, TP_SplitRole, "role">;
 
+def TP_GridRole : I32EnumAttr<"GridRole", "what a shard.grid is for", [
+  /// The tensor-parallel ranks of one pipeline stage (tp-plan-tensor-parallel).
+  I32EnumAttrCase<"Tensor", 0, "tensor">,
+  /// The pipeline stages (tp-plan-pipeline).
+  I32EnumAttrCase<"Pipeline", 1, "pipeline">,
+]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
+def TP_GridRoleAttr : EnumAttr<TP_Dialect, TP_GridRole, "grid_role"> {
+  let summary = "What a `shard.grid` is for (the planners write it)";
+  let description = [{
+    Written as `tp.grid_role` on a `shard.grid` of a planned module:
+
+    ```mlir
+    shard.grid @pipeline(shape = 2) {tp.grid_role = #tp.grid_role<pipeline>}
+    ```
+
+    Passes, the emitters and the artifact writer find the tensor-parallel
+    and the pipeline grid by it (`tp::lookupGrid`), never by symbol name. A
+    grid without it is a tensor-parallel grid (hand-written IR).
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def TP_Kernel : I32EnumAttr<"Kernel", "how code generation runs an op", [
   /// A loop nest over the op's iteration domain (a kernel launch on CUDA).
   I32EnumAttrCase<"LoopNest", 0, "loop_nest">,

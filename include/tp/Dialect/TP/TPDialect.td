@@ -61,6 +61,9 @@ def TP_Dialect : Dialect {
     - `tp.stage = K` on a pipeline stage function, and `tp.pipeline =
       {stages, microbatches, schedule, flops}` on the module
       (tp-plan-pipeline).
+    - `tp.grid_role = #tp.grid_role<tensor|pipeline>` on a `shard.grid`:
+      what the grid is for (tp-plan-tensor-parallel, tp-plan-pipeline);
+      passes find the grids by it (`tp::lookupGrid`), not by name.
     - `tp.cache = "<input name>"` on an argument: a KV cache that the
       runtime owns and keeps between calls (tp-kv-cache): the export's
       `past_key_values` input, grown to every position of the context.
@@ -97,6 +100,7 @@ def TP_Dialect : Dialect {
     static constexpr llvm::StringLiteral kEmbeddingAttrName = "tp.embedding";
     static constexpr llvm::StringLiteral kLoopSizesAttrName = "tp.loop_sizes";
     static constexpr llvm::StringLiteral kPipelineAttrName = "tp.pipeline";
+    static constexpr llvm::StringLiteral kGridRoleAttrName = "tp.grid_role";
     static constexpr llvm::StringLiteral kCacheAttrName = "tp.cache";
     static constexpr llvm::StringLiteral kPrefillStageAttrName =
         "tp.prefill_stage";
