@@ -948,6 +948,7 @@ const ConverterMap &mlir::tp::onnx_import::getConverters() {
     populateResizeConverters(map);
     populateConvConverters(map);
     populateSequenceConverters(map);
+    populateIfConverters(map);
     populateLoopConverters(map);
     populateLossConverters(map);
     populateTopKConverters(map);

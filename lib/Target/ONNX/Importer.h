@@ -187,6 +187,7 @@ void populateReductionConverters(ConverterMap &map);
 void populateResizeConverters(ConverterMap &map);
 void populateConvConverters(ConverterMap &map);
 void populateSequenceConverters(ConverterMap &map);
+void populateIfConverters(ConverterMap &map);
 void populateLoopConverters(ConverterMap &map);
 void populateLossConverters(ConverterMap &map);
 void populateTopKConverters(ConverterMap &map);
