@@ -188,17 +188,21 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
     if (size % devices == 0)
       return success();
     // What follows: an optional bias add (a weight of [size] on the output
-    // dim), then the function result.
+    // dim, or one broadcast along other dims, as BART's [1, size]
+    // `final_logits_bias`), then the function result.
     Operation *user = *head->getUsers().begin();
     auto bias = dyn_cast<linalg::GenericOp>(user);
-    BlockArgument biasArg;
+    Value biasArg;
+    int64_t biasDim = 0;
     if (bias && bias.getNumDpsInputs() == 2 && bias->hasOneUse() &&
         bias.getNumReductionLoops() == 0) {
-      for (Value input : bias.getDpsInputs())
-        if (BlockArgument arg = getSoleUseWeight(input);
-            arg && cast<RankedTensorType>(arg.getType()).getRank() == 1 &&
-            cast<RankedTensorType>(arg.getType()).getDimSize(0) == size)
-          biasArg = arg;
+      for (OpOperand *input : bias.getDpsInputOperands())
+        if (getBiasWeight(input->get()))
+          if (std::optional<int64_t> dim =
+                  getBiasDim(bias, input, head->getResult(0), *resultDim)) {
+            biasArg = input->get();
+            biasDim = *dim;
+          }
       if (!biasArg)
         return success();
       user = *bias->getUsers().begin();
@@ -249,7 +253,7 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
       for (Value input : bias.getDpsInputs())
         biasInputs.push_back(input == last ? result
                              : input == biasArg
-                                 ? padWeight(rewriter, biasArg, 0, padded)
+                                 ? padBias(rewriter, biasArg, biasDim, padded)
                                  : input);
       FailureOr<linalg::GenericOp> wideBias =
           rebuildWider(rewriter, bias, biasInputs, *resultDim, padded);
@@ -284,6 +288,10 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
     if (bias) {
       oldInits.push_back(bias.getDpsInits()[0]);
       rewriter.eraseOp(bias);
+      // The collapse the old bias read the weight through.
+      if (auto collapse = biasArg.getDefiningOp<tensor::CollapseShapeOp>();
+          collapse && collapse->use_empty())
+        rewriter.eraseOp(collapse);
     }
     rewriter.eraseOp(generic);
     // Their inits (a fill of an empty tensor) are dead now; partition
@@ -291,6 +299,62 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
     for (Value init : oldInits)
       eraseIfDead(rewriter, init);
     return success();
+  }
+
+  /// The weight a bias operand reads: a sole-use weight argument, or one
+  /// read through a collapse of unit dims (the importer's view of a
+  /// broadcast [1, V] bias as [V]).
+  static BlockArgument getBiasWeight(Value operand) {
+    if (auto collapse = operand.getDefiningOp<tensor::CollapseShapeOp>()) {
+      if (!collapse->hasOneUse() ||
+          collapse.getSrcType().getNumElements() !=
+              llvm::max_element(collapse.getSrcType().getShape())[0])
+        return {};
+      operand = collapse.getSrc();
+    }
+    return getSoleUseWeight(operand);
+  }
+
+  /// `operand` (a bias that getBiasWeight accepts) padded with zeros on
+  /// its dim `dim` to `size`: the weight itself, before a collapse.
+  static Value padBias(IRRewriter &rewriter, Value operand, int64_t dim,
+                       int64_t size) {
+    auto collapse = operand.getDefiningOp<tensor::CollapseShapeOp>();
+    if (!collapse)
+      return padWeight(rewriter, operand, dim, size);
+    // The collapse keeps the one dim that is not of size 1: pad that.
+    ArrayRef<int64_t> shape = collapse.getSrcType().getShape();
+    int64_t srcDim = llvm::max_element(shape) - shape.begin();
+    Value padded = padWeight(rewriter, collapse.getSrc(), srcDim, size);
+    return tensor::CollapseShapeOp::create(rewriter, collapse.getLoc(), padded,
+                                           collapse.getReassociationIndices());
+  }
+
+  /// The dim of `bias`'s operand `biasOperand` that it adds along dim
+  /// `dim` of `logits` (its other operand): the one dim of `size` rows that
+  /// reads the same loop, every other dim broadcast (of size 1); nullopt if
+  /// it is not such a bias.
+  static std::optional<int64_t> getBiasDim(linalg::GenericOp bias,
+                                           OpOperand *biasOperand, Value logits,
+                                           int64_t dim) {
+    OpOperand *logitsOperand = nullptr;
+    for (OpOperand *input : bias.getDpsInputOperands())
+      if (input != biasOperand && input->get() == logits)
+        logitsOperand = input;
+    if (!logitsOperand)
+      return std::nullopt;
+    AffineExpr loop = bias.getMatchingIndexingMap(logitsOperand).getResult(dim);
+    int64_t size = cast<RankedTensorType>(logits.getType()).getDimSize(dim);
+    auto type = cast<RankedTensorType>(biasOperand->get().getType());
+    AffineMap map = bias.getMatchingIndexingMap(biasOperand);
+    std::optional<int64_t> found;
+    for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+      if (expr == loop && type.getDimSize(d) == size && !found)
+        found = d;
+      else if (type.getDimSize(d) != 1)
+        return std::nullopt;
+    }
+    return found;
   }
 
   static void eraseIfDead(IRRewriter &rewriter, Value v) {

@@ -162,3 +162,47 @@ func.func @tied(%ids: tensor<2x3xi64> {tp.input = "input_ids"},
   } -> tensor<2x3x10xf32>
   return %logits : tensor<2x3x10xf32>
 }
+
+// -----
+
+// A bias broadcast along the other dims ([1, V], BART's final_logits_bias),
+// which the importer reads through a collapse of its unit dim: the weight
+// is padded on its V dim and collapsed again; the head is padded as
+// without it.
+// CHECK-LABEL: func.func @broadcast_bias(
+// CHECK: %[[W:.*]] = tensor.pad %arg1 low[0, 0] high[0, 2]
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%arg0, %[[W]] : tensor<2x6xf32>, tensor<6x12xf32>)
+// CHECK: %[[B:.*]] = tensor.pad %arg2 low[0, 0] high[0, 2]
+// CHECK: %[[BC:.*]] = tensor.collapse_shape %[[B]] {{\[}}[0, 1]] : tensor<1x12xf32> into tensor<12xf32>
+// CHECK: %[[Z:.*]] = linalg.generic {{.*}} ins(%[[Y]], %[[BC]] : tensor<2x12xf32>, tensor<12xf32>)
+// CHECK: tensor.extract_slice %[[Z]][0, 0] [2, 10] [1, 1] : tensor<2x12xf32> to tensor<2x10xf32>
+// PART-LABEL: func.func @broadcast_bias(
+// PART-SAME: tensor<6x3xf32> {tp.layout = #tp.layout<role = column_gathered, dim = 1, block = 0, padded = [10, 12]>
+// PART-SAME: tensor<1x3xf32> {tp.layout = #tp.layout<role = bias, dim = 1, block = 0, padded = [10, 12]>
+#lhs = affine_map<(d0, d1, d2) -> (d0, d2)>
+#rhs = affine_map<(d0, d1, d2) -> (d2, d1)>
+#res = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @broadcast_bias(%x: tensor<2x6xf32> {tp.input = "x"},
+                          %w: tensor<6x10xf32> {tp.weight = "head"},
+                          %b: tensor<1x10xf32> {tp.weight = "final_logits_bias"})
+    -> (tensor<2x10xf32> {tp.output = "logits"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x10xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %y = linalg.generic {indexing_maps = [#lhs, #rhs, #res], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<2x6xf32>, tensor<6x10xf32>) outs(%init : tensor<2x10xf32>) {
+  ^bb0(%a: f32, %c: f32, %acc: f32):
+    %m = arith.mulf %a, %c : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x10xf32>
+  %bc = tensor.collapse_shape %b [[0, 1]] : tensor<1x10xf32> into tensor<10xf32>
+  %e2 = tensor.empty() : tensor<2x10xf32>
+  %z = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%y, %bc : tensor<2x10xf32>, tensor<10xf32>) outs(%e2 : tensor<2x10xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<2x10xf32>
+  return %z : tensor<2x10xf32>
+}
