@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Transforms/Passes.h"
 
@@ -104,15 +105,122 @@ bool isRowParallelOutput(Value v) {
   return false;
 }
 
+/// True if the linalg op `op` indexes dim `seqDim` of its result and of
+/// every operand in `region` (or `v`) by one parallel loop.
+bool readsOnePosition(linalg::LinalgOp op, Value v, int64_t seqDim,
+                      const llvm::SmallPtrSetImpl<Value> &region) {
+  AffineExpr loop =
+      op.getIndexingMapMatchingResult(op->getOpResult(0)).getResult(seqDim);
+  auto dim = dyn_cast<AffineDimExpr>(loop);
+  if (!dim || op.getIteratorTypesArray()[dim.getPosition()] !=
+                  utils::IteratorType::parallel)
+    return false;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    if (input->get() != v && !region.contains(input->get()))
+      continue;
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (map.getNumResults() <= seqDim || map.getResult(seqDim) != loop)
+      return false;
+  }
+  return true;
+}
+
+/// True if `op` computes each position of the sequence from that position
+/// alone, keeping the leading dims [.., seq] of `v`'s type: a reshape of the
+/// trailing dims, or a linalg op whose result and every operand in `region`
+/// (or `v`) index dim `seqDim` by one parallel loop.
+bool isPerToken(Operation *op, Value v, int64_t seqDim,
+                const llvm::SmallPtrSetImpl<Value> &region) {
+  if (op->getNumResults() != 1)
+    return false;
+  auto vType = cast<RankedTensorType>(v.getType());
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || type.getRank() <= seqDim ||
+      type.getShape().take_front(seqDim + 1) !=
+          vType.getShape().take_front(seqDim + 1))
+    return false;
+  // Each leading dim keeps a group of its own, with unit dims at most.
+  auto keepsLeading = [&](ArrayRef<ReassociationIndices> groups,
+                          RankedTensorType expanded) {
+    for (int64_t d = 0; d <= seqDim; ++d) {
+      if (groups.size() <= size_t(d))
+        return false;
+      for (int64_t e : groups[d])
+        if (expanded.getDimSize(e) != 1 &&
+            expanded.getDimSize(e) != vType.getDimSize(d))
+          return false;
+    }
+    return true;
+  };
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
+    return keepsLeading(expand.getReassociationIndices(),
+                        expand.getResultType());
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+    return keepsLeading(collapse.getReassociationIndices(),
+                        collapse.getSrcType());
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalgOp.hasPureTensorSemantics() &&
+         readsOnePosition(linalgOp, v, seqDim, region);
+}
+
+/// The value that a per-token computation on `v` closes in: the ops after
+/// it that read it or each other, none mixing positions of the sequence
+/// (isPerToken: a norm, whose reductions run over the hidden dim), until
+/// one value of `v`'s type is all that the rest of the function reads of
+/// them. So a norm between a block and its residual add (Gemma 2's and
+/// OLMo 2's "sandwich" norms) is passed over: on a slice of the sequence it
+/// computes the same rows. Null if the ops do not close so.
+Value skipPerTokenOps(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return {};
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t seqDim = type.getRank() - 2;
+  if (seqDim < 0)
+    return {};
+  llvm::SmallPtrSet<Value, 16> region;
+  llvm::SmallPtrSet<Operation *, 16> ops;
+  // Values of the region some op outside it has yet to read.
+  llvm::SmallPtrSet<Value, 8> open = {v};
+  for (Operation *op = def->getNextNode(); op && ops.size() < 24;
+       op = op->getNextNode()) {
+    bool reads = llvm::any_of(op->getOperands(), [&](Value operand) {
+      return operand == v || region.contains(operand);
+    });
+    if (!reads)
+      continue;
+    if (!isPerToken(op, v, seqDim, region))
+      return {};
+    ops.insert(op);
+    region.insert(op->getResult(0));
+    open.insert(op->getResult(0));
+    for (Value operand : op->getOperands())
+      if (open.contains(operand) &&
+          llvm::all_of(operand.getUsers(),
+                       [&](Operation *user) { return ops.contains(user); }))
+        open.erase(operand);
+    if (open.size() == 1 && *open.begin() != v &&
+        (*open.begin()).getType() == v.getType())
+      return *open.begin();
+  }
+  return {};
+}
+
 /// The residual add after a row-parallel contraction: following single-use
-/// elementwise ops (a bias add), the first one with a second activation
-/// input. Returns it and that other input. In a parallel-residual block
-/// (GPT-NeoX, GPT-J: attention and MLP read the same input) the two block
-/// outputs are added first; that add is passed over, so that both blocks
-/// find the same residual add, after their sum.
+/// elementwise ops (a bias add) and per-token computations that close in
+/// one value (a norm: skipPerTokenOps), the first elementwise op with a
+/// second activation input. Returns it and that other input. In a
+/// parallel-residual block (GPT-NeoX, GPT-J: attention and MLP read the
+/// same input) the two block outputs are added first; that add is passed
+/// over, so that both blocks find the same residual add, after their sum.
 std::optional<std::pair<Operation *, Value>> findResidualAdd(Operation *row) {
   Value v = row->getResult(0);
-  for (int steps = 0; steps < 6 && v.hasOneUse(); ++steps) {
+  for (int steps = 0; steps < 6; ++steps) {
+    if (!v.hasOneUse()) {
+      v = skipPerTokenOps(v);
+      if (!v || !v.hasOneUse())
+        return std::nullopt;
+    }
     Operation *user = *v.getUsers().begin();
     if (!isElementwise(user))
       return std::nullopt;
@@ -206,13 +314,12 @@ struct PlanSequenceParallel
     : tp::impl::PlanSequenceParallelBase<PlanSequenceParallel> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto grids = module.getOps<shard::GridOp>();
-    if (grids.empty()) {
+    shard::GridOp grid = lookupGrid(module, GridRole::Tensor);
+    if (!grid) {
       module.emitError() << "tp-plan-sequence-parallel: no shard.grid; run "
                             "tp-plan-tensor-parallel first";
       return signalPassFailure();
     }
-    shard::GridOp grid = *grids.begin();
     int64_t devices = 1;
     for (int64_t d : grid.getShape())
       devices *= d;

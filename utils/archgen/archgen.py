@@ -463,7 +463,7 @@ def minimize(args, f, seed, failures, opsets, target=None):
                 continue
             if trial.qkv == "kv_tail" and trial.kv_heads == trial.heads:
                 trial.qkv = "fused"
-            if trial.residual == "parallel" and trial.norm_place == "post":
+            if trial.residual == "parallel" and trial.norm_place != "pre":
                 trial.norm_place = "pre"
             if opset == f.opset:
                 trial.opset = opset

@@ -74,7 +74,7 @@ def weights(f, t):
         if f.mlp_conv:
             add(f.intermediate * 4, 1 / t)
         norms = 1 if f.residual == "parallel" and f.parallel_norms == 1 \
-            else 2
+            else 4 if f.norm_place == "sandwich" else 2
         add(norms * norm * width)
         if f.bottleneck:
             add((hidden + bias) * width + (width + bias) * hidden)
@@ -94,7 +94,7 @@ def weights(f, t):
         add(64 * 64, size=1)                        # bool tril
     if f.embed_norm:
         add(norm * hidden)
-    if f.norm_place == "pre":
+    if f.norm_place in ("pre", "sandwich"):
         add(norm * hidden)
     if f.kind == "decoder":
         # A tied head is exported as a second, transposed initializer.

@@ -53,7 +53,9 @@ SPACE = {
               "rms_gemma"],
              "nn.LayerNorm / mean-var by hand / Llama x*rsqrt*w / "
              "w*(x/sqrt) / Gemma x*rsqrt*(1+w)"),
-    "norm_place": (["pre", "post"], "GPT-2, Llama / BERT"),
+    "norm_place": (["pre", "post", "sandwich"],
+                   "GPT-2, Llama / BERT / Gemma 2, OLMo 2 (a norm before and "
+                   "after each block, then the residual add)"),
     "mlp": (["gelu", "gelu_tanh", "relu", "swiglu", "geglu"],
             "BERT / GPT-2 gelu_new / OPT / Llama / Gemma"),
     "fused_gate": ([False, True], "SwiGLU/GeGLU gate and up in one "
@@ -272,8 +274,8 @@ def sample(seed, fixed=None):
     f.rotary_pct = pick("rotary_pct", weights=[3, 1, 1])
     f.rotary_style = pick("rotary_style", weights=[2, 1])
     f.norm = pick("norm")
-    f.norm_place = pick("norm_place", weights=[3, 1] if f.kind == "decoder"
-                        else [1, 2])
+    f.norm_place = pick("norm_place", weights=[6, 2, 1]
+                        if f.kind == "decoder" else [2, 4, 1])
     f.mlp = pick("mlp")
     f.fused_gate = pick("fused_gate")
     f.ffn_mult = pick("ffn_mult")
@@ -291,10 +293,10 @@ def sample(seed, fixed=None):
     f.opset = pick("opset")
     f.converted_opset = pick("converted_opset")
     # What real models never combine.
-    if f.residual == "parallel" and f.norm_place == "post" and \
+    if f.residual == "parallel" and f.norm_place != "pre" and \
             "norm_place" not in fixed:
         f.norm_place = "pre"
-    if f.residual == "parallel" and f.norm_place == "post" and \
+    if f.residual == "parallel" and f.norm_place != "pre" and \
             "residual" not in fixed:
         f.residual = "sequential"
     check(f)
@@ -317,7 +319,7 @@ def check(f):
                          f"heads={f.heads}")
     if f.qkv == "kv_tail" and f.kv_heads == f.heads:
         raise ValueError("qkv=kv_tail needs fewer K/V heads than heads")
-    if f.residual == "parallel" and f.norm_place == "post":
+    if f.residual == "parallel" and f.norm_place != "pre":
         raise ValueError("a parallel residual is pre-norm")
     if f.ffn_mult * f.inner % 4:
         raise ValueError("the intermediate size should divide by 4")

@@ -274,6 +274,9 @@ class Layer(nn.Module):
         self.norm1 = Norm(f.norm, width)
         if not (f.residual == "parallel" and f.parallel_norms == 1):
             self.norm2 = Norm(f.norm, width)
+        if f.norm_place == "sandwich":  # Gemma 2: each block's output too
+            self.post1 = Norm(f.norm, width)
+            self.post2 = Norm(f.norm, width)
 
     def block(self, y, ctx):
         f = self.f
@@ -286,6 +289,9 @@ class Layer(nn.Module):
         if f.norm_place == "post":  # BERT
             y = self.norm1(y + self.attn(y, ctx))
             return self.norm2(y + self.mlp(y))
+        if f.norm_place == "sandwich":
+            y = y + self.post1(self.attn(self.norm1(y), ctx))
+            return y + self.post2(self.mlp(self.norm2(y)))
         y = y + self.attn(self.norm1(y), ctx)
         return y + self.mlp(self.norm2(y))
 
@@ -349,7 +355,7 @@ class ArchModel(nn.Module):
         if f.embed_norm:
             self.embed_norm = Norm(f.norm, hidden)
         self.layers = nn.ModuleList(Layer(f) for _ in range(f.layers))
-        if f.norm_place == "pre":
+        if f.norm_place in ("pre", "sandwich"):
             self.final_norm = Norm(f.norm, hidden)
         if f.kind == "decoder" and not f.tied:
             self.lm_head = nn.Linear(hidden, f.vocab, bias=f.lm_bias)
@@ -398,7 +404,7 @@ class ArchModel(nn.Module):
             ctx["bias"] = self.relative(buckets).permute(2, 0, 1)
         for layer in self.layers:
             x = layer(x, ctx)
-        if f.norm_place == "pre":
+        if f.norm_place in ("pre", "sandwich"):
             x = self.final_norm(x)
         if f.kind == "encoder":
             return x
