@@ -127,6 +127,12 @@ config.substitutions.append(("%node_tests_sample", sweep_sample("0/4", "1/8")))
 # Target/Emit/cuda-zoo.test: the zoo models that go through nvcc -ptx (the
 # sanitized suite takes the same ones, whose checks the build cache has).
 config.substitutions.append(("%nvcc_sample", sweep_sample("0/3", "0/3")))
+# The zoo's models at their export opset; under full also converted to
+# opsets 18 and 21 (gpt2, llama and bert always run all three: the converted
+# forms of ReduceMean, Split, Squeeze and friends are the importer's, the
+# same for every model).
+config.substitutions.append(
+    ("%zoo_opsets", "" if sweeps_full else "--opset native"))
 # Fresh architectures drawn per run (test/Numerics/archgen/sample.test).
 config.substitutions.append(
     ("%archgen_count", "8" if sweeps_full else "2"))
