@@ -123,9 +123,10 @@ def arg_layouts(mlir):
 
 
 def strip_layouts(mlir):
-    """Drops every tp.layout: upstream mlir-opt does not know the tp dialect
+    """Drops every typed tp attribute (#tp.layout on arguments,
+    #tp.grid_role on grids): upstream mlir-opt does not know the tp dialect
     (its other attributes are plain strings and integers, which parse)."""
-    layout = r"tp\.layout = #tp\.layout<[^>]*>"
+    layout = r"tp\.\w+ = #tp\.\w+<[^>]*>"
     mlir = re.sub(r" \{" + layout + r"\}", "", mlir)
     mlir = re.sub(r"\{" + layout + ", ", "{", mlir)
     return re.sub(", " + layout, "", mlir)
