@@ -24,19 +24,6 @@ shard::GridOp mlir::tp::lookupGrid(ModuleOp module, GridRole role) {
   return nullptr;
 }
 
-int64_t mlir::tp::getGridRanks(ModuleOp module, GridRole role) {
-  shard::GridOp grid = lookupGrid(module, role);
-  if (!grid)
-    return 1;
-  int64_t ranks = 1;
-  for (int64_t size : grid.getShape()) {
-    if (ShapedType::isDynamic(size))
-      return -1;
-    ranks *= size;
-  }
-  return ranks;
-}
-
 int64_t mlir::tp::getGridSize1D(ModuleOp module, GridRole role) {
   shard::GridOp grid = lookupGrid(module, role);
   if (!grid || grid.getShape().size() != 1)

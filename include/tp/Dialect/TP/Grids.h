@@ -27,10 +27,6 @@ void setGridRole(shard::GridOp grid, GridRole role);
 /// The first grid of `module` whose role is `role`; null if there is none.
 shard::GridOp lookupGrid(ModuleOp module, GridRole role);
 
-/// The number of ranks of the module's grid of `role` (the product of its
-/// shape): 1 if there is none, -1 if its shape is not static.
-int64_t getGridRanks(ModuleOp module, GridRole role);
-
 /// The size of the module's grid of `role` where it is 1-D; -1 if there is
 /// none or it has more dims.
 int64_t getGridSize1D(ModuleOp module, GridRole role);
