@@ -1,0 +1,2 @@
+// The translation unit that builds the precompiled header
+// (PrecompiledHeaders.h).
