@@ -51,29 +51,49 @@ struct LocalizePaddedWeights
     for (BlockArgument arg : func.getArguments()) {
       unsigned index = arg.getArgNumber();
       if (!func.getArgAttr(index, TPDialect::kWeightAttrName) ||
-          !arg.hasOneUse())
+          arg.use_empty())
         continue;
-      auto pad = dyn_cast<tensor::PadOp>(*arg.getUsers().begin());
-      std::optional<int64_t> dim = pad ? getPaddedDim(pad) : std::nullopt;
-      if (!dim || pad->use_empty())
-        continue;
-      // Every reader keeps the same slice (a table tied to the LM head is
-      // one pad read by both).
-      SmallVector<shard::AllSliceOp> keeps;
-      for (Operation *user : pad->getUsers()) {
-        auto slice = dyn_cast<shard::AllSliceOp>(user);
-        if (!slice || slice.getGridAxes().size() != 1 ||
-            slice.getSliceAxis().getSExtValue() != *dim ||
-            (!keeps.empty() &&
-             (slice.getType() != keeps.front().getType() ||
-              slice.getGridAxes() != keeps.front().getGridAxes() ||
-              slice.getGrid() != keeps.front().getGrid())))
+      // Every reader pads it the same way (a weight shared by several
+      // layers, as ALBERT's, is padded once per use) ...
+      SmallVector<tensor::PadOp> pads;
+      std::optional<int64_t> dim;
+      for (Operation *user : arg.getUsers()) {
+        auto pad = dyn_cast<tensor::PadOp>(user);
+        std::optional<int64_t> padDim = pad ? getPaddedDim(pad) : std::nullopt;
+        if (!padDim || pad->use_empty() ||
+            (!pads.empty() &&
+             (padDim != dim ||
+              pad.getResultType() != pads.front().getResultType()))) {
+          pads.clear();
           break;
-        keeps.push_back(slice);
+        }
+        dim = padDim;
+        pads.push_back(pad);
       }
-      if (keeps.size() != static_cast<size_t>(std::distance(
-                              pad->getUsers().begin(), pad->getUsers().end())))
+      if (pads.empty())
         continue;
+      // ... and keeps the same slice (a table tied to the LM head is one pad
+      // read by both).
+      SmallVector<shard::AllSliceOp> keeps;
+      bool sameSlices = true;
+      for (tensor::PadOp pad : pads) {
+        for (Operation *user : pad->getUsers()) {
+          auto slice = dyn_cast<shard::AllSliceOp>(user);
+          if (!slice || slice.getGridAxes().size() != 1 ||
+              slice.getSliceAxis().getSExtValue() != *dim ||
+              (!keeps.empty() &&
+               (slice.getType() != keeps.front().getType() ||
+                slice.getGridAxes() != keeps.front().getGridAxes() ||
+                slice.getGrid() != keeps.front().getGrid()))) {
+            sameSlices = false;
+            break;
+          }
+          keeps.push_back(slice);
+        }
+      }
+      if (!sameSlices)
+        continue;
+      tensor::PadOp pad = pads.front();
       shard::AllSliceOp keep = keeps.front();
       // A piece of a fused weight can only be padded along the dim it was
       // cut on: its layout has one dim.
@@ -98,7 +118,8 @@ struct LocalizePaddedWeights
       setLayout(func, index, layout.withPadding(original, padded));
       for (shard::AllSliceOp slice : keeps)
         slice.erase();
-      pad.erase();
+      for (tensor::PadOp padOp : pads)
+        padOp.erase();
     }
     func.setType(FunctionType::get(ctx, inputs, func.getResultTypes()));
   }

@@ -101,6 +101,29 @@ FailureOr<linalg::GenericOp> rebuildWider(IRRewriter &rewriter,
   return wide;
 }
 
+/// True if `op` computes each entry of its one result from the entry of
+/// `logits` at the same place, and its other operands do not vary along
+/// result dim `dim`: padding `logits` on `dim` pads the result alike and
+/// leaves its other entries as they were.
+bool isElementwiseAlong(linalg::GenericOp op, Value logits, int64_t dim) {
+  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() != 0 ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity() ||
+      !op.getBody()->getOps<linalg::IndexOp>().empty())
+    return false;
+  int reads = 0;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (input->get() == logits) {
+      if (!map.isIdentity())
+        return false;
+      ++reads;
+    } else if (map.isFunctionOfDim(dim)) {
+      return false;
+    }
+  }
+  return reads == 1;
+}
+
 struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
   using Base::Base;
 
@@ -203,22 +226,24 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
             biasArg = input->get();
             biasDim = *dim;
           }
-      if (!biasArg)
-        return success();
-      user = *bias->getUsers().begin();
-    } else {
-      bias = {};
     }
-    // Then elementwise ops of one operand (a cast to float32, as GPT-J's
-    // `lm_logits.to(torch.float32)` exports), then the result.
+    // Not a bias add: maybe the first of the elementwise ops below.
+    if (biasArg)
+      user = *bias->getUsers().begin();
+    else
+      bias = {};
+    // Then elementwise ops on the logits whose other operands are the same
+    // for every vocabulary entry (a cast to float32, as GPT-J's
+    // `lm_logits.to(torch.float32)` exports; Granite's division and
+    // Cohere's product by a scale; Gemma 2's tanh soft-capping), then the
+    // result.
     SmallVector<linalg::GenericOp> tail;
+    Value logits = bias ? bias->getResult(0) : head->getResult(0);
     while (auto op = dyn_cast<linalg::GenericOp>(user)) {
-      if (op.getNumDpsInputs() != 1 || !op->hasOneUse() ||
-          op.getNumReductionLoops() != 0 ||
-          !llvm::all_of(op.getIndexingMapsArray(),
-                        [](AffineMap m) { return m.isIdentity(); }))
+      if (!op->hasOneUse() || !isElementwiseAlong(op, logits, *resultDim))
         return success();
       tail.push_back(op);
+      logits = op->getResult(0);
       user = *op->getUsers().begin();
     }
     if (!isa<func::ReturnOp>(user))
@@ -264,8 +289,10 @@ struct PadVocabulary : tp::impl::PadVocabularyBase<PadVocabulary> {
       last = bias->getResult(0);
     }
     for (linalg::GenericOp op : tail) {
+      SmallVector<Value> tailInputs(op.getDpsInputs());
+      llvm::replace(tailInputs, last, result);
       FailureOr<linalg::GenericOp> wideOp =
-          rebuildWider(rewriter, op, ValueRange{result}, *resultDim, padded);
+          rebuildWider(rewriter, op, tailInputs, *resultDim, padded);
       if (failed(wideOp))
         return op.emitError("tp-pad-vocabulary: cannot widen this op's init");
       result = wideOp->getResult(0);

@@ -228,6 +228,17 @@ struct PlanTensorParallel
                                             /*annotate_for_users=*/false);
       value.replaceAllUsesExcept(shardOp.getResult(), shardOp);
     }
+    // A split that reaches a result is gathered there, after the
+    // elementwise ops on the way (a scale of the logits), not before them.
+    for (auto [value, dim] : plan.resultSplits) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfterValue(value);
+      Location loc = value.getLoc();
+      auto shardOp = shard::ShardOp::create(b, loc, value,
+                                            createSplitSharding(b, loc, dim),
+                                            /*annotate_for_users=*/false);
+      value.replaceAllUsesExcept(shardOp.getResult(), shardOp);
+    }
     // Windows on split channels: tp-outline-unpartitionable gives each rank
     // its part.
     for (auto [op, loop] : plan.splitLoops)

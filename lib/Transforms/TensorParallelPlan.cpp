@@ -312,6 +312,9 @@ struct SplitTracker {
   /// TensorParallelPlan::backwardSplits), with the dim; -1 where two paths
   /// disagree.
   llvm::MapVector<Value, int64_t> backwardSplits;
+  /// Values that reach a function result split (see
+  /// TensorParallelPlan::resultSplits), with the dim.
+  llvm::MapVector<Value, int64_t> resultSplits;
   /// The split ends in a sum or max over it.
   bool reachesReduction = false;
   bool reachesResult = false;
@@ -375,6 +378,8 @@ bool SplitTracker::followUse(OpOperand &use, int64_t dim) {
     bool ok = true;
     if (isa<func::ReturnOp>(user)) {
       reachesResult |= !inBackward;
+      if (!inBackward)
+        resultSplits[use.get()] = dim;
     } else if (auto op = dyn_cast<linalg::LinalgOp>(user)) {
       ok = followLinalg(op, use, dim);
     } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
@@ -424,6 +429,8 @@ bool SplitTracker::followUse(OpOperand &use, int64_t dim) {
                slice && isUnpadBeforeResult(slice)) {
       // Padded logits dropped before the result: gathered, then sliced.
       reachesResult |= !inBackward;
+      if (!inBackward)
+        resultSplits[slice.getSource()] = dim;
     } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user)) {
       auto srcType = slice.getSourceType();
       if (slice.getResultType().getRank() != srcType.getRank() ||
@@ -619,6 +626,87 @@ std::optional<std::pair<int64_t, int64_t>> getOutputDim(linalg::LinalgOp op,
   return found;
 }
 
+/// True if the result of `op` is added to another activation of its shape
+/// (a residual, or a parallel block's other half), directly or through
+/// elementwise ops (a bias add): where a transformer block ends.
+bool endsAtSum(Operation *op, unsigned depth = 3) {
+  for (Operation *user : op->getResult(0).getUsers()) {
+    auto generic = dyn_cast<linalg::GenericOp>(user);
+    if (!generic || generic.getNumReductionLoops() != 0 ||
+        generic->getNumResults() != 1)
+      continue;
+    Type type = generic->getResult(0).getType();
+    auto isActivation = [&](Value v) {
+      return v.getType() == type && !getWeightArg(v);
+    };
+    if (generic.getNumDpsInputs() == 2 &&
+        llvm::all_of(generic.getDpsInputs(), isActivation) &&
+        isa_and_nonnull<arith::AddFOp>(
+            generic.getBlock()->getTerminator()->getOperand(0).getDefiningOp()))
+      return true;
+    if (depth > 0 && endsAtSum(generic, depth - 1))
+      return true;
+  }
+  return false;
+}
+
+/// The row-parallel partners of `op` as a column-parallel contraction, if
+/// its output split can reach them (and no result or reduction).
+std::optional<SmallVector<Operation *>> getRowPartners(linalg::LinalgOp op,
+                                                       int64_t devices) {
+  std::optional<unsigned> weightIdx = getWeightOperand(op);
+  auto out = weightIdx ? getOutputDim(op, *weightIdx) : std::nullopt;
+  if (!out)
+    return std::nullopt;
+  Value weight = getWeightArg(op->getOperand(*weightIdx));
+  if (cast<ShapedType>(weight.getType()).getDimSize(out->first) % devices)
+    return std::nullopt;
+  SplitTracker tracker(devices);
+  if (!tracker.follow(op->getResult(0), out->second) || tracker.reachesResult ||
+      tracker.reachesReduction)
+    return std::nullopt;
+  SmallVector<Operation *> rows;
+  for (auto &entry : tracker.rows)
+    rows.push_back(entry.first);
+  return rows;
+}
+
+/// True if `op`, split as a column, pairs with row-parallel contractions
+/// that each end a block at a sum, or (within `depth`) start such blocks
+/// of their own.
+bool startsBlocks(linalg::LinalgOp op, int64_t devices, unsigned depth) {
+  std::optional<SmallVector<Operation *>> partners =
+      getRowPartners(op, devices);
+  return partners && !partners->empty() &&
+         llvm::all_of(*partners, [&](Operation *row) {
+           return endsAtSum(row) ||
+                  (depth > 0 && startsBlocks(cast<linalg::LinalgOp>(row),
+                                             devices, depth - 1));
+         });
+}
+
+/// True if some of the row-parallel partners `rows` of a column-parallel
+/// contraction do not end a block, and each of those would start blocks of
+/// its own that do: MobileBERT's bottleneck projections, read (through an
+/// elementwise NoNorm) by Q and K, or by the first projections of its
+/// feed-forward stacks. Paired with them, each such partner would
+/// all-reduce and what follows it (attention, the MLP) would run whole;
+/// left whole, the contraction lets them split as columns, each block
+/// ending in one all-reduce at its sum.
+bool rowsStartBlocks(const llvm::MapVector<Operation *, int64_t> &rows,
+                     int64_t devices) {
+  bool early = false;
+  for (auto &entry : rows) {
+    if (endsAtSum(entry.first))
+      continue;
+    early = true;
+    if (!startsBlocks(cast<linalg::LinalgOp>(entry.first), devices,
+                      /*depth=*/2))
+      return false;
+  }
+  return early;
+}
+
 } // namespace
 
 TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
@@ -688,6 +776,12 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
       return replicate(op, "its output reaches both a row-parallel "
                            "contraction and a function result or a "
                            "reduction");
+    if (rowsStartBlocks(tracker.rows, devices))
+      return replicate(op,
+                       "row-parallel partners of it that do not end a "
+                       "block start blocks of their own: they split as "
+                       "columns instead",
+                       /*uneven=*/false, /*intended=*/true);
     for (auto &entry : tracker.rows) {
       if (columnOps.contains(entry.first))
         return replicate(op, "its row-parallel partner is already column-"
@@ -710,9 +804,16 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
       if (!isReadAsOperandOnly(arg))
         return replicate(op, "weight '" + getWeightName(arg) +
                                  "' is also read inside an op body");
+    // A weight shared by several contractions (ALBERT's one layer applied
+    // N times, a tied projection) splits once: each use must split it the
+    // same way, and joins the block of the first.
+    SplitRole role =
+        tracker.rows.empty() ? SplitRole::ColumnGathered : SplitRole::Column;
     auto existing = plan.splits.find(weight);
-    if (existing != plan.splits.end())
-      return replicate(op, "its weight is already split for another use");
+    if (existing != plan.splits.end() &&
+        (existing->second.role != role || existing->second.dim != weightDim))
+      return replicate(op, "its weight is already split differently for "
+                           "another use");
     // A transposed weight splits its source on the matching dim; a source
     // split otherwise for another use would be resharded.
     if (Value source = getTransposeSource(weight)) {
@@ -728,7 +829,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
                                  "' is split on another dim for another use");
     }
     // Commit. Columns that share a row partner (Q, K, V) share its block.
-    int64_t block = nextBlock;
+    int64_t block =
+        existing != plan.splits.end() ? existing->second.block : nextBlock;
     for (auto &entry : tracker.rows) {
       auto it = plan.splits.find(getWeightArg(
           entry.first->getOperand(*getWeightOperand(entry.first))));
@@ -738,10 +840,7 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     if (block == nextBlock)
       ++nextBlock;
     columnOps.insert(op);
-    plan.splits[weight] = {weightDim,
-                           tracker.rows.empty() ? SplitRole::ColumnGathered
-                                                : SplitRole::Column,
-                           block};
+    plan.splits[weight] = {weightDim, role, block};
     for (auto &[rowOp, dim] : tracker.rows) {
       rowOps.insert(rowOp);
       plan.splits[getWeightArg(rowOp->getOperand(*getWeightOperand(rowOp)))] = {
@@ -759,6 +858,8 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     for (auto &[value, dim] : tracker.backwardSplits)
       if (dim >= 0)
         plan.backwardSplits[value] = dim;
+    for (auto &[value, dim] : tracker.resultSplits)
+      plan.resultSplits[value] = dim;
   });
   return plan;
 }

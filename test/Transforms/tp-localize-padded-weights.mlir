@@ -63,3 +63,39 @@ func.func @unplanned(%b: tensor<9xf32> {tp.weight = "b"},
   %m = shard.all_slice %q on @grid grid_axes = [0] slice_axis = 0 : tensor<8x6xf32> -> tensor<4x6xf32>
   return %l, %m : tensor<5xf32>, tensor<4x6xf32>
 }
+
+// -----
+
+// A weight that several layers share (ALBERT's) is padded once per use; if
+// every use pads and slices it alike, each rank stores its slice once. One
+// use that slices differently leaves the weight whole.
+shard.grid @grid(shape = 4)
+// CHECK-LABEL: func.func @shared(
+// CHECK-SAME: %[[W:.*]]: tensor<8x2xf32> {tp.layout = #tp.layout<role = column, dim = 1, block = 1, padded = [6, 8]>, tp.weight = "q"}
+// CHECK-SAME: tensor<8x6xf32> {tp.weight = "k"}
+// CHECK: return %[[W]], %[[W]]
+func.func @shared(%w: tensor<8x6xf32> {tp.weight = "q"}, %k: tensor<8x6xf32> {tp.weight = "k"})
+    -> (tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<3x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %p = tensor.pad %w low[0, 0] high[0, 2] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %zero : f32
+  } {tp.layout = #tp.layout<role = column, dim = 1, block = 1>} : tensor<8x6xf32> to tensor<8x8xf32>
+  %l = shard.all_slice %p on @grid grid_axes = [0] slice_axis = 1 : tensor<8x8xf32> -> tensor<8x2xf32>
+  %q = tensor.pad %w low[0, 0] high[0, 2] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %zero : f32
+  } {tp.layout = #tp.layout<role = column, dim = 1, block = 1>} : tensor<8x6xf32> to tensor<8x8xf32>
+  %m = shard.all_slice %q on @grid grid_axes = [0] slice_axis = 1 : tensor<8x8xf32> -> tensor<8x2xf32>
+  %r = tensor.pad %k low[0, 0] high[0, 2] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %zero : f32
+  } : tensor<8x6xf32> to tensor<8x8xf32>
+  %n = shard.all_slice %r on @grid grid_axes = [0] slice_axis = 1 : tensor<8x8xf32> -> tensor<8x2xf32>
+  %s = tensor.pad %k low[0, 0] high[4, 0] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %zero : f32
+  } : tensor<8x6xf32> to tensor<12x6xf32>
+  %o = shard.all_slice %s on @grid grid_axes = [0] slice_axis = 0 : tensor<12x6xf32> -> tensor<3x6xf32>
+  return %l, %m, %n, %o : tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<3x6xf32>
+}

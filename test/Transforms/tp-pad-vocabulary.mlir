@@ -206,3 +206,50 @@ func.func @broadcast_bias(%x: tensor<2x6xf32> {tp.input = "x"},
   } -> tensor<2x10xf32>
   return %z : tensor<2x10xf32>
 }
+
+// -----
+
+// Elementwise ops after the head whose other operands are the same for
+// every vocabulary entry (Gemma 2's soft-capping: tanh(logits / cap) * cap,
+// the cap a scalar): padded with the head, the padding sliced off after
+// them. After partition each rank caps its own block of the logits and the
+// gather comes last.
+// CHECK-LABEL: func.func @capped_logits(
+// CHECK: %[[W:.*]] = tensor.pad %arg1 low[0, 0] high[0, 2]
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%arg0, %[[W]] : tensor<2x6xf32>, tensor<6x12xf32>)
+// CHECK: %[[Z:.*]] = linalg.generic {{.*}} ins(%[[Y]], %{{.*}} : tensor<2x12xf32>, tensor<f32>)
+// CHECK: math.tanh
+// CHECK: tensor.extract_slice %[[Z]][0, 0] [2, 10] [1, 1] : tensor<2x12xf32> to tensor<2x10xf32>
+// PART-LABEL: func.func @capped_logits(
+// PART-SAME: tensor<6x3xf32> {tp.layout = #tp.layout<role = column_gathered, dim = 1, block = 0, padded = [10, 12]>
+// PART: math.tanh
+// PART: shard.all_gather {{.*}} gather_axis = 1 : tensor<2x3xf32> -> tensor<2x12xf32>
+// PART: tensor.extract_slice {{.*}} : tensor<2x12xf32> to tensor<2x10xf32>
+#lhs = affine_map<(d0, d1, d2) -> (d0, d2)>
+#rhs = affine_map<(d0, d1, d2) -> (d2, d1)>
+#res = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#scalar = affine_map<(d0, d1) -> ()>
+func.func @capped_logits(%x: tensor<2x6xf32> {tp.input = "x"},
+                         %w: tensor<6x10xf32> {tp.weight = "head"})
+    -> (tensor<2x10xf32> {tp.output = "logits"}) {
+  %zero = arith.constant 0.0 : f32
+  %cap = arith.constant dense<3.0> : tensor<f32>
+  %e = tensor.empty() : tensor<2x10xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x10xf32>) -> tensor<2x10xf32>
+  %y = linalg.generic {indexing_maps = [#lhs, #rhs, #res], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<2x6xf32>, tensor<6x10xf32>) outs(%init : tensor<2x10xf32>) {
+  ^bb0(%a: f32, %c: f32, %acc: f32):
+    %m = arith.mulf %a, %c : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x10xf32>
+  %e2 = tensor.empty() : tensor<2x10xf32>
+  %z = linalg.generic {indexing_maps = [#id, #scalar, #id], iterator_types = ["parallel", "parallel"]} ins(%y, %cap : tensor<2x10xf32>, tensor<f32>) outs(%e2 : tensor<2x10xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %d = arith.divf %a, %c : f32
+    %t = math.tanh %d : f32
+    %r = arith.mulf %t, %c : f32
+    linalg.yield %r : f32
+  } -> tensor<2x10xf32>
+  return %z : tensor<2x10xf32>
+}

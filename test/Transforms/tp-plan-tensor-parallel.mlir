@@ -185,8 +185,9 @@ func.func @attention(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<
 // -----
 
 // An LM head: a weight contraction whose output reaches the function result
-// is split on its output dim and gathered at the result (column-gathered);
-// the result itself is annotated whole.
+// is split on its output dim and gathered at the result (column-gathered):
+// the value returned is annotated split where it is made, the result
+// itself whole.
 #bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
 #ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
 #bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
@@ -195,8 +196,10 @@ func.func @attention(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<
 // CHECK: %[[S:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [0]] : !shard.sharding
 // CHECK-NEXT: shard.shard %arg1 to %[[S]] annotate_for_users : tensor<64x128xf32>
 // CHECK: %[[Y:.*]] = linalg.generic
+// CHECK: %[[SS:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [], [0]] : !shard.sharding
+// CHECK-NEXT: %[[YS:.*]] = shard.shard %[[Y]] to %[[SS]] : tensor<2x16x128xf32>
 // CHECK: %[[SY:.*]] = shard.sharding @grid split_axes = {{\[\[}}]] : !shard.sharding
-// CHECK-NEXT: %[[R:.*]] = shard.shard %[[Y]] to %[[SY]] annotate_for_users : tensor<2x16x128xf32>
+// CHECK-NEXT: %[[R:.*]] = shard.shard %[[YS]] to %[[SY]] annotate_for_users : tensor<2x16x128xf32>
 // CHECK-NEXT: return %[[R]]
 func.func @lm_head(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x128xf32> {tp.weight = "wlm"}) -> (tensor<2x16x128xf32> {tp.output = "y"}) {
   %cst = arith.constant 0.000000e+00 : f32
@@ -514,4 +517,112 @@ func.func @tied_head(%x: tensor<2x16xi64> {tp.input = "input_ids"}, %wte: tensor
     linalg.yield %a : f32
   } -> tensor<2x16x256xf32>
   return %logits : tensor<2x16x256xf32>
+}
+
+// -----
+
+// One MLP's weights applied twice (ALBERT shares one layer's weights among
+// all its layers): each use splits them alike, so they split once (column
+// and row, the block of the first use) and neither use is replicated.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @shared_weights(
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "w1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "w2"}
+// CHECK-NOT: tp.replicated
+func.func @shared_weights(%x: tensor<2x16x64xf32> {tp.input = "x"}, %w1: tensor<64x256xf32> {tp.weight = "w1"}, %w2: tensor<256x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e1 = tensor.empty() : tensor<2x16x256xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %e2 = tensor.empty() : tensor<2x16x64xf32>
+  %f2 = linalg.fill ins(%cst : f32) outs(%e2 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %h1 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %w1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %y1 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h1, %w2 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%f2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %y1 : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %a = arith.addf %in, %in_1 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %h2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%r1, %w1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x256xf32>
+  %y2 = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h2, %w2 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%f2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %y2 : tensor<2x16x64xf32>
+}
+
+// -----
+
+// A projection whose row-parallel partner would not end a block
+// (MobileBERT's bottleneck, w0, read through an elementwise NoNorm by the
+// feed-forward's first projection w1): paired, w1 would all-reduce and w2
+// run whole. w1 starts a block of its own that ends at a sum (w2, then the
+// residual add), so w0 stays whole and w1, w2 split as column and row: one
+// all-reduce, at the block's end.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-LABEL: func.func @bottleneck_then_block(
+// CHECK-SAME: %arg1: tensor<64x32xf32> {tp.weight = "w0"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "w1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "w2"}
+// CHECK: linalg.generic {{.*}}tp.replicated = "row-parallel partners of it that do not end a block start blocks of their own: they split as columns instead"
+func.func @bottleneck_then_block(%x: tensor<2x16x64xf32> {tp.input = "x"}, %w0: tensor<64x32xf32> {tp.weight = "w0"}, %scale: tensor<32xf32> {tp.weight = "scale"}, %w1: tensor<32x128xf32> {tp.weight = "w1"}, %w2: tensor<128x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e0 = tensor.empty() : tensor<2x16x32xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+  %b = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %w0 : tensor<2x16x64xf32>, tensor<64x32xf32>) outs(%f0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x32xf32>
+  %n = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%b, %scale : tensor<2x16x32xf32>, tensor<32xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    linalg.yield %m : f32
+  } -> tensor<2x16x32xf32>
+  %e1 = tensor.empty() : tensor<2x16x128xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x128xf32>) -> tensor<2x16x128xf32>
+  %h = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%n, %w1 : tensor<2x16x32xf32>, tensor<32x128xf32>) outs(%f1 : tensor<2x16x128xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x128xf32>
+  %e2 = tensor.empty() : tensor<2x16x64xf32>
+  %f2 = linalg.fill ins(%cst : f32) outs(%e2 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %o = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h, %w2 : tensor<2x16x128xf32>, tensor<128x64xf32>) outs(%f2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %o : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %a = arith.addf %in, %in_1 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %r : tensor<2x16x64xf32>
 }

@@ -125,13 +125,14 @@ def check_plan(f, t, sp, collectives, fraction, split, replicated):
                             f"{100 * limit:.1f}% (structural "
                             f"{100 * structural:.1f}%)")
     # By structure every contraction of attention and MLP splits; only a
-    # bottleneck's down and up projections (/layers.N/down, /up) are whole,
+    # bottleneck's down and up projections (/layers.N/down, /up) and the
+    # shared Q-K bottleneck (attn/qk_down) are whole,
     # and K/V heads that t does not divide (replicated, as Megatron-LM
     # does: K and V of a fused projection, up to 2 of its pieces).
     wrong, fused = [], {}
     for node, why in replicated:
         m = re.match(r"/layers\.(\d+)/(attn|mlp)/(\w+)", node)
-        if not m:
+        if not m or m.group(3) == "qk_down":
             continue
         if f.kv_heads % t and m.group(3) in ("k_proj", "v_proj"):
             continue
@@ -435,7 +436,9 @@ def minimize(args, f, seed, failures, opsets, target=None):
     plan_only = priority in (1, 3)
     print(f"  minimizing on {config} opset{opset}: {want}")
     plain = space.Features()
-    order = ["bottleneck", "attn_conv", "mlp_conv", "embed_norm",
+    order = ["shared_layers", "logit_post", "qk_bottleneck", "bottleneck",
+             "attn_conv",
+             "mlp_conv", "embed_norm",
              "embed_scale", "residual", "position", "bh_view", "qkv",
              "attention", "kind", "norm_place", "norm", "mlp", "fused_gate",
              "ffn_mult", "repeat_kv", "causal_mask", "scale", "tied",

@@ -16,7 +16,10 @@ not counted), on t > 1 ranks:
     whose norms read the same input) and once more at the end: before the
     LM head, or for the encoder's output.
 A bottleneck's down and up projections (MobileBERT) contract the residual
-stream through a norm: they stay replicated and need no collective; a
+stream through a norm: they stay replicated and need no collective; so
+does the shared Q-K bottleneck (MobileBERT's, an elementwise NoNorm
+between it and Q, K), whose split would end in Q and K instead of the
+block's output projection; a
 depthwise convolution over the sequence inside a block works on the
 block's split channels and needs none either.
 
@@ -60,9 +63,13 @@ def weights(f, t):
     vocab = math.ceil(f.vocab / t) / f.vocab
     bias = 1 if f.linear_bias else 0
     norm = 2 if f.norm in ("layernorm", "layernorm_manual") else 1
-    for _ in range(f.layers):
-        add((width + bias) * h * d, heads)          # q
-        add(2 * (width + bias) * kv * d, kvs)       # k, v
+    qk_width = width // 2 if f.qk_bottleneck else width
+    for _ in range(1 if f.shared_layers else f.layers):
+        add((qk_width + bias) * h * d, heads)       # q
+        add((qk_width + bias) * kv * d, kvs)        # k
+        add((width + bias) * kv * d, kvs)           # v
+        if f.qk_bottleneck:                         # whole, and its NoNorm
+            add((width + bias) * qk_width + 2 * qk_width)
         add(h * d * width, heads)                   # o
         add(bias * width)                           # o's bias
         if f.attn_conv:

@@ -81,6 +81,17 @@ SPACE = {
     "linear_bias": ([True, False], "biases on projections"),
     "embed_norm": ([False, True], "norm after the embedding (BERT, BLOOM)"),
     "embed_scale": ([False, True], "embedding * sqrt(hidden) (Gemma)"),
+    "logit_post": (["none", "scale", "div", "softcap"],
+                   "logits as the head makes them / times a scale (Cohere's "
+                   "logit_scale) / divided by one (Granite's logits_scaling) "
+                   "/ tanh soft-capped (Gemma 2)"),
+    "shared_layers": ([False, True], "one layer's weights applied at every "
+                      "layer (ALBERT)"),
+    "qk_bottleneck": ([False, True],
+                      "Q and K read one narrower projection of the input "
+                      "through an elementwise affine, V the input itself "
+                      "(MobileBERT's shared key-query bottleneck and "
+                      "NoNorm)"),
     "opset": ([14, 15, 16, 17], "torch.onnx.export's opset"),
     "converted_opset": ([18, 19, 20, 21], "onnx.version_converter"),
 }
@@ -120,6 +131,9 @@ class Features:
     linear_bias: bool = True
     embed_norm: bool = False
     embed_scale: bool = False
+    logit_post: str = "none"
+    shared_layers: bool = False
+    qk_bottleneck: bool = False
     opset: int = 14
     converted_opset: int = 18
 
@@ -195,6 +209,12 @@ class Features:
             parts.append("embed_norm")
         if self.embed_scale:
             parts.append("embed_scale")
+        if self.kind == "decoder" and self.logit_post != "none":
+            parts.append(f"logits={self.logit_post}")
+        if self.shared_layers:
+            parts.append("shared_layers")
+        if self.qk_bottleneck:
+            parts.append("qk_bottleneck")
         parts.append(f"opset {self.opset}->{self.converted_opset}")
         return " ".join(parts)
 
@@ -292,6 +312,16 @@ def sample(seed, fixed=None):
     f.embed_scale = pick("embed_scale", weights=[4, 1])
     f.opset = pick("opset")
     f.converted_opset = pick("converted_opset")
+    # Drawn after the others, so that the seeds drawn before these existed
+    # keep their other features.
+    f.logit_post = pick("logit_post", weights=[4, 1, 1, 1])
+    f.shared_layers = pick("shared_layers", weights=[5, 1])
+    f.qk_bottleneck = pick("qk_bottleneck", weights=[5, 1])
+    if f.qk_bottleneck and f.qkv != "separate":
+        if "qk_bottleneck" in fixed and "qkv" not in fixed:
+            f.qkv = "separate"
+        else:
+            f.qk_bottleneck = False
     # What real models never combine.
     if f.residual == "parallel" and f.norm_place != "pre" and \
             "norm_place" not in fixed:
@@ -321,6 +351,8 @@ def check(f):
         raise ValueError("qkv=kv_tail needs fewer K/V heads than heads")
     if f.residual == "parallel" and f.norm_place != "pre":
         raise ValueError("a parallel residual is pre-norm")
+    if f.qk_bottleneck and f.qkv != "separate":
+        raise ValueError("qk_bottleneck needs separate Q, K and V")
     if f.ffn_mult * f.inner % 4:
         raise ValueError("the intermediate size should divide by 4")
     return f

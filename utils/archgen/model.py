@@ -18,6 +18,10 @@ BATCH, SEQ = 2, 12
 MAX_POS = 64
 # transformers' mask value: the float32 minimum, not -inf.
 NEG = torch.finfo(torch.float32).min
+# What real heads do to their logits after the product (logit_post):
+# Cohere's logit_scale, Granite's logits_scaling, Gemma 2's final cap (30;
+# 3 here, so that the tanh bends the O(1) logits of the re-drawn weights).
+LOGIT_SCALE, LOGIT_DIVISOR, LOGIT_CAP = 0.0625, 8.0, 3.0
 
 
 class Conv1D(nn.Module):
@@ -57,7 +61,7 @@ class Norm(nn.Module):
             self.ln = nn.LayerNorm(dim, eps=eps)
         else:
             self.weight = nn.Parameter(torch.ones(dim))
-        if style == "layernorm_manual":
+        if style in ("layernorm_manual", "nonorm"):
             self.bias = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x):
@@ -74,6 +78,8 @@ class Norm(nn.Module):
         if self.style == "rms_div":
             return self.weight * (x / torch.sqrt(
                 x.pow(2).mean(-1, keepdim=True) + self.eps))
+        if self.style == "nonorm":  # MobileBERT's NoNorm: no statistics
+            return x * self.weight + self.bias
         if self.style == "rms_gemma":  # weight stored as an offset from 1
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) +
                                    self.eps) * (1.0 + self.weight)
@@ -111,9 +117,13 @@ class Attention(nn.Module):
         super().__init__()
         self.f = f
         h, kv, d, width = f.heads, f.kv_heads, f.head_dim, f.inner
+        if f.qk_bottleneck:  # MobileBERT: Q and K share a narrower input
+            self.qk_down = linear(f, width, width // 2)
+            self.qk_norm = Norm("nonorm", width // 2)
         if f.qkv == "separate":
-            self.q_proj = linear(f, width, h * d)
-            self.k_proj = linear(f, width, kv * d)
+            qk_width = width // 2 if f.qk_bottleneck else width
+            self.q_proj = linear(f, qk_width, h * d)
+            self.k_proj = linear(f, qk_width, kv * d)
             self.v_proj = linear(f, width, kv * d)
         else:
             self.qkv_proj = linear(f, width, (h + 2 * kv) * d)
@@ -125,8 +135,9 @@ class Attention(nn.Module):
         f = self.f
         h, kv, d = f.heads, f.kv_heads, f.head_dim
         if f.qkv == "separate":
-            return (self.q_proj(x).view(b, s, h, d),
-                    self.k_proj(x).view(b, s, kv, d),
+            qk = self.qk_norm(self.qk_down(x)) if f.qk_bottleneck else x
+            return (self.q_proj(qk).view(b, s, h, d),
+                    self.k_proj(qk).view(b, s, kv, d),
                     self.v_proj(x).view(b, s, kv, d))
         qkv = self.qkv_proj(x)
         if f.qkv in ("fused", "conv1d"):  # [q | k | v]
@@ -354,7 +365,10 @@ class ArchModel(nn.Module):
                     1, 1, MAX_POS, MAX_POS), persistent=False)
         if f.embed_norm:
             self.embed_norm = Norm(f.norm, hidden)
-        self.layers = nn.ModuleList(Layer(f) for _ in range(f.layers))
+        if f.shared_layers:  # ALBERT: one layer, applied f.layers times
+            self.layers = nn.ModuleList([Layer(f)] * f.layers)
+        else:
+            self.layers = nn.ModuleList(Layer(f) for _ in range(f.layers))
         if f.norm_place in ("pre", "sandwich"):
             self.final_norm = Norm(f.norm, hidden)
         if f.kind == "decoder" and not f.tied:
@@ -409,9 +423,17 @@ class ArchModel(nn.Module):
         if f.kind == "encoder":
             return x
         if f.tied:
-            return F.linear(x, self.wte.weight,
-                            self.lm_bias if f.lm_bias else None)
-        return self.lm_head(x)
+            logits = F.linear(x, self.wte.weight,
+                              self.lm_bias if f.lm_bias else None)
+        else:
+            logits = self.lm_head(x)
+        if f.logit_post == "scale":  # Cohere
+            logits = logits * LOGIT_SCALE
+        elif f.logit_post == "div":  # Granite
+            logits = logits / LOGIT_DIVISOR
+        elif f.logit_post == "softcap":  # Gemma 2
+            logits = torch.tanh(logits / LOGIT_CAP) * LOGIT_CAP
+        return logits
 
 
 def redraw(model, seed):

@@ -56,6 +56,11 @@ struct TensorParallelPlan {
   /// gradients stay split as their forward values are, rather than as
   /// sharding propagation would guess between a split and a whole operand.
   llvm::MapVector<Value, int64_t> backwardSplits;
+  /// Values that reach a function result still split (a vocabulary-parallel
+  /// head's logits, or what elementwise ops make of them: Granite's
+  /// division by a scale, Gemma 2's soft-capping), with the dim: they are
+  /// computed split and gathered at the result, not before those ops.
+  llvm::MapVector<Value, int64_t> resultSplits;
   /// Weight contractions left replicated, with the reason.
   SmallVector<Replicated> replicated;
 };

@@ -4,8 +4,8 @@
 // position ids (CumSum over a mask), GPT-J's position table (Tile,
 // GatherElements), transformers' causal-mask slice assignment (ScatterND).
 // Each folds when its inputs are known at import; otherwise it becomes a
-// structured op: a linalg.generic, or tensor.insert_slice for a scatter into
-// a box.
+// structured op: a linalg.generic (for Tile a broadcast and a collapse), or
+// tensor.insert_slice for a scatter into a box.
 //
 //===----------------------------------------------------------------------===//
 
@@ -165,24 +165,36 @@ LogicalResult convertTile(NodeContext &ctx) {
     ctx.setResult(0, createEmpty(ctx.b, ctx.loc, shape, elementType), x.dtype);
     return success();
   }
-  // Repeating only size-1 dims is a broadcast, which stays structured.
-  bool broadcast = llvm::all_of(llvm::seq<int64_t>(0, rank), [&](int64_t d) {
-    return (*repeats)[d] == 1 || x.shape[d] == 1;
-  });
-  Value result =
-      broadcast
-          ? buildElementwise(
-                ctx.b, ctx.loc, input, shape, elementType,
-                [](OpBuilder &, Location, ValueRange s) { return s[0]; })
-          : buildIndexedRead(
-                ctx.b, ctx.loc, input, {}, {}, shape,
-                [&](OpBuilder &b, Location loc, ValueRange loops, ValueRange) {
-                  SmallVector<Value> index;
-                  for (int64_t d = 0; d < rank; ++d)
-                    index.push_back(arith::RemUIOp::create(
-                        b, loc, loops[d], indexConst(b, loc, x.shape[d])));
-                  return index;
-                });
+  // Tile is a broadcast: dim d of size s repeated r > 1 times is the
+  // collapse of [r, s], the input broadcast along a new dim r. So one
+  // generic broadcasts the input to those pairs and a collapse merges them:
+  // a broadcast and a view, which the planner splits like any other (a
+  // size-1 dim repeated is a plain broadcast dim; one repeated once stays).
+  MLIRContext *mctx = ctx.b.getContext();
+  SmallVector<int64_t> kept, pairShape;
+  SmallVector<AffineExpr> inExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t r = (*repeats)[d], size = x.shape[d];
+    if (r > 1)
+      pairShape.push_back(r);
+    if (r > 1 && size == 1)
+      continue;
+    inExprs.push_back(getAffineDimExpr(pairShape.size(), mctx));
+    kept.push_back(size);
+    pairShape.push_back(size);
+  }
+  int64_t loops = pairShape.size();
+  SmallVector<AffineMap> maps = {AffineMap::get(loops, 0, inExprs, mctx),
+                                 ctx.b.getMultiDimIdentityMap(loops)};
+  SmallVector<utils::IteratorType> iterators(loops,
+                                             utils::IteratorType::parallel);
+  Value init = createEmpty(ctx.b, ctx.loc, pairShape, elementType);
+  auto broadcast = linalg::GenericOp::create(
+      ctx.b, ctx.loc, init.getType(), buildReshape(ctx.b, ctx.loc, input, kept),
+      init, maps, iterators, [](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, args[0]);
+      });
+  Value result = buildReshape(ctx.b, ctx.loc, broadcast.getResult(0), shape);
   ctx.setResult(0, result, x.dtype);
   return success();
 }
