@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::tp {
@@ -277,15 +278,46 @@ bool readsSplitStream(Value v, llvm::SmallPtrSetImpl<Operation *> &seen,
   });
 }
 
+/// True if what `v` becomes is read whole on the sequence: through
+/// reshapes and ops without reductions (a norm's scale, a view to heads, a
+/// transpose), it reaches a column-parallel contraction (which gathers its
+/// input) or a contraction of two activations (attention mixes positions).
+bool isReadWhole(Value v, unsigned depth = 8) {
+  for (Operation *user : v.getUsers()) {
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user)) {
+      if (depth > 0 && isReadWhole(user->getResult(0), depth - 1))
+        return true;
+      continue;
+    }
+    auto op = dyn_cast<linalg::LinalgOp>(user);
+    if (!op || op->getNumResults() != 1)
+      continue;
+    if (linalg::isaContractionOpInterface(op)) {
+      if (getSplitRole(op) == SplitRole::Column ||
+          llvm::none_of(op.getDpsInputs(), isWeight))
+        return true;
+      continue;
+    }
+    if (op.getNumReductionLoops() == 0 && depth > 0 &&
+        isReadWhole(op->getResult(0), depth - 1))
+      return true;
+  }
+  return false;
+}
+
 /// A projection whose weight the plan keeps whole (K/V heads that the ranks
 /// do not divide) beside a column-parallel one that reads the same
 /// activation (the query projection): the column-parallel one gathers the
 /// sequence, and the whole one reads that gathered activation too, as it
 /// does without sequence parallelism. Left to propagation, it would read its
 /// rank's slice of the sequence, and its result, which attention needs
-/// whole, would be gathered by a collective of its own.
+/// whole, would be gathered by a collective of its own. So too for several
+/// whole projections of one activation whose results are all read whole
+/// and together at least as wide as it (multi-query V and a shared Q-K
+/// bottleneck): one gather of their input, not one of each result.
 void gatherForWholeProjections(func::FuncOp func, shard::GridOp grid) {
   SmallVector<OpOperand *> reads;
+  llvm::MapVector<Value, SmallVector<OpOperand *>> wholeReads;
   func.walk([&](linalg::LinalgOp op) {
     OpOperand *input = getActivationOperand(op);
     if (!input || getSplitRole(op) || op->hasAttr(TPDialect::kBackwardAttrName))
@@ -296,7 +328,18 @@ void gatherForWholeProjections(func::FuncOp func, shard::GridOp grid) {
                  getSplitRole(other) == SplitRole::Column;
         }))
       reads.push_back(input);
+    else if (op->getNumResults() == 1 && isReadWhole(op->getResult(0)))
+      wholeReads[input->get()].push_back(input);
   });
+  for (auto &[activation, group] : wholeReads) {
+    int64_t width = 0;
+    for (OpOperand *read : group)
+      width += cast<ShapedType>(read->getOwner()->getResult(0).getType())
+                   .getNumElements();
+    if (group.size() > 1 &&
+        width >= cast<ShapedType>(activation.getType()).getNumElements())
+      reads.append(group.begin(), group.end());
+  }
   for (OpOperand *read : reads) {
     Operation *op = read->getOwner();
     OpBuilder b(op);

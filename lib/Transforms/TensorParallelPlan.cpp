@@ -685,26 +685,41 @@ bool startsBlocks(linalg::LinalgOp op, int64_t devices, unsigned depth) {
          });
 }
 
+/// True if `op` is a weight contraction whose output dim cannot stay split
+/// for a reason other than the device count (the one K/V head that all
+/// query heads of multi-query attention read): it runs whole whatever its
+/// input.
+bool cannotSplitAsColumn(linalg::LinalgOp op, int64_t devices) {
+  std::optional<unsigned> weightIdx = getWeightOperand(op);
+  auto out = weightIdx ? getOutputDim(op, *weightIdx) : std::nullopt;
+  if (!out)
+    return true;
+  SplitTracker tracker(devices);
+  return !tracker.follow(op->getResult(0), out->second) && !tracker.uneven;
+}
+
 /// True if some of the row-parallel partners `rows` of a column-parallel
 /// contraction do not end a block, and each of those would start blocks of
-/// its own that do: MobileBERT's bottleneck projections, read (through an
-/// elementwise NoNorm) by Q and K, or by the first projections of its
-/// feed-forward stacks. Paired with them, each such partner would
-/// all-reduce and what follows it (attention, the MLP) would run whole;
-/// left whole, the contraction lets them split as columns, each block
-/// ending in one all-reduce at its sum.
+/// its own that do, or runs whole anyway (at least one starting blocks):
+/// MobileBERT's bottleneck projections, read (through an elementwise
+/// NoNorm) by Q and K, or by the first projections of its feed-forward
+/// stacks. Paired with them, each such partner would all-reduce and what
+/// follows it (attention, the MLP) would run whole; left whole, the
+/// contraction lets them split as columns, each block ending in one
+/// all-reduce at its sum.
 bool rowsStartBlocks(const llvm::MapVector<Operation *, int64_t> &rows,
                      int64_t devices) {
-  bool early = false;
+  bool starts = false;
   for (auto &entry : rows) {
     if (endsAtSum(entry.first))
       continue;
-    early = true;
-    if (!startsBlocks(cast<linalg::LinalgOp>(entry.first), devices,
-                      /*depth=*/2))
+    auto row = cast<linalg::LinalgOp>(entry.first);
+    if (startsBlocks(row, devices, /*depth=*/2))
+      starts = true;
+    else if (!cannotSplitAsColumn(row, devices))
       return false;
   }
-  return early;
+  return starts;
 }
 
 } // namespace

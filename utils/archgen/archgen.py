@@ -132,13 +132,18 @@ def check_plan(f, t, sp, collectives, fraction, split, replicated):
     wrong, fused = [], {}
     for node, why in replicated:
         m = re.match(r"/layers\.(\d+)/(attn|mlp)/(\w+)", node)
-        if not m or m.group(3) == "qk_down":
+        # A module applied several times (shared layers) names its later
+        # calls' nodes with a suffix: qk_down_1.
+        call = re.match(r"(\w+?)(_\d+)?$", m.group(3)) if m else None
+        name = call.group(1) if m else None
+        if not m or name == "qk_down":
             continue
-        if f.kv_heads % t and m.group(3) in ("k_proj", "v_proj"):
+        if f.kv_heads % t and name in ("k_proj", "v_proj"):
             continue
-        if f.kv_heads % t and m.group(3) == "qkv_proj":
-            fused[m.group(1)] = fused.get(m.group(1), 0) + 1
-            if fused[m.group(1)] <= 2:
+        if f.kv_heads % t and name == "qkv_proj":
+            layer = (m.group(1), call.group(2))
+            fused[layer] = fused.get(layer, 0) + 1
+            if fused[layer] <= 2:
                 continue
         wrong.append((node, why))
     if wrong:
