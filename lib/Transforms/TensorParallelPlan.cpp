@@ -662,12 +662,18 @@ std::optional<SmallVector<Operation *>> getRowPartners(linalg::LinalgOp op,
   if (cast<ShapedType>(weight.getType()).getDimSize(out->first) % devices)
     return std::nullopt;
   SplitTracker tracker(devices);
-  if (!tracker.follow(op->getResult(0), out->second) || tracker.reachesResult ||
-      tracker.reachesReduction)
+  if (!tracker.follow(op->getResult(0), out->second) || tracker.reachesResult)
     return std::nullopt;
   SmallVector<Operation *> rows;
   for (auto &entry : tracker.rows)
     rows.push_back(entry.first);
+  // A reduction over the split (a norm's statistics) only beside partners
+  // that end the block, as planTensorParallel allows it.
+  if (tracker.reachesReduction &&
+      (rows.empty() || !llvm::all_of(rows, [](Operation *row) {
+        return endsAtSum(row);
+      })))
+    return std::nullopt;
   return rows;
 }
 
@@ -787,10 +793,22 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     bool gathered = tracker.reachesResult || tracker.reachesReduction;
     if (tracker.rows.empty() && !gathered)
       return replicate(op, "its output reaches no row-parallel contraction");
-    if (tracker.rows.empty() == false && gathered)
+    // A small reduction beside the row partners (the statistics of a norm
+    // over the heads' features, OLMo 2's Q and K norms) costs one
+    // all-reduce of its partial result, a value per row, when the partners
+    // end the block at its sum. Partners that do not (the next layer's
+    // projections, read through the norm of a residual stream that this
+    // contraction would split) would not end it; a result would gather the
+    // split as well.
+    if (!tracker.rows.empty() && tracker.reachesResult)
       return replicate(op, "its output reaches both a row-parallel "
-                           "contraction and a function result or a "
-                           "reduction");
+                           "contraction and a function result");
+    if (tracker.reachesReduction &&
+        llvm::any_of(tracker.rows,
+                     [](auto &entry) { return !endsAtSum(entry.first); }))
+      return replicate(op, "its output reaches both a reduction over its "
+                           "output dim and row-parallel contractions that "
+                           "do not end a block at a sum");
     if (rowsStartBlocks(tracker.rows, devices))
       return replicate(op,
                        "row-parallel partners of it that do not end a "

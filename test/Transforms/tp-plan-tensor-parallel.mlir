@@ -354,7 +354,7 @@ func.func @heads_not_divisible(%arg0: tensor<2x16x48xf32> {tp.input = "x"}, %arg
 // CHECK-SAME: tp.layout = #tp.layout<role = column_gathered, dim = 1, block = 0>, tp.weight = "w2"})
 // CHECK: linalg.generic
 // CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<2x16x64xf32>, tensor<64x256xf32>)
-// CHECK-SAME: tp.replicated = "its output reaches both a row-parallel contraction and a function result or a reduction"
+// CHECK-SAME: tp.replicated = "its output reaches both a row-parallel contraction and a function result"
 func.func @row_and_result(%arg0: tensor<2x16x64xf32> {tp.input = "x"}, %arg1: tensor<64x256xf32> {tp.weight = "w1"}, %arg2: tensor<256x64xf32> {tp.weight = "w2"}) -> (tensor<2x16x64xf32> {tp.output = "y"}, tensor<2x16x256xf32> {tp.output = "h"}) {
   %cst = arith.constant 0.000000e+00 : f32
   %0 = tensor.empty() : tensor<2x16x256xf32>
@@ -700,4 +700,118 @@ func.func @bottleneck_then_whole(%x: tensor<2x16x64xf32> {tp.input = "x"}, %w0: 
     linalg.yield %a : f32
   } -> tensor<2x16x16xf32>
   return %r, %s : tensor<2x16x64xf32>, tensor<2x16x16xf32>
+}
+
+// -----
+
+// A norm over all of a column-parallel projection's features (OLMo 2's Q
+// and K norms: RMS over heads * head_dim), between it and its row-parallel
+// partner, which ends the block at the residual add: the projection stays
+// split, its mean of squares is summed on each rank's part and completed by
+// one all-reduce of a value per token (the reduction reads its input
+// split), and the norm's weight splits with the features.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+#row = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @norm_across_heads(
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "wq"}
+// CHECK-SAME: tp.layout = #tp.layout<role = bias, dim = 0, block = 0>, tp.weight = "norm"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "wo"}
+// CHECK-NOT: tp.replicated
+// CHECK: return
+func.func @norm_across_heads(%x: tensor<2x16x64xf32> {tp.input = "x"}, %wq: tensor<64x32xf32> {tp.weight = "wq"}, %norm: tensor<32xf32> {tp.weight = "norm"}, %wo: tensor<32x64xf32> {tp.weight = "wo"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %n = arith.constant 3.200000e+01 : f32
+  %e0 = tensor.empty() : tensor<2x16x32xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+  %q = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %wq : tensor<2x16x64xf32>, tensor<64x32xf32>) outs(%f0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x32xf32>
+  %es = tensor.empty() : tensor<2x16xf32>
+  %fs = linalg.fill ins(%cst : f32) outs(%es : tensor<2x16xf32>) -> tensor<2x16xf32>
+  %ss = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%q : tensor<2x16x32xf32>) outs(%fs : tensor<2x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %in : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16xf32>
+  %qn = linalg.generic {indexing_maps = [#id, #row, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%q, %ss, %norm : tensor<2x16x32xf32>, tensor<2x16xf32>, tensor<32xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %in_2: f32, %out: f32):
+    %mean = arith.divf %in_1, %n : f32
+    %r = math.rsqrt %mean : f32
+    %m = arith.mulf %in, %r : f32
+    %w = arith.mulf %m, %in_2 : f32
+    linalg.yield %w : f32
+  } -> tensor<2x16x32xf32>
+  %e2 = tensor.empty() : tensor<2x16x64xf32>
+  %f2 = linalg.fill ins(%cst : f32) outs(%e2 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %o = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%qn, %wo : tensor<2x16x32xf32>, tensor<32x64xf32>) outs(%f2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %o : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %a = arith.addf %in, %in_1 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %r : tensor<2x16x64xf32>
+}
+
+// -----
+
+// The same norm on a residual stream that a contraction would split: its
+// output (x2) is normed, then read by the next block's projection (w3),
+// which does not end a block at a sum. Split, the stream would reach the
+// next block's readers as rows: w1 stays whole.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#row = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @norm_of_stream(
+// CHECK-SAME: %arg1: tensor<64x64xf32> {tp.weight = "w1"}
+// CHECK: tp.replicated = "its output reaches both a reduction over its output dim and row-parallel contractions that do not end a block at a sum"
+func.func @norm_of_stream(%x: tensor<2x16x64xf32> {tp.input = "x"}, %w1: tensor<64x64xf32> {tp.weight = "w1"}, %w3: tensor<64x128xf32> {tp.weight = "w3"}) -> (tensor<2x16x128xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %n = arith.constant 6.400000e+01 : f32
+  %e0 = tensor.empty() : tensor<2x16x64xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %s = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %w1 : tensor<2x16x64xf32>, tensor<64x64xf32>) outs(%f0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %es = tensor.empty() : tensor<2x16xf32>
+  %fs = linalg.fill ins(%cst : f32) outs(%es : tensor<2x16xf32>) -> tensor<2x16xf32>
+  %ss = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : tensor<2x16x64xf32>) outs(%fs : tensor<2x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %in : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16xf32>
+  %sn = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %ss : tensor<2x16x64xf32>, tensor<2x16xf32>) outs(%e0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %mean = arith.divf %in_1, %n : f32
+    %r = math.rsqrt %mean : f32
+    %m = arith.mulf %in, %r : f32
+    linalg.yield %m : f32
+  } -> tensor<2x16x64xf32>
+  %e3 = tensor.empty() : tensor<2x16x128xf32>
+  %f3 = linalg.fill ins(%cst : f32) outs(%e3 : tensor<2x16x128xf32>) -> tensor<2x16x128xf32>
+  %h = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%sn, %w3 : tensor<2x16x64xf32>, tensor<64x128xf32>) outs(%f3 : tensor<2x16x128xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x128xf32>
+  return %h : tensor<2x16x128xf32>
 }

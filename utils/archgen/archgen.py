@@ -34,6 +34,7 @@ numpy).
 """
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -97,10 +98,33 @@ def show(counts):
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
-def check_plan(f, t, sp, collectives, fraction, split, replicated):
+def count_statistics(explain):
+    """The all-reduces of one value per token (a norm's mean or variance
+    over features split by heads: OLMo 2's Q and K norms), from
+    tp-compile --explain's list."""
+    import model
+    count = 0
+    for shape in re.findall(r"^\s+all_reduce\s+tensor<([0-9x]+)x\w+>",
+                            explain, re.M):
+        if math.prod(int(d) for d in shape.split("x")) <= \
+                model.BATCH * model.SEQ:
+            count += 1
+    return count
+
+
+def check_plan(f, t, sp, collectives, fraction, split, replicated,
+               statistics=0):
     """What in one plan differs from what the structure of `f` allows."""
     problems = []
     got = {k: v for k, v in collectives.items() if k != "all_slice"}
+    if statistics:
+        got["all_reduce"] -= statistics
+        if not got["all_reduce"]:
+            del got["all_reduce"]
+    want_statistics = expect.statistics(f, t)
+    if statistics != want_statistics:
+        problems.append(f"collectives of statistics: {statistics} "
+                        f"all-reduces (expected {want_statistics})")
     raw = dict(got)
     if sp and "all_reduce" in got:
         # An all-reduce moves what a reduce-scatter and an all-gather do
@@ -188,7 +212,8 @@ def plan(args, path, f, config):
                   re.M)
     replicated = re.findall(r"^  '([^']*)': (.*)$", m.group(1) if m else "",
                             re.M)
-    return check_plan(f, t, sp, collectives, fraction, split, replicated)
+    return check_plan(f, t, sp, collectives, fraction, split, replicated,
+                      count_statistics(ran.stdout))
 
 
 def write_zoo(f, seed, folder):

@@ -15,6 +15,9 @@ not counted), on t > 1 ranks:
     column-parallel block (2 per layer, 1 for a parallel-residual layer,
     whose norms read the same input) and once more at the end: before the
     LM head, or for the encoder's output.
+A Q or K norm over all heads' features (OLMo 2) adds one small all-reduce
+of per-token partial sums for each of its means (`statistics`), counted
+apart from the blocks' collectives.
 A bottleneck's down and up projections (MobileBERT) contract the residual
 stream through a norm: they stay replicated and need no collective; so
 does the shared Q-K bottleneck (MobileBERT's, an elementwise NoNorm
@@ -74,6 +77,11 @@ def weights(f, t):
         add(bias * width)                           # o's bias
         if f.attn_conv:
             add(h * d * 4, heads)                   # depthwise 3 + bias
+        if f.qk_norm == "head":                     # whole, per head
+            add(2 * norm * d)
+        elif f.qk_norm == "full":                   # split with the heads
+            add(norm * h * d, heads)
+            add(norm * kv * d, kvs)
         inputs = 2 if f.gated else 1
         add(inputs * (width + bias) * f.intermediate, 1 / t)
         add(f.intermediate * width, 1 / t)
@@ -124,6 +132,18 @@ def collectives(f, t, sp=False):
         return {"all_gather": f.layers * per_layer + 1,
                 "reduce_scatter": blocks}
     return {"all_reduce": blocks}
+
+
+def statistics(f, t):
+    """All-reduces of per-token statistics: a Q or K norm over all of the
+    projection's features (OLMo 2) reduces over the heads that the ranks
+    split, so each of its means (one for an RMS norm, two for a layer
+    norm) is summed over the ranks."""
+    if t == 1 or f.qk_norm != "full":
+        return 0
+    means = 2 if f.norm in ("layernorm", "layernorm_manual") else 1
+    norms = (f.heads % t == 0) + (f.kv_heads % t == 0)
+    return f.layers * norms * means
 
 
 def split_outputs(f, t):

@@ -92,6 +92,11 @@ SPACE = {
                       "through an elementwise affine, V the input itself "
                       "(MobileBERT's shared key-query bottleneck and "
                       "NoNorm)"),
+    "qk_norm": (["none", "head", "full"],
+                "no norm on queries and keys / the model's norm over each "
+                "head's features (Qwen3, Gemma 3; LayerNorm per head: "
+                "Cohere, Persimmon, StableLM) / over all of the "
+                "projection's features, across heads (OLMo 2, OLMoE)"),
     "opset": ([14, 15, 16, 17], "torch.onnx.export's opset"),
     "converted_opset": ([18, 19, 20, 21], "onnx.version_converter"),
 }
@@ -134,6 +139,7 @@ class Features:
     logit_post: str = "none"
     shared_layers: bool = False
     qk_bottleneck: bool = False
+    qk_norm: str = "none"
     opset: int = 14
     converted_opset: int = 18
 
@@ -215,6 +221,8 @@ class Features:
             parts.append("shared_layers")
         if self.qk_bottleneck:
             parts.append("qk_bottleneck")
+        if self.qk_norm != "none":
+            parts.append(f"qk_norm={self.qk_norm}")
         parts.append(f"opset {self.opset}->{self.converted_opset}")
         return " ".join(parts)
 
@@ -322,6 +330,7 @@ def sample(seed, fixed=None):
             f.qkv = "separate"
         else:
             f.qk_bottleneck = False
+    f.qk_norm = pick("qk_norm", weights=[4, 1, 1])
     # What real models never combine.
     if f.residual == "parallel" and f.norm_place != "pre" and \
             "norm_place" not in fixed:

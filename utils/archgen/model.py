@@ -129,6 +129,10 @@ class Attention(nn.Module):
             self.qkv_proj = linear(f, width, (h + 2 * kv) * d)
         if f.attn_conv:
             self.conv = SeqConv(h * d, f.kind == "decoder")
+        if f.qk_norm != "none":
+            per_head = f.qk_norm == "head"
+            self.q_norm = Norm(f.norm, d if per_head else h * d)
+            self.k_norm = Norm(f.norm, d if per_head else kv * d)
         self.o_proj = linear(f, h * d, width)
 
     def project(self, x, b, s):
@@ -183,6 +187,11 @@ class Attention(nn.Module):
         h, d = f.heads, f.head_dim
         b, s = x.size(0), x.size(1)
         q, k, v = self.project(x, b, s)
+        if f.qk_norm == "head":  # Qwen3: over each head's features
+            q, k = self.q_norm(q), self.k_norm(k)
+        elif f.qk_norm == "full":  # OLMo 2: over the whole projection
+            q = self.q_norm(q.reshape(b, s, -1)).view(q.shape)
+            k = self.k_norm(k.reshape(b, s, -1)).view(k.shape)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if f.position == "rotary":
             q = self.rotary(q, ctx["cos"], ctx["sin"])

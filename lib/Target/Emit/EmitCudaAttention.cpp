@@ -84,6 +84,30 @@ LogicalResult CudaEmitter::bindChainOperands(
     Operation *op, CppEmitter &payload, SmallVectorImpl<std::string> &params,
     SmallVectorImpl<std::string> &args) {
   llvm::MapVector<Value, std::string> captured;
+  // Values a body reads from outside it (constants hoisted out, scalars):
+  // kernel parameters, once each.
+  auto captureOperands = [&](Region &region) -> LogicalResult {
+    WalkResult walk = region.walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands()) {
+        if (region.isAncestor(operand.getParentRegion()) ||
+            captured.count(operand))
+          continue;
+        auto tensor = dyn_cast<RankedTensorType>(operand.getType());
+        FailureOr<std::string> type = scalarTypeFor(
+            tensor ? tensor.getElementType() : operand.getType(), op);
+        if (failed(type))
+          return WalkResult::interrupt();
+        std::string param = "c" + std::to_string(captured.size());
+        params.push_back(tensor ? "const " + *type + " *__restrict__ " + param
+                                : "const " + *type + " " + param);
+        args.push_back(name(operand));
+        captured.insert({operand, param});
+        payload.bindTo(operand, param);
+      }
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
+  };
   for (auto [chainOp, chained, names] :
        llvm::zip(a.logits, a.chained, indices)) {
     linalg::GenericOp logits = chainOp; // a.logits is const here
@@ -105,29 +129,14 @@ LogicalResult CudaEmitter::bindChainOperands(
                                           inputShape, names) +
                    "]");
     }
-    WalkResult walk = logits.getRegion().walk([&](Operation *inner) {
-      for (Value operand : inner->getOperands()) {
-        if (logits.getRegion().isAncestor(operand.getParentRegion()) ||
-            captured.count(operand))
-          continue;
-        auto tensor = dyn_cast<RankedTensorType>(operand.getType());
-        FailureOr<std::string> type = scalarTypeFor(
-            tensor ? tensor.getElementType() : operand.getType(), op);
-        if (failed(type))
-          return WalkResult::interrupt();
-        std::string param = "c" + std::to_string(captured.size());
-        params.push_back(tensor ? "const " + *type + " *__restrict__ " + param
-                                : "const " + *type + " " + param);
-        args.push_back(name(operand));
-        captured.insert({operand, param});
-        payload.bindTo(operand, param);
-      }
-      return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
+    if (failed(captureOperands(logits.getRegion())))
       return failure();
   }
-
+  // The key copy's payload (a rounding to bf16 folded into the product)
+  // may read values from outside its body too.
+  if (a.keyPayload)
+    return captureOperands(
+        linalg::GenericOp(a.keyTranspose).getRegion()); // `a` is const
   return success();
 }
 

@@ -2,6 +2,7 @@
 // RUN: tp-opt %S/Inputs/attention-kv-cache-scaled-q.mlir --tp-convert-dtype=dtype=bf16 | tp-translate --emit-cuda | FileCheck %s --check-prefix=CUDA
 // RUN: tp-opt %S/Inputs/attention-input-keys.mlir --tp-convert-dtype=dtype=bf16 | tp-translate --emit-cpp | FileCheck %s --check-prefix=PAYLOAD-CPP
 // RUN: tp-opt %S/Inputs/attention-input-keys.mlir --tp-convert-dtype=dtype=bf16 | tp-translate --emit-cuda | FileCheck %s --check-prefix=PAYLOAD-CUDA
+// RUN: tp-opt %S/Inputs/attention-scaled-keys.mlir --tp-convert-dtype=dtype=bf16 | tp-translate --emit-cuda | FileCheck %s --check-prefix=SCALED-CUDA
 
 // A bf16 decode step's attention (Inputs/attention-kv-cache-scaled-q.mlir
 // under tp-convert-dtype): Q is bf16 and so are the KV caches, which the
@@ -73,3 +74,12 @@
 // PAYLOAD-CUDA: const BFloat16 [[ROUNDED:v[0-9]+]] = static_cast<BFloat16>(
 // PAYLOAD-CUDA-NEXT: s += static_cast<float>(q[b * 8LL + row * 8LL + d]) * static_cast<float>([[ROUNDED]]);
 // PAYLOAD-CUDA: [[KERNEL]]<<<tp::cuda::blocksForWarps(2), tp::cuda::threadsForWarps(2), 0, context->stream>>>({{v[0-9]+}}, a2, {{v[0-9]+}},
+
+// The key copy's payload reads a scale from outside its body (DeBERTa-v2's
+// keys divided as they are transposed): the fused kernel takes it as a
+// parameter, as it does for the logits' payloads (the CUDA emitter aborted
+// with "used before it was emitted").
+// SCALED-CUDA: __global__ void [[KERNEL:kernel[0-9]+]](const BFloat16 *__restrict__ q, const float *__restrict__ kt, const BFloat16 *__restrict__ v, float *__restrict__ o, const float *__restrict__ x4, const float [[SCALE:c[0-9]+]]) {
+// SCALED-CUDA: for (std::int64_t d = 0; d < 8; ++d) {
+// SCALED-CUDA-NEXT: const float [[K:v[0-9]+]] = kt[b * 320LL + j * 8LL + d] / [[SCALE]];
+// SCALED-CUDA: [[KERNEL]]<<<tp::cuda::blocksForWarps(2), tp::cuda::threadsForWarps(2), 0, context->stream>>>({{v[0-9]+}}, a2, {{v[0-9]+}}, {{v[0-9]+}}, a1, {{v[0-9]+}});
