@@ -670,9 +670,8 @@ std::optional<SmallVector<Operation *>> getRowPartners(linalg::LinalgOp op,
   // A reduction over the split (a norm's statistics) only beside partners
   // that end the block, as planTensorParallel allows it.
   if (tracker.reachesReduction &&
-      (rows.empty() || !llvm::all_of(rows, [](Operation *row) {
-        return endsAtSum(row);
-      })))
+      (rows.empty() ||
+       !llvm::all_of(rows, [](Operation *row) { return endsAtSum(row); })))
     return std::nullopt;
   return rows;
 }
@@ -803,9 +802,9 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     if (!tracker.rows.empty() && tracker.reachesResult)
       return replicate(op, "its output reaches both a row-parallel "
                            "contraction and a function result");
-    if (tracker.reachesReduction &&
-        llvm::any_of(tracker.rows,
-                     [](auto &entry) { return !endsAtSum(entry.first); }))
+    if (tracker.reachesReduction && llvm::any_of(tracker.rows, [](auto &entry) {
+          return !endsAtSum(entry.first);
+        }))
       return replicate(op, "its output reaches both a reduction over its "
                            "output dim and row-parallel contractions that "
                            "do not end a block at a sum");
