@@ -48,7 +48,7 @@ struct PadAttentionHeads : tp::impl::PadAttentionHeadsBase<PadAttentionHeads> {
       return;
     SmallVector<tensor::ExpandShapeOp> seeds;
     getOperation().walk([&](tensor::ExpandShapeOp op) { seeds.push_back(op); });
-    SmallVector<HeadBlock> done;
+    SmallVector<HeadBlock, 0> done;
     for (tensor::ExpandShapeOp expand : seeds) {
       if (llvm::any_of(done, [&](const HeadBlock &block) {
             return block.contains(expand);

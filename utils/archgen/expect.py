@@ -141,9 +141,16 @@ def statistics(f, t):
     norm) is summed over the ranks."""
     if t == 1 or f.qk_norm != "full":
         return 0
-    means = 2 if f.norm in ("layernorm", "layernorm_manual") else 1
-    norms = (f.heads % t == 0) + (f.kv_heads % t == 0)
-    return f.layers * norms * means
+    layer_norm = f.norm in ("layernorm", "layernorm_manual")
+    means = 2 if layer_norm else 1
+    # Heads that t does not divide are padded through an RMS norm (zeros
+    # add nothing to its sum of squares), not through a layer norm (its
+    # centred values are not zero there); repeated K/V heads are not (a
+    # sum over repeats would count each R times): those stay whole.
+    q = f.heads % t == 0 or not layer_norm
+    k = f.kv_heads % t == 0 or (not layer_norm and (
+        f.kv_heads == f.heads or t % f.kv_heads != 0))
+    return f.layers * (q + k) * means
 
 
 def split_outputs(f, t):
