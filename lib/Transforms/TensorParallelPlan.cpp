@@ -626,10 +626,36 @@ std::optional<std::pair<int64_t, int64_t>> getOutputDim(linalg::LinalgOp op,
   return found;
 }
 
+/// True if `value` is computed from `root`'s results: an op between them
+/// in the block reads one of them, directly or through others.
+bool isComputedFrom(Value value, Operation *root) {
+  Operation *def = value.getDefiningOp();
+  if (!def || def->getBlock() != root->getBlock() ||
+      !root->isBeforeInBlock(def))
+    return false;
+  DenseSet<Operation *> from = {root};
+  for (Operation *op = root->getNextNode(); op != def->getNextNode();
+       op = op->getNextNode()) {
+    bool reads = false;
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        if (Operation *d = operand.getDefiningOp(); d && from.contains(d))
+          reads = true;
+    });
+    if (reads)
+      from.insert(op);
+  }
+  return from.contains(def);
+}
+
 /// True if the result of `op` is added to another activation of its shape
-/// (a residual, or a parallel block's other half), directly or through
-/// elementwise ops (a bias add): where a transformer block ends.
-bool endsAtSum(Operation *op, unsigned depth = 3) {
+/// that it does not compute (a residual, or a parallel block's other
+/// half), directly or through elementwise ops: a bias add, or a norm
+/// (Gemma 2's and sandwich norms after a block's output projection),
+/// whose statistics it reads and whose centred, scaled values continue.
+/// Where a transformer block ends; a sum of two values both computed from
+/// `op` (a tanh GELU's `x + 0.044715 x^3`, rotary's two halves) is not.
+bool endsAtSum(Operation *op, Operation *root, unsigned depth) {
   for (Operation *user : op->getResult(0).getUsers()) {
     auto generic = dyn_cast<linalg::GenericOp>(user);
     if (!generic || generic.getNumReductionLoops() != 0 ||
@@ -641,14 +667,23 @@ bool endsAtSum(Operation *op, unsigned depth = 3) {
     };
     if (generic.getNumDpsInputs() == 2 &&
         llvm::all_of(generic.getDpsInputs(), isActivation) &&
-        isa_and_nonnull<arith::AddFOp>(
-            generic.getBlock()->getTerminator()->getOperand(0).getDefiningOp()))
+        isa_and_nonnull<arith::AddFOp>(generic.getBlock()
+                                           ->getTerminator()
+                                           ->getOperand(0)
+                                           .getDefiningOp()) &&
+        llvm::any_of(generic.getDpsInputs(), [&](Value v) {
+          return !isComputedFrom(v, root) && v.getDefiningOp() != root;
+        }))
       return true;
-    if (depth > 0 && endsAtSum(generic, depth - 1))
+    if (depth > 0 && endsAtSum(generic, root, depth - 1))
       return true;
   }
   return false;
 }
+
+/// A layer norm written out op by op (bias, centring, scaling, its
+/// weight and bias) lies within 6 elementwise ops of the sum.
+bool endsAtSum(Operation *op) { return endsAtSum(op, op, /*depth=*/7); }
 
 /// The row-parallel partners of `op` as a column-parallel contraction, if
 /// its output split can reach them (and no result or reduction).

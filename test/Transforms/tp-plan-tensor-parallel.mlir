@@ -815,3 +815,104 @@ func.func @norm_of_stream(%x: tensor<2x16x64xf32> {tp.input = "x"}, %w1: tensor<
   } -> tensor<2x16x128xf32>
   return %h : tensor<2x16x128xf32>
 }
+
+// -----
+
+// A sandwich norm (Gemma 2's, OLMo 2's post-block norm): the MLP's second
+// contraction is normed, written out op by op, before the residual add.
+// It still ends the block at that sum: fc1 and fc2 pair, the all-reduce
+// comes before the norm. The projection after the sum (a bottleneck's up
+// projection) does not take fc2 as a column of its own, which would leave
+// fc1 whole and all-reduce the norm's statistics.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+#row = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @sandwich_norm(
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "fc1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "fc2"}
+// CHECK-SAME: %arg3: tensor<32xf32> {tp.weight = "gamma"}
+// CHECK-NOT: tp.replicated = "row-parallel partners
+// CHECK: return
+func.func @sandwich_norm(%x: tensor<2x16x32xf32> {tp.input = "x"}, %fc1: tensor<32x128xf32> {tp.weight = "fc1"}, %fc2: tensor<128x32xf32> {tp.weight = "fc2"}, %gamma: tensor<32xf32> {tp.weight = "gamma"}, %up: tensor<32x64xf32> {tp.weight = "up"}, %stream: tensor<2x16x64xf32> {tp.input = "stream"}) -> (tensor<2x16x64xf32> {tp.output = "y"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %n = arith.constant 3.200000e+01 : f32
+  %e1 = tensor.empty() : tensor<2x16x128xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x128xf32>) -> tensor<2x16x128xf32>
+  %h = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %fc1 : tensor<2x16x32xf32>, tensor<32x128xf32>) outs(%f1 : tensor<2x16x128xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x128xf32>
+  %hr = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h : tensor<2x16x128xf32>) outs(%e1 : tensor<2x16x128xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.maximumf %in, %cst : f32
+    linalg.yield %r : f32
+  } -> tensor<2x16x128xf32>
+  %e0 = tensor.empty() : tensor<2x16x32xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+  %y = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%hr, %fc2 : tensor<2x16x128xf32>, tensor<128x32xf32>) outs(%f0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x32xf32>
+  %es = tensor.empty() : tensor<2x16xf32>
+  %fs = linalg.fill ins(%cst : f32) outs(%es : tensor<2x16xf32>) -> tensor<2x16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%y : tensor<2x16x32xf32>) outs(%fs : tensor<2x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %out, %in : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16xf32>
+  %c = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%y, %sum : tensor<2x16x32xf32>, tensor<2x16xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %mean = arith.divf %in_1, %n : f32
+    %s = arith.subf %in, %mean : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x32xf32>
+  %ss = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%c : tensor<2x16x32xf32>) outs(%fs : tensor<2x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %in : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16xf32>
+  %cn = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%c, %ss : tensor<2x16x32xf32>, tensor<2x16xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %var = arith.divf %in_1, %n : f32
+    %r = math.rsqrt %var : f32
+    %m = arith.mulf %in, %r : f32
+    linalg.yield %m : f32
+  } -> tensor<2x16x32xf32>
+  %cw = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%cn, %gamma : tensor<2x16x32xf32>, tensor<32xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    linalg.yield %m : f32
+  } -> tensor<2x16x32xf32>
+  %cb = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%cw : tensor<2x16x32xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %in, %n : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x32xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %cb : tensor<2x16x32xf32>, tensor<2x16x32xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %a = arith.addf %in, %in_1 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x32xf32>
+  %e2 = tensor.empty() : tensor<2x16x64xf32>
+  %f2 = linalg.fill ins(%cst : f32) outs(%e2 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %u = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%r, %up : tensor<2x16x32xf32>, tensor<32x64xf32>) outs(%f2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %o = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%stream, %u : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %a = arith.addf %in, %in_1 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  return %o : tensor<2x16x64xf32>
+}

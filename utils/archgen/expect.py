@@ -135,22 +135,27 @@ def collectives(f, t, sp=False):
 
 
 def statistics(f, t):
-    """All-reduces of per-token statistics: a Q or K norm over all of the
-    projection's features (OLMo 2) reduces over the heads that the ranks
-    split, so each of its means (one for an RMS norm, two for a layer
-    norm) is summed over the ranks."""
+    """The counts of all-reduces of per-token statistics a plan may have:
+    a Q or K norm over all of the projection's features (OLMo 2) reduces
+    over the heads that the ranks split, so each of its means (one for an
+    RMS norm, two for a layer norm) is summed over the ranks."""
     if t == 1 or f.qk_norm != "full":
-        return 0
+        return (0,)
     layer_norm = f.norm in ("layernorm", "layernorm_manual")
     means = 2 if layer_norm else 1
     # Heads that t does not divide are padded through an RMS norm (zeros
     # add nothing to its sum of squares), not through a layer norm (its
-    # centred values are not zero there); repeated K/V heads are not (a
-    # sum over repeats would count each R times): those stay whole.
+    # centred values are not zero there). Grouped K/V heads are not
+    # repeated through it (a sum over repeats would count each R times);
+    # they grow by whole groups with padded query heads, or stay whole:
+    # either split is exact, so either count is allowed.
     q = f.heads % t == 0 or not layer_norm
-    k = f.kv_heads % t == 0 or (not layer_norm and (
-        f.kv_heads == f.heads or t % f.kv_heads != 0))
-    return f.layers * (q + k) * means
+    k = f.kv_heads % t == 0 or (not layer_norm and f.kv_heads == f.heads)
+    grouped = (not layer_norm and not k and 1 < f.kv_heads < f.heads)
+    counts = {f.layers * (q + k) * means}
+    if grouped:
+        counts.add(f.layers * (q + 1) * means)
+    return tuple(sorted(counts))
 
 
 def split_outputs(f, t):
