@@ -92,15 +92,15 @@ public:
   /// True if padding lets the plan split the block: it starts in a weight
   /// contraction whose output grows (a Q/K/V projection) and ends in one
   /// over the padded heads (the output projection). (Exactness holds for
-  /// any closure that succeeds and whose other sums over the heads add
-  /// zeros at the padding: padded entries meet the rest of the program
-  /// only through zero rows, or as zero terms of such a sum.)
+  /// any closure that succeeds: padded entries meet the rest of the
+  /// program only through zero rows, or as terms of another sum over the
+  /// heads, which apply() masks to zero at the padding unless they are
+  /// zero there already.)
   bool isWorthPadding() const {
-    // (Sums of zero terms are not taken with whole new groups of grouped-
+    // (Sums over the heads are not taken with whole new groups of grouped-
     // query attention: the pieces of a fused K/V projection are padded
     // wrongly there, weight 'qkv.bias[96:128]' pads 64 rows but holds 32.)
-    return columns > 0 && rows > 0 &&
-           (zeroSums.empty() || (!padsGroups && sumsStayExact()));
+    return columns > 0 && rows > 0 && (sums.empty() || !padsGroups);
   }
   /// True if repeating lets the plan split the K/V heads: a weight
   /// contraction makes them (its weight repeated) and grouped-query
@@ -109,8 +109,14 @@ public:
     return columns > 0 && !repeats.empty() && !shrinks.empty();
   }
 
-  /// Rewrites the IR: new types, and pads where operands do not grow.
+  /// Rewrites the IR: new types, pads where operands do not grow, and
+  /// masks on the terms of sums over the heads that are not zero at the
+  /// padding.
   void apply() {
+    SmallVector<std::tuple<linalg::LinalgOp, unsigned, int64_t>> masks;
+    for (auto [op, loop] : sums)
+      if (!termsAreZeroAtPadding(op, loop))
+        masks.push_back({op, loop, op.getStaticLoopRanges()[loop]});
     for (auto [v, w] : values) {
       auto type = cast<RankedTensorType>(v.getType());
       SmallVector<int64_t> shape(type.getShape());
@@ -128,6 +134,8 @@ public:
       OpBuilder b(use->getOwner());
       use->set(padTail(b, use->get(), w));
     }
+    for (auto [op, loop, size] : masks)
+      maskTerms(op, loop, size);
     applyRepeats();
   }
 
@@ -502,28 +510,43 @@ private:
     return add && (add.getLhs() == acc || add.getRhs() == acc);
   }
 
-  /// True if every sum over padded heads that is not a weight contraction
-  /// adds terms that are zero at the padding (a norm's sum of squares over
-  /// all heads' features: its mean divides by the count of the real ones).
-  bool sumsStayExact() const {
-    for (auto entry : zeroSums) {
-      linalg::LinalgOp op = entry.first;
-      unsigned loop = entry.second;
-      auto add = op.getBlock()
-                     ->getTerminator()
-                     ->getOperand(0)
-                     .getDefiningOp<arith::AddFOp>();
-      BlockArgument acc = op.getMatchingBlockArgument(op.getDpsInitOperand(0));
-      Value term = add.getLhs() == acc ? add.getRhs() : add.getLhs();
-      if (!isZeroWhen(term, [&](BlockArgument arg) {
-            OpOperand *operand = op.getMatchingOpOperand(arg);
-            return op.isDpsInput(operand) &&
-                   op.getMatchingIndexingMap(operand).isFunctionOfDim(loop) &&
-                   isZeroAtPadding(*operand);
-          }))
-        return false;
-    }
-    return true;
+  /// The term that the sum `op` adds to its accumulator (isSumOfTerms).
+  static OpOperand &getTerm(linalg::LinalgOp op) {
+    auto add = op.getBlock()
+                   ->getTerminator()
+                   ->getOperand(0)
+                   .getDefiningOp<arith::AddFOp>();
+    BlockArgument acc = op.getMatchingBlockArgument(op.getDpsInitOperand(0));
+    return add->getOpOperand(add.getLhs() == acc ? 1 : 0);
+  }
+
+  /// True if the sum `op` over the padded heads (loop `loop`) adds terms
+  /// that are zero at the padding: a norm's sum of squares over all heads'
+  /// features (its mean divides by the count of the real ones).
+  bool termsAreZeroAtPadding(linalg::LinalgOp op, unsigned loop) const {
+    return isZeroWhen(getTerm(op).get(), [&](BlockArgument arg) {
+      OpOperand *operand = op.getMatchingOpOperand(arg);
+      return op.isDpsInput(operand) &&
+             op.getMatchingIndexingMap(operand).isFunctionOfDim(loop) &&
+             isZeroAtPadding(*operand);
+    });
+  }
+
+  /// Makes the sum `op` add zero for the padded heads: its term becomes
+  /// `index(loop) < size ? term : 0` (a layer norm's variance, whose
+  /// centred values `x - mean` are not zero there; tp-offset-split-indices
+  /// makes the index global once the loop is split).
+  static void maskTerms(linalg::LinalgOp op, unsigned loop, int64_t size) {
+    OpOperand &term = getTerm(op);
+    OpBuilder b(term.getOwner());
+    Location loc = op.getLoc();
+    Value index = linalg::IndexOp::create(b, loc, loop);
+    Value bound = arith::ConstantIndexOp::create(b, loc, size);
+    Value real = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                       index, bound);
+    Value zero = arith::ConstantOp::create(
+        b, loc, b.getZeroAttr(term.get().getType()));
+    term.set(arith::SelectOp::create(b, loc, real, term.get(), zero));
   }
 
   /// True if the scalar `v` of a body is zero whenever the block arguments
@@ -633,15 +656,15 @@ private:
       if (mode == Mode::Repeat)
         return failure();
       // Only a contraction with a weight, whose padded rows are zeros, may
-      // sum over the padded heads; or a sum of terms that are zero there (a
-      // norm's sum of squares over all heads' features, OLMo 2's: its mean
-      // divides by the count of the real ones).
+      // sum over the padded heads; or a sum of terms (a norm's statistics
+      // over all heads' features, OLMo 2's: its mean divides by the count
+      // of the real ones), whose terms are or are made zero there.
       std::optional<unsigned> weight = getWeightOperand(op);
       if (weight && op.getMatchingIndexingMap(&op->getOpOperand(*weight))
                         .isFunctionOfDim(loop))
         ++rows;
       else if (isSumOfTerms(op))
-        zeroSums.push_back({op, loop});
+        sums.push_back({op, loop});
       else
         return failure();
     } else if (std::optional<unsigned> weight = getWeightOperand(op)) {
@@ -681,8 +704,8 @@ private:
   llvm::MapVector<OpOperand *, Widening> pads;
   DenseMap<std::pair<Operation *, unsigned>, int64_t> loops;
   /// Sums over padded heads that are not weight contractions, with their
-  /// loop: exact only if their terms are zero there (sumsStayExact).
-  SmallVector<std::pair<linalg::LinalgOp, unsigned>> zeroSums;
+  /// loop: exact if their terms are zero there, else masked (apply).
+  SmallVector<std::pair<linalg::LinalgOp, unsigned>> sums;
   int64_t columns = 0, rows = 0;
   bool cachesWiden = false;
   /// New K/V heads come with whole new groups of query heads.

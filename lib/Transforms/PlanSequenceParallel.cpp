@@ -313,8 +313,10 @@ bool isReadWhole(Value v, unsigned depth = 8) {
 /// rank's slice of the sequence, and its result, which attention needs
 /// whole, would be gathered by a collective of its own. So too for several
 /// whole projections of one activation whose results are all read whole
-/// and together at least as wide as it (multi-query V and a shared Q-K
-/// bottleneck): one gather of their input, not one of each result.
+/// (multi-query V and a shared Q-K bottleneck): one gather of their input
+/// per block, as Megatron-LM's, not one of each result (which may move
+/// somewhat fewer bytes when they are narrower than it, in more
+/// collectives).
 void gatherForWholeProjections(func::FuncOp func, shard::GridOp grid) {
   SmallVector<OpOperand *> reads;
   llvm::MapVector<Value, SmallVector<OpOperand *>> wholeReads;
@@ -331,15 +333,9 @@ void gatherForWholeProjections(func::FuncOp func, shard::GridOp grid) {
     else if (op->getNumResults() == 1 && isReadWhole(op->getResult(0)))
       wholeReads[input->get()].push_back(input);
   });
-  for (auto &[activation, group] : wholeReads) {
-    int64_t width = 0;
-    for (OpOperand *read : group)
-      width += cast<ShapedType>(read->getOwner()->getResult(0).getType())
-                   .getNumElements();
-    if (group.size() > 1 &&
-        width >= cast<ShapedType>(activation.getType()).getNumElements())
+  for (auto &[activation, group] : wholeReads)
+    if (group.size() > 1)
       reads.append(group.begin(), group.end());
-  }
   for (OpOperand *read : reads) {
     Operation *op = read->getOwner();
     OpBuilder b(op);

@@ -726,16 +726,17 @@ bool startsBlocks(linalg::LinalgOp op, int64_t devices, unsigned depth) {
 }
 
 /// True if `op` is a weight contraction whose output dim cannot stay split
-/// for a reason other than the device count (the one K/V head that all
-/// query heads of multi-query attention read): it runs whole whatever its
-/// input.
+/// on `devices` (the one K/V head that all query heads of multi-query
+/// attention read; K/V heads that the devices do not divide, which the
+/// passes before the plan could neither pad nor repeat): it runs whole
+/// whatever its input.
 bool cannotSplitAsColumn(linalg::LinalgOp op, int64_t devices) {
   std::optional<unsigned> weightIdx = getWeightOperand(op);
   auto out = weightIdx ? getOutputDim(op, *weightIdx) : std::nullopt;
   if (!out)
     return true;
   SplitTracker tracker(devices);
-  return !tracker.follow(op->getResult(0), out->second) && !tracker.uneven;
+  return !tracker.follow(op->getResult(0), out->second);
 }
 
 /// True if some of the row-parallel partners `rows` of a column-parallel

@@ -420,7 +420,7 @@ func.func @grouped_query_groups(%x: tensor<1x3x6xf32> {tp.input = "x"},
 // An RMS norm over all heads' features before the heads view (OLMo 2's Q
 // norm): its sum of squares runs over the padded heads too, which add
 // zeros (Q's new columns are zero weights), and its mean divides by the 6
-// real features: the block pads, the sum reads 8 features. Planned (the
+// real features: the block pads, the sum reads 8 features, unmasked. Planned (the
 // pipeline folds the view to heads and back, so the 6 features split 3
 // and 3 with no padding), each rank's part of the sum of squares is
 // completed by one all-reduce of a value per token, and the block's by
@@ -433,6 +433,7 @@ func.func @grouped_query_groups(%x: tensor<1x3x6xf32> {tp.input = "x"},
 // CHECK-LABEL: func.func @rms_norm_over_heads(
 // CHECK: tensor.pad %{{.*}} low[0, 0] high[0, 2]
 // CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<1x3x8xf32>) outs(%{{.*}} : tensor<1x3xf32>)
+// CHECK-NOT: linalg.index
 // CHECK: arith.constant 6.000000e+00 : f32
 // CHECK: tensor.expand_shape {{.*}} into tensor<1x3x4x2xf32>
 // CHECK: tensor.pad %{{.*}} low[0, 0] high[2, 0]
@@ -499,10 +500,20 @@ func.func @rms_norm_over_heads(%x: tensor<1x3x6xf32> {tp.input = "x"},
 #row = affine_map<(b, s, n) -> (b, s)>
 
 // The same with a layer norm's variance: its terms are the centred values
-// q - mean, not zero at padded heads, so nothing is padded.
+// q - mean, not zero at padded heads, so the sum masks them there (the
+// index of the padded loop against the real size, 6 features): the heads
+// are padded and the variance stays exact.
 // PART-LABEL: func.func @layer_norm_over_heads(
 // CHECK-LABEL: func.func @layer_norm_over_heads(
-// CHECK-NOT: tensor.pad
+// CHECK: tensor.pad %{{.*}} low[0, 0] high[0, 2]
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<1x3x8xf32>) outs(%{{.*}} : tensor<1x3xf32>)
+// CHECK: %[[SQ:.*]] = arith.mulf
+// CHECK: %[[I:.*]] = linalg.index 2 : index
+// CHECK: %[[N:.*]] = arith.constant 6 : index
+// CHECK: %[[REAL:.*]] = arith.cmpi ult, %[[I]], %[[N]] : index
+// CHECK: %[[TERM:.*]] = arith.select %[[REAL]], %[[SQ]], %{{.*}} : f32
+// CHECK: arith.addf %{{.*}}, %[[TERM]] : f32
+// CHECK: tensor.pad %{{.*}} low[0, 0] high[2, 0]
 // CHECK: return
 func.func @layer_norm_over_heads(%x: tensor<1x3x6xf32> {tp.input = "x"},
                                  %wq: tensor<6x6xf32> {tp.weight = "wq"},

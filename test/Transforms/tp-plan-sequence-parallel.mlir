@@ -275,3 +275,82 @@ func.func @embedding_stream(%x: tensor<2x16xi64> {tp.input = "input_ids"}, %wte:
   } -> tensor<2x16x64xf32>
   return %y : tensor<2x16x64xf32>
 }
+
+// -----
+
+// Two projections kept whole (their outputs are contracted with each other
+// over the features: a shared Q-K bottleneck's scores) read the stream,
+// which no column-parallel projection reads (the MLP reads it through an
+// elementwise op), and their results are narrower than it (16 + 16
+// features of 64): one gather of the stream before them, as a block's one
+// gather, not one per result.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#qk = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
+// CHECK-LABEL: func.func @whole_projections(
+// CHECK: %[[H:.*]] = shard.shard %{{[0-9]+}} to %{{[a-z_0-9]+}} : tensor<2x16x64xf32>
+// CHECK: %[[WA:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [], []] : !shard.sharding
+// CHECK: %[[GA:.*]] = shard.shard %[[H]] to %[[WA]] annotate_for_users : tensor<2x16x64xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[GA]], %{{.*}} : tensor<2x16x64xf32>, tensor<64x16xf32>)
+// CHECK: %[[WB:.*]] = shard.sharding @grid split_axes = {{\[\[}}], [], []] : !shard.sharding
+// CHECK: %[[GB:.*]] = shard.shard %[[H]] to %[[WB]] annotate_for_users : tensor<2x16x64xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[GB]], %{{.*}} : tensor<2x16x64xf32>, tensor<64x16xf32>)
+func.func @whole_projections(%x: tensor<2x16x64xf32> {tp.input = "x"}, %pos: tensor<2x16x64xf32> {tp.input = "pos"}, %w1: tensor<64x256xf32> {tp.weight = "w1"}, %w2: tensor<256x64xf32> {tp.weight = "w2"}, %wa: tensor<64x16xf32> {tp.weight = "wa"}, %wb: tensor<64x16xf32> {tp.weight = "wb"}) -> (tensor<2x16x64xf32> {tp.output = "y"}, tensor<2x16x16xf32> {tp.output = "s"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e0 = tensor.empty() : tensor<2x16x64xf32>
+  %h = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %pos : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %s = arith.addf %in, %in_1 : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  %ea = tensor.empty() : tensor<2x16x16xf32>
+  %fa = linalg.fill ins(%cst : f32) outs(%ea : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  // expected-warning @+1 {{contracts the split dim with another activation}}
+  %a = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h, %wa : tensor<2x16x64xf32>, tensor<64x16xf32>) outs(%fa : tensor<2x16x16xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x16xf32>
+  // expected-warning @+1 {{contracts the split dim with another activation}}
+  %b = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h, %wb : tensor<2x16x64xf32>, tensor<64x16xf32>) outs(%fa : tensor<2x16x16xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x16xf32>
+  %sc = linalg.generic {indexing_maps = [#bsh, #qk, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%a, %b : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%fa : tensor<2x16x16xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x16xf32>
+  %hn = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h : tensor<2x16x64xf32>) outs(%e0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %in : f32
+    linalg.yield %m : f32
+  } -> tensor<2x16x64xf32>
+  %e1 = tensor.empty() : tensor<2x16x256xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x256xf32>) -> tensor<2x16x256xf32>
+  %up = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%hn, %w1 : tensor<2x16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<2x16x256xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x256xf32>
+  %f3 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %down = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%up, %w2 : tensor<2x16x256xf32>, tensor<256x64xf32>) outs(%f3 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %s = arith.addf %out, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  %res = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%down, %h : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e0 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %s = arith.addf %in, %in_1 : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x64xf32>
+  return %res, %sc : tensor<2x16x64xf32>, tensor<2x16x16xf32>
+}

@@ -916,3 +916,69 @@ func.func @sandwich_norm(%x: tensor<2x16x32xf32> {tp.input = "x"}, %fc1: tensor<
   } -> tensor<2x16x64xf32>
   return %o : tensor<2x16x64xf32>
 }
+
+// -----
+
+// The same bottleneck read by a contraction (wk) whose 3 heads the 2
+// devices do not divide (K heads that tp-pad-attention-heads and
+// tp-repeat-kv-heads, before the plan, could neither pad nor repeat): it
+// runs whole on these devices whatever its input, as the multi-query head
+// above does, so w0 stays whole and w1, w2 make the block.
+#bsh = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#ho = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+#bso = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-LABEL: func.func @bottleneck_then_uneven(
+// CHECK-SAME: %arg1: tensor<64x32xf32> {tp.weight = "w0"}
+// CHECK-SAME: tp.layout = #tp.layout<role = column, dim = 1, block = 0>, tp.weight = "w1"}
+// CHECK-SAME: tp.layout = #tp.layout<role = row, dim = 0, block = 0>, tp.weight = "w2"}
+// CHECK-SAME: %arg5: tensor<32x6xf32> {tp.weight = "wk"}
+// CHECK: linalg.generic {{.*}}tp.replicated = "row-parallel partners of it that do not end a block start blocks of their own: they split as columns instead"
+func.func @bottleneck_then_uneven(%x: tensor<2x16x64xf32> {tp.input = "x"}, %w0: tensor<64x32xf32> {tp.weight = "w0"}, %scale: tensor<32xf32> {tp.weight = "scale"}, %w1: tensor<32x128xf32> {tp.weight = "w1"}, %w2: tensor<128x64xf32> {tp.weight = "w2"}, %wk: tensor<32x6xf32> {tp.weight = "wk"}) -> (tensor<2x16x64xf32> {tp.output = "y"}, tensor<2x16x3x2xf32> {tp.output = "k"}) {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e0 = tensor.empty() : tensor<2x16x32xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<2x16x32xf32>) -> tensor<2x16x32xf32>
+  %b = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %w0 : tensor<2x16x64xf32>, tensor<64x32xf32>) outs(%f0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x32xf32>
+  %n = linalg.generic {indexing_maps = [#id, #last, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%b, %scale : tensor<2x16x32xf32>, tensor<32xf32>) outs(%e0 : tensor<2x16x32xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    linalg.yield %m : f32
+  } -> tensor<2x16x32xf32>
+  %e1 = tensor.empty() : tensor<2x16x128xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<2x16x128xf32>) -> tensor<2x16x128xf32>
+  %h = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%n, %w1 : tensor<2x16x32xf32>, tensor<32x128xf32>) outs(%f1 : tensor<2x16x128xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x128xf32>
+  %e2 = tensor.empty() : tensor<2x16x64xf32>
+  %f2 = linalg.fill ins(%cst : f32) outs(%e2 : tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+  %o = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%h, %w2 : tensor<2x16x128xf32>, tensor<128x64xf32>) outs(%f2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %o : tensor<2x16x64xf32>, tensor<2x16x64xf32>) outs(%e2 : tensor<2x16x64xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %a = arith.addf %in, %in_1 : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x64xf32>
+  %e3 = tensor.empty() : tensor<2x16x6xf32>
+  %f3 = linalg.fill ins(%cst : f32) outs(%e3 : tensor<2x16x6xf32>) -> tensor<2x16x6xf32>
+  %k = linalg.generic {indexing_maps = [#bsh, #ho, #bso], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%n, %wk : tensor<2x16x32xf32>, tensor<32x6xf32>) outs(%f3 : tensor<2x16x6xf32>) {
+  ^bb0(%in: f32, %in_1: f32, %out: f32):
+    %m = arith.mulf %in, %in_1 : f32
+    %a = arith.addf %out, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<2x16x6xf32>
+  %kh = tensor.expand_shape %k [[0], [1], [2, 3]] output_shape [2, 16, 3, 2] : tensor<2x16x6xf32> into tensor<2x16x3x2xf32>
+  return %r, %kh : tensor<2x16x64xf32>, tensor<2x16x3x2xf32>
+}

@@ -67,9 +67,12 @@ def weights(f, t):
     bias = 1 if f.linear_bias else 0
     norm = 2 if f.norm in ("layernorm", "layernorm_manual") else 1
     qk_width = width // 2 if f.qk_bottleneck else width
+    # K normed over all heads splits only where its heads divide (or are
+    # padded alone); otherwise it may stay whole (statistics, below).
+    ks = kvs if f.qk_norm != "full" or k_splits_through_norm(f, t) else 1.0
     for _ in range(1 if f.shared_layers else f.layers):
         add((qk_width + bias) * h * d, heads)       # q
-        add((qk_width + bias) * kv * d, kvs)        # k
+        add((qk_width + bias) * kv * d, ks)         # k
         add((width + bias) * kv * d, kvs)           # v
         if f.qk_bottleneck:                         # whole, and its NoNorm
             add((width + bias) * qk_width + 2 * qk_width)
@@ -81,7 +84,7 @@ def weights(f, t):
             add(2 * norm * d)
         elif f.qk_norm == "full":                   # split with the heads
             add(norm * h * d, heads)
-            add(norm * kv * d, kvs)
+            add(norm * kv * d, ks)
         inputs = 2 if f.gated else 1
         add(inputs * (width + bias) * f.intermediate, 1 / t)
         add(f.intermediate * width, 1 / t)
@@ -134,6 +137,13 @@ def collectives(f, t, sp=False):
     return {"all_reduce": blocks}
 
 
+def k_splits_through_norm(f, t):
+    """True if K heads normed over all of K's features certainly split on
+    t ranks: t divides them, or they are padded one by one (multi-head
+    attention)."""
+    return f.kv_heads % t == 0 or f.kv_heads == f.heads
+
+
 def statistics(f, t):
     """The counts of all-reduces of per-token statistics a plan may have:
     a Q or K norm over all of the projection's features (OLMo 2) reduces
@@ -143,15 +153,15 @@ def statistics(f, t):
         return (0,)
     layer_norm = f.norm in ("layernorm", "layernorm_manual")
     means = 2 if layer_norm else 1
-    # Heads that t does not divide are padded through an RMS norm (zeros
-    # add nothing to its sum of squares), not through a layer norm (its
-    # centred values are not zero there). Grouped K/V heads are not
-    # repeated through it (a sum over repeats would count each R times);
-    # they grow by whole groups with padded query heads, or stay whole:
-    # either split is exact, so either count is allowed.
-    q = f.heads % t == 0 or not layer_norm
-    k = f.kv_heads % t == 0 or (not layer_norm and f.kv_heads == f.heads)
-    grouped = (not layer_norm and not k and 1 < f.kv_heads < f.heads)
+    # Heads that t does not divide are padded through the norm (zeros add
+    # nothing to an RMS norm's sum of squares; a layer norm's variance
+    # masks its centred values there). Grouped K/V heads are not repeated
+    # through it (a sum over repeats would count each R times); they grow
+    # by whole groups with padded query heads, or stay whole: either split
+    # is exact, so either count is allowed.
+    q = True
+    k = k_splits_through_norm(f, t)
+    grouped = not k and 1 < f.kv_heads < f.heads
     counts = {f.layers * (q + k) * means}
     if grouped:
         counts.add(f.layers * (q + 1) * means)
