@@ -542,10 +542,10 @@ private:
     Location loc = op.getLoc();
     Value index = linalg::IndexOp::create(b, loc, loop);
     Value bound = arith::ConstantIndexOp::create(b, loc, size);
-    Value real = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                       index, bound);
-    Value zero = arith::ConstantOp::create(
-        b, loc, b.getZeroAttr(term.get().getType()));
+    Value real =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, index, bound);
+    Value zero =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(term.get().getType()));
     term.set(arith::SelectOp::create(b, loc, real, term.get(), zero));
   }
 
