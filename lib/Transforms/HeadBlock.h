@@ -96,12 +96,7 @@ public:
   /// program only through zero rows, or as terms of another sum over the
   /// heads, which apply() masks to zero at the padding unless they are
   /// zero there already.)
-  bool isWorthPadding() const {
-    // (Sums over the heads are not taken with whole new groups of grouped-
-    // query attention: the pieces of a fused K/V projection are padded
-    // wrongly there, weight 'qkv.bias[96:128]' pads 64 rows but holds 32.)
-    return columns > 0 && rows > 0 && (sums.empty() || !padsGroups);
-  }
+  bool isWorthPadding() const { return columns > 0 && rows > 0; }
   /// True if repeating lets the plan split the K/V heads: a weight
   /// contraction makes them (its weight repeated) and grouped-query
   /// attention broadcasts them to the query heads.
@@ -220,6 +215,15 @@ private:
     LayoutAttr layout = getLayout(func, arg.getArgNumber());
     return !layout ||
            (!layout.isSplit() && !layout.isPadded() && !layout.isRepeated());
+  }
+
+  /// True if `v` is a weight argument whose layout repeats its heads.
+  static bool isRepeatedWeight(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                    : func::FuncOp();
+    LayoutAttr layout = func ? getLayout(func, arg.getArgNumber()) : nullptr;
+    return layout && layout.isRepeated();
   }
 
   /// Mode::Repeat: `use` is the input of grouped-query attention's
@@ -372,6 +376,11 @@ private:
       auto [it, inserted] = repeats.try_emplace(&operand, w);
       return success(inserted || it->second == w);
     }
+    // A weight that tp-repeat-kv-heads repeated (V beside a K that a norm
+    // over all heads kept from repeating) is not padded after it: the
+    // artifact's layouts pad a weight's rows before they repeat.
+    if (isRepeatedWeight(v))
+      return failure();
     auto [it, inserted] = pads.try_emplace(&operand, w);
     return success(inserted || it->second == w);
   }
@@ -491,7 +500,6 @@ private:
       // ends at the broadcast, above.
       if (mode == Mode::Repeat && isBroadcast(collapse.getSrc()))
         return failure();
-      padsGroups |= isBroadcast(collapse.getSrc());
       return widen(collapse.getResult(), merged);
     }
     return failure();
@@ -708,8 +716,6 @@ private:
   SmallVector<std::pair<linalg::LinalgOp, unsigned>> sums;
   int64_t columns = 0, rows = 0;
   bool cachesWiden = false;
-  /// New K/V heads come with whole new groups of query heads.
-  bool padsGroups = false;
 };
 
 } // namespace mlir::tp::heads

@@ -576,3 +576,72 @@ func.func @layer_norm_over_heads(%x: tensor<1x3x6xf32> {tp.input = "x"},
   } -> tensor<1x3x6xf32>
   return %y : tensor<1x3x6xf32>
 }
+
+// -----
+
+#x = affine_map<(b, s, n, k) -> (b, s, k)>
+#w = affine_map<(b, s, n, k) -> (k, n)>
+#y = affine_map<(b, s, n, k) -> (b, s, n)>
+#id3 = affine_map<(b, s, n) -> (b, s, n)>
+#row = affine_map<(b, s, n) -> (b, s)>
+
+// The RMS norm over all heads again, with Q's weight already repeated by
+// tp-repeat-kv-heads (a #tp.layout repeat, as V is beside a K that such a
+// norm kept from repeating): the artifact's layouts pad a weight's rows
+// before they repeat, not after, so the block is not padded.
+// CHECK-LABEL: func.func @repeated_weight(
+// CHECK-NOT: tensor.pad
+// CHECK: return
+func.func @repeated_weight(%x: tensor<1x3x6xf32> {tp.input = "x"},
+                               %wq: tensor<6x6xf32> {tp.layout = #tp.layout<role = replicated, dim = 1, repeat = [3, 2]>, tp.weight = "wq"},
+                               %wo: tensor<6x6xf32> {tp.weight = "wo"})
+    -> (tensor<1x3x6xf32> {tp.output = "y"}) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<1x3x6xf32>
+  %i0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %q0 = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %wq : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i0 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %e1 = tensor.empty() : tensor<1x3xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x3xf32>) -> tensor<1x3xf32>
+  %ss = linalg.generic {indexing_maps = [#id3, #row], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%q0 : tensor<1x3x6xf32>) outs(%i1 : tensor<1x3xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    %m = arith.mulf %a, %a : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3xf32>
+  %e3 = tensor.empty() : tensor<1x3x6xf32>
+  %qn = linalg.generic {indexing_maps = [#id3, #row, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%q0, %ss : tensor<1x3x6xf32>, tensor<1x3xf32>) outs(%e3 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %r: f32, %c: f32):
+    %n = arith.constant 6.0 : f32
+    %mean = arith.divf %r, %n : f32
+    %inv = math.rsqrt %mean : f32
+    %v = arith.mulf %a, %inv : f32
+    linalg.yield %v : f32
+  } -> tensor<1x3x6xf32>
+  %q2 = tensor.expand_shape %qn [[0], [1], [2, 3]] output_shape [1, 3, 3, 2] : tensor<1x3x6xf32> into tensor<1x3x3x2xf32>
+  %q3 = tensor.collapse_shape %q2 [[0], [1], [2, 3]] : tensor<1x3x3x2xf32> into tensor<1x3x6xf32>
+  %e2 = tensor.empty() : tensor<1x3x6xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %o = linalg.generic {indexing_maps = [#x, #w, #y], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%q3, %wo : tensor<1x3x6xf32>, tensor<6x6xf32>) outs(%i2 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  %e5 = tensor.empty() : tensor<1x3x6xf32>
+  %y = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %o : tensor<1x3x6xf32>, tensor<1x3x6xf32>) outs(%e5 : tensor<1x3x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<1x3x6xf32>
+  return %y : tensor<1x3x6xf32>
+}
