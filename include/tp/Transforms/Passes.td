@@ -336,10 +336,13 @@ def PadAttentionHeads : Pass<"tp-pad-attention-heads", "::mlir::func::FuncOp"> {
     projection weights and biases, constants, K/V heads repeated for
     grouped-query attention) are read through a zero `tensor.pad`; the
     output projection's weight gets zero rows. Padded heads are finite and
-    meet the rest of the program only through those zero rows, so the
-    result is unchanged. A block whose closure fails (a reduction over the
-    heads other than the output projection, a head index read in a body, a
-    heads dim reaching a function result) is left as it was.
+    meet the rest of the program only through those zero rows, or as terms
+    of a sum over the heads (a norm's statistics over all heads' features),
+    which are zero there or are masked to zero (`index < real size`), so
+    the result is unchanged. A block whose closure fails (another reduction
+    over the heads, a head index read in a body, a heads dim reaching a
+    function result, a pad of a weight whose layout repeats it) is left as
+    it was.
   }];
   let options = [
     Option<"devices", "devices", "int64_t", /*default=*/"2",
