@@ -124,9 +124,9 @@ def sweep_sample(part, sanitized_part):
 
 
 config.substitutions.append(("%node_tests_sample", sweep_sample("0/4", "1/8")))
-# onnx-node-tests-compiled.test builds each case's library: half as many.
+# onnx-node-tests-compiled.test builds each case's library: a third as many.
 config.substitutions.append(
-    ("%node_tests_compiled_sample", sweep_sample("0/8", "0/8")))
+    ("%node_tests_compiled_sample", sweep_sample("0/12", "0/12")))
 # Target/Emit/cuda-zoo.test: the zoo models that go through nvcc -ptx (the
 # sanitized suite takes the same ones, whose checks the build cache has).
 config.substitutions.append(("%nvcc_sample", sweep_sample("0/3", "0/3")))
@@ -141,9 +141,9 @@ config.substitutions.append(
 config.substitutions.append(
     ("%archgen_count",
      "8" if sweeps_full else "1" if config.tp_sanitize else "2"))
-# The generator's saved regressions replayed (replay.test): a third of them
-# (every third file by name), all under full.
-config.substitutions.append(("%replay_sample", sweep_sample("0/3", "0/3")))
+# The generator's saved regressions replayed (replay.test): a quarter of
+# them (every fourth file by name), all under full.
+config.substitutions.append(("%replay_sample", sweep_sample("0/4", "0/4")))
 
 # The suite builds model libraries at -O1 (tp-compile --target cpu reads
 # $TP_CXX_FLAGS where --cxx-flags is absent): the host compiler's -O3 takes
