@@ -20,26 +20,6 @@ using namespace mlir;
 using namespace mlir::tp;
 using namespace mlir::tp::artifact;
 
-std::string mlir::tp::artifact::getDTypeName(Type type) {
-  if (type.isF32())
-    return "F32";
-  if (type.isF16())
-    return "F16";
-  if (type.isBF16())
-    return "BF16";
-  if (type.isF64())
-    return "F64";
-  if (type.isInteger(1))
-    return "BOOL";
-  if (auto integer = dyn_cast<IntegerType>(type))
-    return (integer.isUnsigned() ? "U" : "I") +
-           std::to_string(integer.getWidth());
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  type.print(os);
-  return text;
-}
-
 static std::vector<int64_t> getShape(Type type) {
   auto shaped = cast<ShapedType>(type);
   return std::vector<int64_t>(shaped.getShape().begin(),

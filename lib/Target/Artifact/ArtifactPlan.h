@@ -11,6 +11,7 @@
 
 #include "InitializerSource.h"
 #include "tp/Dialect/TP/TPDialect.h"
+#include "tp/Target/Artifact/ModelSignature.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -113,9 +114,6 @@ struct ArtifactPlan {
 FailureOr<ArtifactPlan> buildArtifactPlan(
     ModuleOp module,
     const llvm::StringMap<const onnx::TensorProto *> &initializers);
-
-/// "F32", "I64", "BOOL", ... for an MLIR element type.
-std::string getDTypeName(Type type);
 
 } // namespace mlir::tp::artifact
 

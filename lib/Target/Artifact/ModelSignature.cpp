@@ -2,7 +2,6 @@
 
 #include "tp/Target/Artifact/ModelSignature.h"
 
-#include "ArtifactPlan.h"
 #include "tp/Dialect/TP/Grids.h"
 #include "tp/Dialect/TP/TPDialect.h"
 #include "tp/Runtime/ArtifactFormat.h"
@@ -142,4 +141,24 @@ LogicalResult mlir::tp::emitModelSignature(ModuleOp module,
   }
   os << "\";\n}\n";
   return success();
+}
+
+std::string mlir::tp::artifact::getDTypeName(Type type) {
+  if (type.isF32())
+    return "F32";
+  if (type.isF16())
+    return "F16";
+  if (type.isBF16())
+    return "BF16";
+  if (type.isF64())
+    return "F64";
+  if (type.isInteger(1))
+    return "BOOL";
+  if (auto integer = dyn_cast<IntegerType>(type))
+    return (integer.isUnsigned() ? "U" : "I") +
+           std::to_string(integer.getWidth());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
 }

@@ -91,23 +91,9 @@ LogicalResult mlir::tp::buildCudaLibrary(ModuleOp module, StringRef outDir,
   llvm::sys::path::append(sourcePath, source);
   llvm::sys::path::append(libraryPath, library);
 
-  OwningOpRef<ModuleOp> copy(module.clone());
-  if (failed(prepareForEmission(*copy, "cuda")))
-    return failure();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(sourcePath, ec, llvm::sys::fs::OF_Text);
-    if (ec)
-      return emitError(loc)
-             << "cannot write '" << sourcePath << "': " << ec.message();
-    if (failed(emitCuda(*copy, os)))
-      return failure();
-  }
-  if (failed(writeArtifactHeader(loc, outDir, "tp_cuda_runtime.h",
-                                 kCudaRuntimeHeader)) ||
-      failed(writeArtifactHeader(loc, outDir, "tp_scalar_ops.h",
-                                 kScalarOpsHeader)) ||
-      failed(writeModelAbiHeader(loc, outDir)))
+  if (failed(writeModelSources(module, outDir, source, "cuda", emitCuda,
+                               {{"tp_cuda_runtime.h", kCudaRuntimeHeader},
+                                {"tp_scalar_ops.h", kScalarOpsHeader}})))
     return failure();
 
   SmallVector<std::string> args = {nvcc,

@@ -48,26 +48,11 @@ LogicalResult mlir::tp::buildCpuLibrary(ModuleOp module, StringRef outDir,
   llvm::sys::path::append(sourcePath, source);
   llvm::sys::path::append(libraryPath, library);
 
-  OwningOpRef<ModuleOp> copy(module.clone());
-  if (failed(prepareForEmission(*copy, "cpu")))
-    return failure();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(sourcePath, ec, llvm::sys::fs::OF_Text);
-    if (ec)
-      return emitError(loc)
-             << "cannot write '" << sourcePath << "': " << ec.message();
-    if (failed(emitCpp(*copy, os)))
-      return failure();
-  }
-  if (failed(
-          writeArtifactHeader(loc, outDir, "tp_runtime.h", kRuntimeHeader)) ||
-      failed(writeArtifactHeader(loc, outDir, "tp_packed_gemm.h",
-                                 kPackedGemmHeader)) ||
-      failed(writeArtifactHeader(loc, outDir, "tp_math.h", kMathHeader)) ||
-      failed(writeArtifactHeader(loc, outDir, "tp_scalar_ops.h",
-                                 kScalarOpsHeader)) ||
-      failed(writeModelAbiHeader(loc, outDir)))
+  if (failed(writeModelSources(module, outDir, source, "cpu", emitCpp,
+                               {{"tp_runtime.h", kRuntimeHeader},
+                                {"tp_packed_gemm.h", kPackedGemmHeader},
+                                {"tp_math.h", kMathHeader},
+                                {"tp_scalar_ops.h", kScalarOpsHeader}})))
     return failure();
 
   std::string compiler = findCompiler(options);

@@ -2,6 +2,7 @@
 
 #include "BuildSupport.h"
 #include "BuildCache.h"
+#include "tp/Target/Emit/EmitCpp.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/ErrorHandling.h"
@@ -44,6 +45,31 @@ StringRef mlir::tp::modelAbiHeader() { return kModelAbiHeader; }
 
 LogicalResult mlir::tp::writeModelAbiHeader(Location loc, StringRef outDir) {
   return writeArtifactHeader(loc, outDir, "tp_model_abi.h", kModelAbiHeader);
+}
+
+LogicalResult mlir::tp::writeModelSources(
+    ModuleOp module, StringRef outDir, StringRef source, StringRef target,
+    function_ref<LogicalResult(ModuleOp, raw_ostream &)> emit,
+    ArrayRef<RuntimeHeader> headers) {
+  Location loc = module.getLoc();
+  OwningOpRef<ModuleOp> copy(module.clone());
+  if (failed(prepareForEmission(*copy, target)))
+    return failure();
+  SmallString<256> sourcePath(outDir);
+  llvm::sys::path::append(sourcePath, source);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(sourcePath, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return emitError(loc)
+             << "cannot write '" << sourcePath << "': " << ec.message();
+    if (failed(emit(*copy, os)))
+      return failure();
+  }
+  for (const RuntimeHeader &header : headers)
+    if (failed(writeArtifactHeader(loc, outDir, header.name, header.text)))
+      return failure();
+  return writeModelAbiHeader(loc, outDir);
 }
 
 tp::ProgramRun mlir::tp::runProgram(ArrayRef<std::string> args,

@@ -10,6 +10,7 @@
 #ifndef LIB_TARGET_EMIT_BUILDSUPPORT_H
 #define LIB_TARGET_EMIT_BUILDSUPPORT_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"
 
@@ -27,6 +28,22 @@ StringRef modelAbiHeader();
 
 /// Writes tp_model_abi.h into `outDir`.
 LogicalResult writeModelAbiHeader(Location loc, StringRef outDir);
+
+/// A file of the runtime that travels beside the emitted source.
+struct RuntimeHeader {
+  StringRef name;
+  StringRef text;
+};
+
+/// What both builds do before compiling: `emit` (emitCpp or emitCuda) run
+/// on a copy of `module` prepared for `target` (prepareForEmission) into
+/// `outDir`/`source`, and `headers` and tp_model_abi.h written beside it.
+/// The module itself is not changed.
+LogicalResult
+writeModelSources(ModuleOp module, StringRef outDir, StringRef source,
+                  StringRef target,
+                  function_ref<LogicalResult(ModuleOp, raw_ostream &)> emit,
+                  ArrayRef<RuntimeHeader> headers);
 
 /// How a program that runProgram started ended.
 struct ProgramRun {

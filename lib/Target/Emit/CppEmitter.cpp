@@ -352,7 +352,7 @@ LogicalResult CppEmitter::emitOp(Operation *op) {
     return emitGeneric(generic);
   if (auto fill = dyn_cast<linalg::FillOp>(op))
     return emitFill(fill);
-  if (isa<arith::ConstantOp>(op))
+  if (isa<arith::ConstantOp>(op) && !isScalar)
     return emitConstant(op);
   if (isa<shard::ShardDialect>(op->getDialect()))
     return emitShardOp(op);
@@ -360,8 +360,8 @@ LogicalResult CppEmitter::emitOp(Operation *op) {
     return emitCall(op);
   if (isa<scf::IfOp>(op))
     return emitIf(op);
-  if (isa<tensor::ExtractOp>(op))
-    return emitScalarOp(op);
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+    return emitExtract(extract);
   if (isa<tensor::TensorDialect>(op->getDialect()))
     return emitTensorOp(op);
   if (isa<arith::ArithDialect, math::MathDialect>(op->getDialect()))
@@ -369,6 +369,10 @@ LogicalResult CppEmitter::emitOp(Operation *op) {
   if (isa<CacheUpdateOp>(op))
     return emitCacheUpdate(op);
   return op->emitError("code generation does not support ") << op->getName();
+}
+
+LogicalResult CppEmitter::emitExtract(tensor::ExtractOp op) {
+  return emitScalarOp(op);
 }
 
 LogicalResult CppEmitter::emitCall(Operation *op) {

@@ -12,6 +12,7 @@
 #define TP_LIB_TARGET_EMIT_CPPEMITTER_H
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/IndentedOstream.h"
@@ -21,6 +22,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -49,6 +51,26 @@ struct GroupSpec {
   int64_t stride = 1;
 };
 
+/// A shard collective as both targets print it (CppEmitter::
+/// describeCollective, Collectives.cpp): which one, the ranks it spans, the
+/// values it moves and how its tensor splits around its axis.
+struct Collective {
+  enum class Kind { AllReduce, AllGather, ReduceScatter, AllSlice, Send, Recv };
+  Kind kind = Kind::AllReduce;
+  GroupSpec group;
+  /// What it reads (none for Recv) and what it defines.
+  Value input, result;
+  /// The element type of the data it moves.
+  Type elementType;
+  /// AllReduce and ReduceScatter: Sum, Product, Max or Min.
+  shard::ReductionKind reduction = shard::ReductionKind::Sum;
+  /// AllGather: the input as [outer, chunk] around the gather axis;
+  /// ReduceScatter and AllSlice: the result around theirs.
+  int64_t outer = 1, chunk = 1;
+  /// Send and Recv: the peer's index in the group.
+  int64_t peer = 0;
+};
+
 /// The text every model.cpp opens with, the same for every model: the
 /// runtime headers' includes (tp_math.h: the scalar semantics), under an
 /// include guard, so that a copy precompiled for the host compiler
@@ -62,6 +84,11 @@ std::pair<int64_t, int64_t> splitAtAxis(ArrayRef<int64_t> shape, int64_t axis);
 /// True for an all_reduce whose input buffer is its own to overwrite (the
 /// input has no other use): it reduces in place, its result an alias.
 bool reducesInPlace(Operation *op);
+
+/// A reduction that describeCollective accepted, in the target's words for
+/// Sum, Product, Max and Min (in that order).
+StringRef spellReduction(shard::ReductionKind kind,
+                         std::array<StringRef, 4> names);
 
 /// A C++ literal for an integer or float attribute ("" when neither).
 std::string scalarLiteral(Attribute attr);
@@ -135,7 +162,9 @@ public:
   /// The C++ expression of a math op, a tensor.extract or an
   /// affine.apply (of type `cType`); "" for any other op.
   std::string mathExpr(Operation *op, StringRef cType);
-  LogicalResult emitGeneric(linalg::GenericOp op);
+  /// The per-op hooks emitOp dispatches to, each target's own where they
+  /// differ (CudaEmitter: kernels, cuBLAS, NCCL).
+  virtual LogicalResult emitGeneric(linalg::GenericOp op);
   /// A generic's result buffers (allocated, aliased to an init it
   /// accumulates into, or holding a copy of the init it reads).
   LogicalResult prepareGenericResults(linalg::GenericOp op);
@@ -156,7 +185,7 @@ public:
   LogicalResult emitLaneReductionBody(const LoopNest &nest,
                                       const LaneReduction &lanes);
   LogicalResult emitLookupBody(const LoopNest &nest, const Lookup &lookup);
-  LogicalResult emitFill(linalg::FillOp op);
+  virtual LogicalResult emitFill(linalg::FillOp op);
   LogicalResult emitTensorOp(Operation *op);
   /// Where the targets differ in emitTensorOp: copying a box of `sizes`
   /// (walked with `srcSteps` in `src`, `dstSteps` in `dst`) from
@@ -179,7 +208,10 @@ public:
   virtual void emitCacheWrite(Value cache, Value update, Value position,
                               int64_t outer, int64_t slots, int64_t count,
                               int64_t inner, StringRef site);
-  LogicalResult emitConstant(Operation *op);
+  /// A tensor constant (scalar ones are emitScalarOp's).
+  virtual LogicalResult emitConstant(Operation *op);
+  /// A read of one element (C++: emitScalarOp).
+  virtual LogicalResult emitExtract(tensor::ExtractOp op);
   /// Attention chains that run fused (MatchAttention.cpp): found before
   /// any function is emitted, so that the ops they replace are skipped and
   /// what the fused computation reads lives until it runs.
@@ -239,7 +271,9 @@ public:
   virtual bool computedByProduct(Operation *op) const {
     return inGemmEpilogue.contains(op);
   }
-  LogicalResult emitShardOp(Operation *op);
+  virtual LogicalResult emitShardOp(Operation *op);
+  /// shard.process_multi_index and process_linear_index: host scalars.
+  LogicalResult emitProcessIndex(Operation *op);
   LogicalResult emitCall(Operation *op);
   LogicalResult emitIf(Operation *op);
 
@@ -259,6 +293,9 @@ public:
   /// Group of a collective over `axes` of grid `gridName`.
   FailureOr<GroupSpec> groupOf(Operation *op, StringRef gridName,
                                ArrayRef<int16_t> axes);
+  /// `op` (a shard collective, send or recv) as both targets print it;
+  /// emits an error naming what code generation cannot run.
+  FailureOr<Collective> describeCollective(Operation *op);
   /// The group as the target's runtime spells it (tp::rt::Group{...}).
   virtual std::string groupLiteral(GroupSpec group) const;
   /// A string literal naming `op` for runtime messages.

@@ -74,51 +74,25 @@ std::string CudaEmitter::commFor(GroupSpec group) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CudaEmitter::emitOp(Operation *op) {
-  // Calls, branches and scalar arithmetic are host code, as on the CPU; the
-  // ops in their regions come back here.
+  // Calls, branches and scalar arithmetic are host code, as on the CPU (the
+  // ops in their regions come back here); arithmetic on tensors has no
+  // kernel of its own.
   bool isTensor = llvm::any_of(op->getResultTypes(),
                                [](Type type) { return isa<ShapedType>(type); });
-  bool onHost = isa<func::CallOp, scf::IfOp>(op) ||
-                (!isTensor &&
-                 isa<arith::ArithDialect, math::MathDialect>(op->getDialect()));
+  if (isTensor &&
+      isa<arith::ArithDialect, math::MathDialect>(op->getDialect()) &&
+      !isa<arith::ConstantOp>(op))
+    return op->emitError("CUDA code generation does not support ")
+           << op->getName();
   // Checks name the op they come from (a branch's copies: the branch).
   std::string outerSite = site;
   site = siteLiteral(op, op->getName().getStringRef());
-  LogicalResult result = onHost ? CppEmitter::emitOp(op) : emitDeviceOp(op);
+  LogicalResult result = CppEmitter::emitOp(op);
   site = outerSite;
   return result;
 }
 
-LogicalResult CudaEmitter::emitDeviceOp(Operation *op) {
-  std::string where = describe(op);
-  os << "// " << op->getName();
-  if (!where.empty())
-    os << " (" << where << ")";
-  os << "\n";
-  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op) &&
-      fusedIntoAttention.contains(op)) {
-    os << "// a reshape inside the attention kernel below\n";
-    return success();
-  }
-  if (auto generic = dyn_cast<linalg::GenericOp>(op))
-    return emitCudaGeneric(generic);
-  if (auto fill = dyn_cast<linalg::FillOp>(op))
-    return emitCudaFill(fill);
-  if (isa<arith::ConstantOp>(op))
-    return emitCudaConstant(op);
-  if (isa<shard::ShardDialect>(op->getDialect()))
-    return emitCudaShardOp(op);
-  if (auto extract = dyn_cast<tensor::ExtractOp>(op))
-    return emitCudaExtract(extract);
-  if (isa<tensor::TensorDialect>(op->getDialect()))
-    return emitTensorOp(op);
-  if (isa<CacheUpdateOp>(op))
-    return emitCacheUpdate(op);
-  return op->emitError("CUDA code generation does not support ")
-         << op->getName();
-}
-
-LogicalResult CudaEmitter::emitCudaExtract(tensor::ExtractOp op) {
+LogicalResult CudaEmitter::emitExtract(tensor::ExtractOp op) {
   FailureOr<std::string> type = scalarTypeFor(op.getType(), op);
   if (failed(type))
     return failure();

@@ -46,10 +46,10 @@ public:
   LogicalResult emitOp(Operation *op) override;
   std::string groupLiteral(GroupSpec group) const override;
   /// cuBLAS for GEMMs, a generated kernel otherwise (EmitCudaKernels.cpp).
-  LogicalResult emitCudaGeneric(linalg::GenericOp op);
-  LogicalResult emitCudaFill(linalg::FillOp op);
+  LogicalResult emitGeneric(linalg::GenericOp op) override;
+  LogicalResult emitFill(linalg::FillOp op) override;
   /// Tensor constants, reshapes, slices, pads... (EmitCudaTensor.cpp).
-  LogicalResult emitCudaConstant(Operation *op);
+  LogicalResult emitConstant(Operation *op) override;
   LogicalResult emitBoxCopy(Operation *op, Value dst,
                             ArrayRef<int64_t> dstShape,
                             ArrayRef<int64_t> dstOffsets, Value src,
@@ -65,7 +65,7 @@ public:
                       int64_t slots, int64_t count, int64_t inner,
                       StringRef site) override;
   /// A host read of one element: the forward waits for its stream here.
-  LogicalResult emitCudaExtract(tensor::ExtractOp op);
+  LogicalResult emitExtract(tensor::ExtractOp op) override;
   /// The fused attention chain ending at `out` as one kernel
   /// (EmitCudaAttention.cpp).
   LogicalResult emitFusedAttention(linalg::GenericOp out) override;
@@ -81,13 +81,13 @@ public:
   /// A row group as one kernel, a warp per row (EmitCudaRowGroups.cpp).
   LogicalResult emitRowGroup(const RowGroup &group) override;
   /// NCCL collectives and send/recv (EmitCudaCollectives.cpp).
-  LogicalResult emitCudaShardOp(Operation *op);
+  LogicalResult emitShardOp(Operation *op) override;
   /// An all-gather through ncclAllGather, rank-major chunks reordered where
   /// the gather axis is not the outermost.
-  LogicalResult emitCudaAllGather(shard::AllGatherOp allGather);
+  LogicalResult emitCudaAllGather(Operation *op, const Collective &c);
   /// A reduce-scatter through ncclReduceScatter, the input reordered into
   /// rank-major chunks where the scatter axis is not the outermost.
-  LogicalResult emitCudaReduceScatter(shard::ReduceScatterOp reduceScatter);
+  LogicalResult emitCudaReduceScatter(Operation *op, const Collective &c);
 
   /// `context->comm(...)` for `group`, recording that ranks need its
   /// communicator.
@@ -107,8 +107,6 @@ public:
   }
 
 private:
-  /// Ops whose data lives on the device: all but scalars, calls, branches.
-  LogicalResult emitDeviceOp(Operation *op);
   LogicalResult emitStageTable(raw_indented_ostream &out);
 
   /// Groups that collectives span, in first-use order.

@@ -36,21 +36,8 @@ static FailureOr<std::string> ncclType(Operation *op, Type type) {
   return op->emitError("NCCL reductions do not support element type ") << type;
 }
 
-static FailureOr<std::string> ncclReduction(Operation *op,
-                                            shard::ReductionKind kind) {
-  switch (kind) {
-  case shard::ReductionKind::Sum:
-    return std::string("ncclSum");
-  case shard::ReductionKind::Product:
-    return std::string("ncclProd");
-  case shard::ReductionKind::Max:
-    return std::string("ncclMax");
-  case shard::ReductionKind::Min:
-    return std::string("ncclMin");
-  default:
-    return op->emitError("code generation does not support reduction ")
-           << shard::stringifyReductionKind(kind);
-  }
+static StringRef ncclReduction(shard::ReductionKind kind) {
+  return spellReduction(kind, {"ncclSum", "ncclProd", "ncclMax", "ncclMin"});
 }
 
 std::string CudaEmitter::groupLiteral(GroupSpec group) const {
@@ -58,167 +45,136 @@ std::string CudaEmitter::groupLiteral(GroupSpec group) const {
          std::to_string(group.stride) + "}";
 }
 
-LogicalResult CudaEmitter::emitCudaAllGather(shard::AllGatherOp allGather) {
-  Operation *op = allGather;
+LogicalResult CudaEmitter::emitCudaAllGather(Operation *op,
+                                             const Collective &c) {
   std::string stream = "context->stream), " + site + ");\n";
-  auto group = groupOf(op, allGather.getGrid(), allGather.getGridAxes());
-  auto type = elementTypeOf(allGather.getResult(), op);
-  if (failed(group) || failed(type) ||
-      failed(allocate(allGather.getResult(), op)))
+  auto type = elementTypeOf(c.result, op);
+  if (failed(type) || failed(allocate(c.result, op)))
     return failure();
-  auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
-  auto [outer, chunk] =
-      splitAtAxis(shape, allGather.getGatherAxis().getSExtValue());
-  std::string chunkBytes = std::to_string(chunk) + " * sizeof(" + *type + ")";
-  std::string comm = commFor(*group);
-  if (outer == 1) {
-    os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput()) << ", "
-       << name(allGather.getResult()) << ", " << chunkBytes << ", ncclUint8, "
-       << comm << ", " << stream;
+  std::string chunkBytes = std::to_string(c.chunk) + " * sizeof(" + *type + ")";
+  std::string comm = commFor(c.group);
+  if (c.outer == 1) {
+    os << "TP_CUDA_CHECK(ncclAllGather(" << name(c.input) << ", "
+       << name(c.result) << ", " << chunkBytes << ", ncclUint8, " << comm
+       << ", " << stream;
     return success();
   }
   os << "{\n";
   os.indent();
-  os << "// NCCL gathers rank-major: [" << group->size << ", " << outer
-     << ", chunk] here, [" << outer << ", " << group->size
+  os << "// NCCL gathers rank-major: [" << c.group.size << ", " << c.outer
+     << ", chunk] here, [" << c.outer << ", " << c.group.size
      << ", chunk] in the result.\n";
   os << "char *gathered = tp::cuda::allocate<char>(context, "
-     << group->size * outer << "LL * " << chunkBytes << ", " << site << ");\n";
-  os << "TP_CUDA_CHECK(ncclAllGather(" << name(allGather.getInput())
-     << ", gathered, " << outer << "LL * " << chunkBytes << ", ncclUint8, "
-     << comm << ", " << stream;
-  os << "tp::cuda::swapOuter(context, " << name(allGather.getResult())
-     << ", gathered, " << group->size << ", " << outer << ", " << chunkBytes
-     << ", " << site << ");\n";
+     << c.group.size * c.outer << "LL * " << chunkBytes << ", " << site
+     << ");\n";
+  os << "TP_CUDA_CHECK(ncclAllGather(" << name(c.input) << ", gathered, "
+     << c.outer << "LL * " << chunkBytes << ", ncclUint8, " << comm << ", "
+     << stream;
+  os << "tp::cuda::swapOuter(context, " << name(c.result) << ", gathered, "
+     << c.group.size << ", " << c.outer << ", " << chunkBytes << ", " << site
+     << ");\n";
   os << "tp::cuda::release(context, gathered);\n";
   os.unindent();
   os << "}\n";
   return success();
 }
 
-LogicalResult
-CudaEmitter::emitCudaReduceScatter(shard::ReduceScatterOp reduceScatter) {
-  Operation *op = reduceScatter;
+LogicalResult CudaEmitter::emitCudaReduceScatter(Operation *op,
+                                                 const Collective &c) {
   std::string stream = "context->stream), " + site + ");\n";
-  auto group =
-      groupOf(op, reduceScatter.getGrid(), reduceScatter.getGridAxes());
-  Type elementType = getElementTypeOrSelf(reduceScatter.getResult());
-  auto type = ncclType(op, elementType);
-  auto cType = elementTypeOf(reduceScatter.getResult(), op);
-  auto reduction = ncclReduction(op, reduceScatter.getReduction());
-  if (failed(group) || failed(type) || failed(cType) || failed(reduction) ||
-      failed(allocate(reduceScatter.getResult(), op)))
+  auto type = ncclType(op, c.elementType);
+  auto cType = elementTypeOf(c.result, op);
+  if (failed(type) || failed(cType) || failed(allocate(c.result, op)))
     return failure();
-  auto shape = cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
-  auto [outer, chunk] =
-      splitAtAxis(shape, reduceScatter.getScatterAxis().getSExtValue());
-  std::string comm = commFor(*group);
-  if (outer == 1) {
-    os << "TP_CUDA_CHECK(ncclReduceScatter(" << name(reduceScatter.getInput())
-       << ", " << name(reduceScatter.getResult()) << ", " << chunk << ", "
-       << *type << ", " << *reduction << ", " << comm << ", " << stream;
+  std::string comm = commFor(c.group);
+  StringRef reduction = ncclReduction(c.reduction);
+  if (c.outer == 1) {
+    os << "TP_CUDA_CHECK(ncclReduceScatter(" << name(c.input) << ", "
+       << name(c.result) << ", " << c.chunk << ", " << *type << ", "
+       << reduction << ", " << comm << ", " << stream;
     return success();
   }
   os << "{\n";
   os.indent();
-  os << "// NCCL scatters rank-major: [" << outer << ", " << group->size
-     << ", chunk] in the input, [" << group->size << ", " << outer
+  os << "// NCCL scatters rank-major: [" << c.outer << ", " << c.group.size
+     << ", chunk] in the input, [" << c.group.size << ", " << c.outer
      << ", chunk] here.\n";
   os << *cType << " *staged = tp::cuda::allocate<" << *cType << ">(context, "
-     << group->size * outer * chunk << ", " << site << ");\n";
-  os << "tp::cuda::swapOuter(context, staged, "
-     << name(reduceScatter.getInput()) << ", " << outer << ", " << group->size
-     << ", " << chunk << " * sizeof(" << *cType << "), " << site << ");\n";
-  os << "TP_CUDA_CHECK(ncclReduceScatter(staged, "
-     << name(reduceScatter.getResult()) << ", " << outer * chunk << ", "
-     << *type << ", " << *reduction << ", " << comm << ", " << stream;
+     << c.group.size * c.outer * c.chunk << ", " << site << ");\n";
+  os << "tp::cuda::swapOuter(context, staged, " << name(c.input) << ", "
+     << c.outer << ", " << c.group.size << ", " << c.chunk << " * sizeof("
+     << *cType << "), " << site << ");\n";
+  os << "TP_CUDA_CHECK(ncclReduceScatter(staged, " << name(c.result) << ", "
+     << c.outer * c.chunk << ", " << *type << ", " << reduction << ", " << comm
+     << ", " << stream;
   os << "tp::cuda::release(context, staged);\n";
   os.unindent();
   os << "}\n";
   return success();
 }
 
-LogicalResult CudaEmitter::emitCudaShardOp(Operation *op) {
+LogicalResult CudaEmitter::emitShardOp(Operation *op) {
   if (isa<shard::GridOp>(op))
     return success();
+  // Host-side scalars: the same as on the CPU, with this target's Group.
+  if (isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp>(op))
+    return emitProcessIndex(op);
+  FailureOr<Collective> c = describeCollective(op);
+  if (failed(c))
+    return failure();
   std::string stream = "context->stream), " + site + ");\n";
-
-  if (auto allReduce = dyn_cast<shard::AllReduceOp>(op)) {
-    if (!isa<RankedTensorType>(allReduce.getInput().getType()) ||
-        allReduce.getInput().getType() != allReduce.getResult().getType())
-      return op->emitError("code generation needs a tensor all_reduce "
-                           "without a type change");
-    auto group = groupOf(op, allReduce.getGrid(), allReduce.getGridAxes());
-    auto type =
-        ncclType(op, getElementTypeOrSelf(allReduce.getResult().getType()));
-    auto reduction = ncclReduction(op, allReduce.getReduction());
-    if (failed(group) || failed(type) || failed(reduction))
+  switch (c->kind) {
+  case Collective::Kind::AllReduce: {
+    auto type = ncclType(op, c->elementType);
+    if (failed(type))
       return failure();
     // In place when the input is this op's alone (the liveness analysis
     // treats the result as an alias then, see reducesInPlace).
     if (reducesInPlace(op))
-      alias(allReduce.getResult(), allReduce.getInput());
-    else if (failed(allocate(allReduce.getResult(), op)))
+      alias(c->result, c->input);
+    else if (failed(allocate(c->result, op)))
       return failure();
-    os << "TP_CUDA_CHECK(ncclAllReduce(" << name(allReduce.getInput()) << ", "
-       << name(allReduce.getResult()) << ", "
-       << numElements(allReduce.getResult()) << ", " << *type << ", "
-       << *reduction << ", " << commFor(*group) << ", " << stream;
+    os << "TP_CUDA_CHECK(ncclAllReduce(" << name(c->input) << ", "
+       << name(c->result) << ", " << numElements(c->result) << ", " << *type
+       << ", " << ncclReduction(c->reduction) << ", " << commFor(c->group)
+       << ", " << stream;
     return success();
   }
-  if (auto allGather = dyn_cast<shard::AllGatherOp>(op))
-    return emitCudaAllGather(allGather);
-  if (auto reduceScatter = dyn_cast<shard::ReduceScatterOp>(op))
-    return emitCudaReduceScatter(reduceScatter);
-  if (auto allSlice = dyn_cast<shard::AllSliceOp>(op)) {
+  case Collective::Kind::AllGather:
+    return emitCudaAllGather(op, *c);
+  case Collective::Kind::ReduceScatter:
+    return emitCudaReduceScatter(op, *c);
+  case Collective::Kind::AllSlice:
     // No communication: this rank keeps its chunk of the slice axis.
-    auto group = groupOf(op, allSlice.getGrid(), allSlice.getGridAxes());
-    if (failed(group) || failed(allocate(allSlice.getResult(), op)))
+    if (failed(allocate(c->result, op)))
       return failure();
-    auto shape = cast<ShapedType>(allSlice.getResult().getType()).getShape();
-    auto [outer, chunk] =
-        splitAtAxis(shape, allSlice.getSliceAxis().getSExtValue());
     os << "{\n";
     os.indent();
     os << "const std::int64_t index = context->groupIndex("
-       << groupLiteral(*group) << ");\n";
-    os << "tp::cuda::copyBox(context, " << name(allSlice.getResult()) << ", "
-       << name(allSlice.getInput()) << " + index * " << chunk
-       << "LL, tp::cuda::Box{2, {" << outer << ", " << chunk << "}, {" << chunk
-       << ", 1}, {" << group->size * chunk << ", 1}}, " << site << ");\n";
+       << groupLiteral(c->group) << ");\n";
+    os << "tp::cuda::copyBox(context, " << name(c->result) << ", "
+       << name(c->input) << " + index * " << c->chunk
+       << "LL, tp::cuda::Box{2, {" << c->outer << ", " << c->chunk << "}, {"
+       << c->chunk << ", 1}, {" << c->group.size * c->chunk << ", 1}}, " << site
+       << ");\n";
     os.unindent();
     os << "}\n";
     return success();
-  }
-  // Host-side scalars: the same as on the CPU, with this target's Group.
-  if (isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp>(op))
-    return CppEmitter::emitShardOp(op);
-  if (auto send = dyn_cast<shard::SendOp>(op)) {
-    if (!send.getDestinationDynamic().empty() ||
-        send.getDestination().size() != 1)
-      return op->emitError("code generation needs one static destination");
-    auto group = groupOf(op, send.getGrid(), send.getGridAxes());
-    if (failed(group))
-      return failure();
-    os << "TP_CUDA_CHECK(ncclSend(" << name(send.getInput()) << ", "
-       << byteCount(send.getInput()) << ", ncclUint8, context->groupPeer("
-       << groupLiteral(*group) << ", " << send.getDestination()[0]
-       << "), context->world, " << stream;
-    alias(send.getResult(), send.getInput());
+  case Collective::Kind::Send:
+    os << "TP_CUDA_CHECK(ncclSend(" << name(c->input) << ", "
+       << byteCount(c->input) << ", ncclUint8, context->groupPeer("
+       << groupLiteral(c->group) << ", " << c->peer << "), context->world, "
+       << stream;
+    alias(c->result, c->input);
     return success();
-  }
-  if (auto recv = dyn_cast<shard::RecvOp>(op)) {
-    std::optional<ArrayRef<int64_t>> source = recv.getSource();
-    if (!recv.getSourceDynamic().empty() || !source || source->size() != 1)
-      return op->emitError("code generation needs one static source");
-    auto group = groupOf(op, recv.getGrid(), recv.getGridAxes());
-    if (failed(group) || failed(allocate(recv.getResult(), op)))
+  case Collective::Kind::Recv:
+    if (failed(allocate(c->result, op)))
       return failure();
-    os << "TP_CUDA_CHECK(ncclRecv(" << name(recv.getResult()) << ", "
-       << byteCount(recv.getResult()) << ", ncclUint8, context->groupPeer("
-       << groupLiteral(*group) << ", " << (*source)[0] << "), context->world, "
+    os << "TP_CUDA_CHECK(ncclRecv(" << name(c->result) << ", "
+       << byteCount(c->result) << ", ncclUint8, context->groupPeer("
+       << groupLiteral(c->group) << ", " << c->peer << "), context->world, "
        << stream;
     return success();
   }
-  return op->emitError("code generation does not support ") << op->getName();
+  llvm_unreachable("every collective kind is printed");
 }

@@ -476,7 +476,7 @@ LogicalResult KernelWriter::write() {
   return success();
 }
 
-LogicalResult CudaEmitter::emitCudaGeneric(linalg::GenericOp op) {
+LogicalResult CudaEmitter::emitGeneric(linalg::GenericOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
   if (fusedIntoAttention.contains(op)) {
@@ -515,7 +515,7 @@ LogicalResult CudaEmitter::emitCudaGeneric(linalg::GenericOp op) {
   return writer.write();
 }
 
-LogicalResult CudaEmitter::emitCudaFill(linalg::FillOp op) {
+LogicalResult CudaEmitter::emitFill(linalg::FillOp op) {
   if (!op.hasPureTensorSemantics())
     return op.emitError("code generation expects linalg on tensors");
   Value result = op.getResult(0);

@@ -19,7 +19,7 @@ using namespace mlir::tp::emit;
 /// The largest box rank tp::cuda::Box holds (kMaxBoxRank).
 static constexpr size_t kMaxBoxRank = 8;
 
-LogicalResult CudaEmitter::emitCudaConstant(Operation *op) {
+LogicalResult CudaEmitter::emitConstant(Operation *op) {
   auto constant = cast<arith::ConstantOp>(op);
   auto tensor = cast<RankedTensorType>(constant.getType());
   auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());

@@ -12,35 +12,6 @@
 using namespace mlir;
 using namespace mlir::tp::emit;
 
-FailureOr<GroupSpec> CppEmitter::groupOf(Operation *op, StringRef gridName,
-                                         ArrayRef<int16_t> axes) {
-  auto grid = module.lookupSymbol<shard::GridOp>(gridName);
-  if (!grid)
-    return op->emitError("no shard.grid @") << gridName;
-  ArrayRef<int64_t> shape = grid.getShape();
-  if (ShapedType::isDynamicShape(shape))
-    return op->emitError("code generation needs a static grid shape");
-  // The axes must be a contiguous run of the grid's row-major numbering.
-  SmallVector<int16_t> sorted(axes);
-  llvm::sort(sorted);
-  if (sorted.empty())
-    return GroupSpec{1, 1};
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i] != sorted[i - 1] + 1)
-      return op->emitError("code generation needs collectives over adjacent "
-                           "grid axes");
-  GroupSpec group;
-  group.stride = gridBaseStride.lookup(gridName);
-  if (!group.stride)
-    group.stride = 1;
-  for (size_t axis = sorted.back() + 1; axis < shape.size(); ++axis)
-    group.stride *= shape[axis];
-  group.size = 1;
-  for (int16_t axis : sorted)
-    group.size *= shape[axis];
-  return group;
-}
-
 std::string CppEmitter::groupLiteral(GroupSpec group) const {
   return "tp::rt::Group{" + std::to_string(group.size) + ", " +
          std::to_string(group.stride) + "}";
@@ -71,124 +42,93 @@ static FailureOr<std::string> dtypeLiteral(Operation *op, Type type) {
   return ("tp::rt::DType::" + name).str();
 }
 
-static FailureOr<std::string> reductionLiteral(Operation *op,
-                                               shard::ReductionKind kind) {
-  switch (kind) {
-  case shard::ReductionKind::Sum:
-    return std::string("tp::rt::Reduction::Sum");
-  case shard::ReductionKind::Product:
-    return std::string("tp::rt::Reduction::Product");
-  case shard::ReductionKind::Max:
-    return std::string("tp::rt::Reduction::Max");
-  case shard::ReductionKind::Min:
-    return std::string("tp::rt::Reduction::Min");
-  default:
-    return op->emitError("code generation does not support reduction ")
-           << shard::stringifyReductionKind(kind);
-  }
-}
-
-std::pair<int64_t, int64_t> mlir::tp::emit::splitAtAxis(ArrayRef<int64_t> shape,
-                                                        int64_t axis) {
-  int64_t outer = 1, chunk = 1;
-  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
-    if (i < axis)
-      outer *= shape[i];
-    else
-      chunk *= shape[i];
-  }
-  return {outer, chunk};
+static StringRef reductionLiteral(shard::ReductionKind kind) {
+  return spellReduction(kind,
+                        {"tp::rt::Reduction::Sum", "tp::rt::Reduction::Product",
+                         "tp::rt::Reduction::Max", "tp::rt::Reduction::Min"});
 }
 
 LogicalResult CppEmitter::emitShardOp(Operation *op) {
   if (isa<shard::GridOp>(op))
     return success();
-  Type elementType;
-  if (op->getNumResults() == 1)
-    if (auto shaped = dyn_cast<ShapedType>(op->getResult(0).getType()))
-      elementType = shaped.getElementType();
-
-  if (auto allReduce = dyn_cast<shard::AllReduceOp>(op)) {
-    auto group = groupOf(op, allReduce.getGrid(), allReduce.getGridAxes());
-    auto dtype = dtypeLiteral(op, elementType);
-    auto reduction = reductionLiteral(op, allReduce.getReduction());
-    if (failed(group) || failed(dtype) || failed(reduction))
+  if (isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp>(op))
+    return emitProcessIndex(op);
+  FailureOr<Collective> c = describeCollective(op);
+  if (failed(c))
+    return failure();
+  std::string group = groupLiteral(c->group);
+  switch (c->kind) {
+  case Collective::Kind::AllReduce: {
+    auto dtype = dtypeLiteral(op, c->elementType);
+    if (failed(dtype))
       return failure();
-    if (!isa<RankedTensorType>(allReduce.getInput().getType()))
-      return op->emitError("code generation supports tensor all_reduce only");
-    if (allReduce.getInput().getType() != allReduce.getResult().getType())
-      return op->emitError("code generation needs all_reduce without a type "
-                           "change");
     if (reducesInPlace(op)) {
-      alias(allReduce.getResult(), allReduce.getInput());
+      alias(c->result, c->input);
     } else {
-      if (failed(allocate(allReduce.getResult(), op)))
+      if (failed(allocate(c->result, op)))
         return failure();
-      copy(allReduce.getResult(), allReduce.getInput());
+      copy(c->result, c->input);
     }
-    os << "context->allReduce(" << groupLiteral(*group) << ", "
-       << name(allReduce.getResult()) << ", "
-       << numElements(allReduce.getResult()) << ", " << *dtype << ", "
-       << *reduction << ", " << siteLiteral(op, "all_reduce") << ");\n";
+    os << "context->allReduce(" << group << ", " << name(c->result) << ", "
+       << numElements(c->result) << ", " << *dtype << ", "
+       << reductionLiteral(c->reduction) << ", "
+       << siteLiteral(op, "all_reduce") << ");\n";
     return success();
   }
-  if (auto allGather = dyn_cast<shard::AllGatherOp>(op)) {
-    auto group = groupOf(op, allGather.getGrid(), allGather.getGridAxes());
-    auto type = elementTypeOf(allGather.getResult(), op);
-    if (failed(group) || failed(type) ||
-        failed(allocate(allGather.getResult(), op)))
+  case Collective::Kind::AllGather: {
+    auto type = elementTypeOf(c->result, op);
+    if (failed(type) || failed(allocate(c->result, op)))
       return failure();
-    auto shape = cast<ShapedType>(allGather.getInput().getType()).getShape();
-    auto [outer, inner] =
-        splitAtAxis(shape, allGather.getGatherAxis().getSExtValue());
-    os << "context->allGather(" << groupLiteral(*group) << ", "
-       << name(allGather.getInput()) << ", " << name(allGather.getResult())
-       << ", " << outer << ", " << inner << " * sizeof(" << *type << "), "
-       << siteLiteral(op, "all_gather") << ");\n";
+    os << "context->allGather(" << group << ", " << name(c->input) << ", "
+       << name(c->result) << ", " << c->outer << ", " << c->chunk
+       << " * sizeof(" << *type << "), " << siteLiteral(op, "all_gather")
+       << ");\n";
     return success();
   }
-  if (auto reduceScatter = dyn_cast<shard::ReduceScatterOp>(op)) {
-    auto group =
-        groupOf(op, reduceScatter.getGrid(), reduceScatter.getGridAxes());
-    auto dtype = dtypeLiteral(op, elementType);
-    auto reduction = reductionLiteral(op, reduceScatter.getReduction());
-    if (failed(group) || failed(dtype) || failed(reduction) ||
-        failed(allocate(reduceScatter.getResult(), op)))
+  case Collective::Kind::ReduceScatter: {
+    auto dtype = dtypeLiteral(op, c->elementType);
+    if (failed(dtype) || failed(allocate(c->result, op)))
       return failure();
-    auto shape =
-        cast<ShapedType>(reduceScatter.getResult().getType()).getShape();
-    auto [outer, inner] =
-        splitAtAxis(shape, reduceScatter.getScatterAxis().getSExtValue());
-    os << "context->reduceScatter(" << groupLiteral(*group) << ", "
-       << name(reduceScatter.getInput()) << ", "
-       << name(reduceScatter.getResult()) << ", " << outer << ", " << inner
-       << ", " << *dtype << ", " << *reduction << ", "
+    os << "context->reduceScatter(" << group << ", " << name(c->input) << ", "
+       << name(c->result) << ", " << c->outer << ", " << c->chunk << ", "
+       << *dtype << ", " << reductionLiteral(c->reduction) << ", "
        << siteLiteral(op, "reduce_scatter") << ");\n";
     return success();
   }
-  if (auto allSlice = dyn_cast<shard::AllSliceOp>(op)) {
+  case Collective::Kind::AllSlice: {
     // No communication: this rank keeps its chunk of the slice axis.
-    auto group = groupOf(op, allSlice.getGrid(), allSlice.getGridAxes());
-    auto type = elementTypeOf(allSlice.getResult(), op);
-    if (failed(group) || failed(type) ||
-        failed(allocate(allSlice.getResult(), op)))
+    auto type = elementTypeOf(c->result, op);
+    if (failed(type) || failed(allocate(c->result, op)))
       return failure();
-    auto shape = cast<ShapedType>(allSlice.getResult().getType()).getShape();
-    auto [outer, inner] =
-        splitAtAxis(shape, allSlice.getSliceAxis().getSExtValue());
     os << "{\n";
     os.indent();
-    os << "const std::int64_t index = context->groupIndex("
-       << groupLiteral(*group) << ");\n";
-    os << "for (std::int64_t o = 0; o < " << outer << "; ++o)\n";
-    os << "  std::memcpy(" << name(allSlice.getResult()) << " + o * " << inner
-       << "LL, " << name(allSlice.getInput()) << " + (o * " << group->size
-       << "LL + index) * " << inner << "LL, " << inner << " * sizeof(" << *type
-       << "));\n";
+    os << "const std::int64_t index = context->groupIndex(" << group << ");\n";
+    os << "for (std::int64_t o = 0; o < " << c->outer << "; ++o)\n";
+    os << "  std::memcpy(" << name(c->result) << " + o * " << c->chunk << "LL, "
+       << name(c->input) << " + (o * " << c->group.size << "LL + index) * "
+       << c->chunk << "LL, " << c->chunk << " * sizeof(" << *type << "));\n";
     os.unindent();
     os << "}\n";
     return success();
   }
+  case Collective::Kind::Send:
+    os << "context->send(context->groupPeer(" << group << ", " << c->peer
+       << "), " << name(c->input) << ", " << byteCount(c->input) << ", "
+       << siteLiteral(op, "send") << ");\n";
+    alias(c->result, c->input);
+    return success();
+  case Collective::Kind::Recv:
+    if (failed(allocate(c->result, op)))
+      return failure();
+    os << "context->recv(context->groupPeer(" << group << ", " << c->peer
+       << "), " << name(c->result) << ", " << byteCount(c->result) << ", "
+       << siteLiteral(op, "recv") << ");\n";
+    return success();
+  }
+  llvm_unreachable("every collective kind is printed");
+}
+
+LogicalResult CppEmitter::emitProcessIndex(Operation *op) {
   if (auto multiIndex = dyn_cast<shard::ProcessMultiIndexOp>(op)) {
     ArrayRef<int16_t> axes = multiIndex.getAxes();
     auto grid = module.lookupSymbol<shard::GridOp>(multiIndex.getGrid());
@@ -218,32 +158,5 @@ LogicalResult CppEmitter::emitShardOp(Operation *op) {
        << " = context->groupIndex(" << groupLiteral(*group) << ");\n";
     return success();
   }
-  if (auto send = dyn_cast<shard::SendOp>(op)) {
-    if (!send.getDestinationDynamic().empty() ||
-        send.getDestination().size() != 1)
-      return op->emitError("code generation needs one static destination");
-    auto group = groupOf(op, send.getGrid(), send.getGridAxes());
-    if (failed(group))
-      return failure();
-    os << "context->send(context->groupPeer(" << groupLiteral(*group) << ", "
-       << send.getDestination()[0] << "), " << name(send.getInput()) << ", "
-       << byteCount(send.getInput()) << ", " << siteLiteral(op, "send")
-       << ");\n";
-    alias(send.getResult(), send.getInput());
-    return success();
-  }
-  if (auto recv = dyn_cast<shard::RecvOp>(op)) {
-    std::optional<ArrayRef<int64_t>> source = recv.getSource();
-    if (!recv.getSourceDynamic().empty() || !source || source->size() != 1)
-      return op->emitError("code generation needs one static source");
-    auto group = groupOf(op, recv.getGrid(), recv.getGridAxes());
-    if (failed(group) || failed(allocate(recv.getResult(), op)))
-      return failure();
-    os << "context->recv(context->groupPeer(" << groupLiteral(*group) << ", "
-       << (*source)[0] << "), " << name(recv.getResult()) << ", "
-       << byteCount(recv.getResult()) << ", " << siteLiteral(op, "recv")
-       << ");\n";
-    return success();
-  }
-  return op->emitError("code generation does not support ") << op->getName();
+  llvm_unreachable("emitProcessIndex takes a process index op");
 }

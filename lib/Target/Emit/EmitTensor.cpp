@@ -21,9 +21,7 @@ using namespace mlir::tp::emit;
 
 LogicalResult CppEmitter::emitConstant(Operation *op) {
   auto constant = cast<arith::ConstantOp>(op);
-  auto tensor = dyn_cast<RankedTensorType>(constant.getType());
-  if (!tensor)
-    return emitScalarOp(op);
+  auto tensor = cast<RankedTensorType>(constant.getType());
   auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!elements)
     return op->emitError("code generation supports dense tensor constants "

@@ -18,6 +18,6 @@
 // CUDA: kt[(b / 2LL) * 320LL + j * 8LL + d]
 // CUDA: v[(b / 2LL) * 320LL + key * 8LL + col]
 // CUDA-LABEL: static void fn_main(
-// CUDA: // a reshape inside the attention kernel below
+// CUDA: // a reshape inside the fused attention below
 // CUDA: kernel{{[0-9]+}}<<<tp::cuda::blocksForWarps(4), tp::cuda::threadsForWarps(4), 0, context->stream>>>(a0, a4, a5,
 // CUDA-NOT: <<<

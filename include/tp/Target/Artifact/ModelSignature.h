@@ -4,6 +4,8 @@
 // (format in tp/Runtime/ArtifactFormat.h): the grid and the dtype and shape
 // of every argument and result of each stage function. Both emitters
 // compile it into the library; the runtime compares it with manifest.json.
+// A library of its own (TPModelSignature): code generation links it, not
+// the artifact writer and the ONNX parser behind that.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +45,12 @@ FailureOr<std::string> getModelSignature(ModuleOp module);
 /// getModelSignature(module), or "" for a module that is not partitioned
 /// (no @grid), which no artifact holds. Fails as getModelSignature does.
 LogicalResult emitModelSignature(ModuleOp module, llvm::raw_ostream &os);
+
+namespace artifact {
+/// "F32", "I64", "BOOL", ... for an MLIR element type: the dtype names of
+/// the signature and of manifest.json.
+std::string getDTypeName(Type type);
+} // namespace artifact
 
 } // namespace mlir::tp
 
