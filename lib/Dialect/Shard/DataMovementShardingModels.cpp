@@ -48,60 +48,100 @@ FailureOr<ShardingOption> replicateCutLoops(FailureOr<ShardingOption> option,
   return option;
 }
 
-struct ExtractSliceShardingModel
-    : public ShardingInterface::ExternalModel<ExtractSliceShardingModel,
-                                              tensor::ExtractSliceOp> {
-  /// Only static, rank-preserving slices are modelled (what the importer
-  /// writes); anything else gets no maps and so is never split.
-  static bool isModelled(tensor::ExtractSliceOp slice) {
-    return slice.getOperands().size() == 1 &&
-           slice.getResultType().getRank() == slice.getSourceType().getRank();
-  }
+/// What every model here shares: a parallel loop per dim of the op's result
+/// (Derived::rank), the operands and the result indexed by those loops
+/// (Derived::indexingMaps: the identity for each, unless it says otherwise),
+/// and upstream's default sharding option with the loops of the dims the op
+/// cuts (Derived::cutDims) replicated. An op that Derived::isModelled
+/// refuses gets no maps, and so is never split. Derived gives partition.
+template <typename Derived, typename OpTy>
+struct CutDimsShardingModel
+    : public ShardingInterface::ExternalModel<Derived, OpTy> {
+  static bool isModelled(OpTy) { return true; }
 
-  /// Dims that the slice cuts.
-  static SmallVector<bool> cutDims(tensor::ExtractSliceOp slice) {
-    SmallVector<bool> cut;
-    for (int64_t d = 0, e = slice.getSourceType().getRank(); d < e; ++d)
-      cut.push_back(slice.getStaticOffsets()[d] != 0 ||
-                    slice.getStaticStrides()[d] != 1 ||
-                    slice.getStaticSizes()[d] !=
-                        slice.getSourceType().getDimSize(d));
-    return cut;
+  static SmallVector<AffineMap> indexingMaps(OpTy op) {
+    AffineMap id =
+        AffineMap::getMultiDimIdentityMap(Derived::rank(op), op.getContext());
+    return SmallVector<AffineMap>(op->getNumOperands() + 1, id);
   }
 
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tensor::ExtractSliceOp>(op).getResultType().getRank(),
-        utils::IteratorType::parallel);
+    return SmallVector<utils::IteratorType>(Derived::rank(cast<OpTy>(op)),
+                                            utils::IteratorType::parallel);
   }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
-    auto slice = cast<tensor::ExtractSliceOp>(op);
-    if (!isModelled(slice))
+    auto typed = cast<OpTy>(op);
+    if (!Derived::isModelled(typed))
       return {};
-    AffineMap id = AffineMap::getMultiDimIdentityMap(
-        slice.getResultType().getRank(), op->getContext());
-    return {id, id};
+    return Derived::indexingMaps(typed);
   }
 
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
                     ArrayRef<Sharding> resultShardings) const {
-    auto slice = cast<tensor::ExtractSliceOp>(op);
-    if (!isModelled(slice))
+    auto typed = cast<OpTy>(op);
+    if (!Derived::isModelled(typed))
       return failure();
     return replicateCutLoops(shard::detail::defaultGetShardingOption(
                                  op, operandShardings, resultShardings),
-                             cutDims(slice));
+                             Derived::cutDims(typed));
   }
 
+  /// The op on each rank's shards (Derived::createLocal), keeping the
+  /// original's discardable attributes.
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings,
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
-    auto slice = cast<tensor::ExtractSliceOp>(op);
+    Operation *local = Derived::createLocal(cast<OpTy>(op), partitionedOperands,
+                                            partitionMap, builder);
+    return mapLocal(op, local, partitionMap);
+  }
+};
+
+/// `rank` dims with only `dim` cut.
+static SmallVector<bool> cutOnly(int64_t rank, int64_t dim) {
+  SmallVector<bool> cut(rank, false);
+  cut[dim] = true;
+  return cut;
+}
+
+/// The dims of `shape` that a box at `offsets` with `sizes` and
+/// `strides` does not cover whole.
+static SmallVector<bool> boxCutDims(ArrayRef<int64_t> shape,
+                                    ArrayRef<int64_t> offsets,
+                                    ArrayRef<int64_t> sizes,
+                                    ArrayRef<int64_t> strides) {
+  SmallVector<bool> cut;
+  for (auto [d, size] : llvm::enumerate(shape))
+    cut.push_back(offsets[d] != 0 || strides[d] != 1 || sizes[d] != size);
+  return cut;
+}
+
+struct ExtractSliceShardingModel
+    : public CutDimsShardingModel<ExtractSliceShardingModel,
+                                  tensor::ExtractSliceOp> {
+  /// Only static, rank-preserving slices are modelled (what the importer
+  /// writes).
+  static bool isModelled(tensor::ExtractSliceOp slice) {
+    return slice.getOperands().size() == 1 &&
+           slice.getResultType().getRank() == slice.getSourceType().getRank();
+  }
+  static int64_t rank(tensor::ExtractSliceOp slice) {
+    return slice.getResultType().getRank();
+  }
+  static SmallVector<bool> cutDims(tensor::ExtractSliceOp slice) {
+    return boxCutDims(slice.getSourceType().getShape(),
+                      slice.getStaticOffsets(), slice.getStaticSizes(),
+                      slice.getStaticStrides());
+  }
+
+  static Operation *createLocal(tensor::ExtractSliceOp slice,
+                                ArrayRef<Value> partitionedOperands,
+                                IRMapping &partitionMap, OpBuilder &builder) {
     auto localSource = cast<RankedTensorType>(partitionedOperands[0].getType());
     SmallVector<bool> cut = cutDims(slice);
     SmallVector<int64_t> sizes(slice.getStaticSizes());
@@ -113,101 +153,50 @@ struct ExtractSliceShardingModel
       shape.push_back(size);
     }
     auto type = RankedTensorType::get(shape, localSource.getElementType());
-    auto local = tensor::ExtractSliceOp::create(
-        builder, op->getLoc(), type, partitionedOperands[0], ValueRange{},
+    return tensor::ExtractSliceOp::create(
+        builder, slice.getLoc(), type, partitionedOperands[0], ValueRange{},
         ValueRange{}, ValueRange{}, slice.getStaticOffsets(), sizes,
         slice.getStaticStrides());
-    return mapLocal(op, local, partitionMap);
   }
 };
 
 struct ConcatShardingModel
-    : public ShardingInterface::ExternalModel<ConcatShardingModel,
-                                              tensor::ConcatOp> {
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tensor::ConcatOp>(op).getResultType().getRank(),
-        utils::IteratorType::parallel);
+    : public CutDimsShardingModel<ConcatShardingModel, tensor::ConcatOp> {
+  static int64_t rank(tensor::ConcatOp concat) {
+    return concat.getResultType().getRank();
+  }
+  static SmallVector<bool> cutDims(tensor::ConcatOp concat) {
+    return cutOnly(rank(concat), concat.getDim());
   }
 
-  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
-    auto concat = cast<tensor::ConcatOp>(op);
-    AffineMap id = AffineMap::getMultiDimIdentityMap(
-        concat.getResultType().getRank(), op->getContext());
-    return SmallVector<AffineMap>(op->getNumOperands() + 1, id);
-  }
-
-  FailureOr<ShardingOption>
-  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
-                    ArrayRef<Sharding> resultShardings) const {
-    auto concat = cast<tensor::ConcatOp>(op);
-    SmallVector<bool> cut(concat.getResultType().getRank(), false);
-    cut[concat.getDim()] = true;
-    return replicateCutLoops(shard::detail::defaultGetShardingOption(
-                                 op, operandShardings, resultShardings),
-                             cut);
-  }
-
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    auto concat = cast<tensor::ConcatOp>(op);
-    auto local = tensor::ConcatOp::create(builder, op->getLoc(),
-                                          concat.getDim(), partitionedOperands);
-    return mapLocal(op, local, partitionMap);
+  static Operation *createLocal(tensor::ConcatOp concat,
+                                ArrayRef<Value> partitionedOperands,
+                                IRMapping &partitionMap, OpBuilder &builder) {
+    return tensor::ConcatOp::create(builder, concat.getLoc(), concat.getDim(),
+                                    partitionedOperands);
   }
 };
 
 struct PadShardingModel
-    : public ShardingInterface::ExternalModel<PadShardingModel, tensor::PadOp> {
+    : public CutDimsShardingModel<PadShardingModel, tensor::PadOp> {
   /// Static pads with a padding value defined outside the region only.
   static bool isModelled(tensor::PadOp pad) {
     return pad->getNumOperands() == 1 && pad.getConstantPaddingValue();
   }
-
-  static SmallVector<bool> paddedDims(tensor::PadOp pad) {
+  static int64_t rank(tensor::PadOp pad) {
+    return pad.getResultType().getRank();
+  }
+  /// The padded dims.
+  static SmallVector<bool> cutDims(tensor::PadOp pad) {
     SmallVector<bool> cut;
     for (auto [low, high] : llvm::zip(pad.getStaticLow(), pad.getStaticHigh()))
       cut.push_back(low != 0 || high != 0);
     return cut;
   }
 
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tensor::PadOp>(op).getResultType().getRank(),
-        utils::IteratorType::parallel);
-  }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
-    auto pad = cast<tensor::PadOp>(op);
-    if (!isModelled(pad))
-      return {};
-    AffineMap id = AffineMap::getMultiDimIdentityMap(
-        pad.getResultType().getRank(), op->getContext());
-    return {id, id};
-  }
-
-  FailureOr<ShardingOption>
-  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
-                    ArrayRef<Sharding> resultShardings) const {
-    auto pad = cast<tensor::PadOp>(op);
-    if (!isModelled(pad))
-      return failure();
-    return replicateCutLoops(shard::detail::defaultGetShardingOption(
-                                 op, operandShardings, resultShardings),
-                             paddedDims(pad));
-  }
-
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    auto pad = cast<tensor::PadOp>(op);
+  static Operation *createLocal(tensor::PadOp pad,
+                                ArrayRef<Value> partitionedOperands,
+                                IRMapping &partitionMap, OpBuilder &builder) {
     auto localSource = cast<RankedTensorType>(partitionedOperands[0].getType());
     SmallVector<int64_t> shape;
     SmallVector<OpFoldResult> low, high;
@@ -220,10 +209,8 @@ struct PadShardingModel
     Value padValue = pad.getConstantPaddingValue();
     padValue = partitionMap.lookupOrDefault(padValue);
     auto type = RankedTensorType::get(shape, localSource.getElementType());
-    auto local =
-        tensor::PadOp::create(builder, op->getLoc(), type,
-                              partitionedOperands[0], low, high, padValue);
-    return mapLocal(op, local, partitionMap);
+    return tensor::PadOp::create(builder, pad.getLoc(), type,
+                                 partitionedOperands[0], low, high, padValue);
   }
 };
 
@@ -231,56 +218,24 @@ struct PadShardingModel
 /// a slice assignment). Dims the box covers whole can stay split; the others
 /// are kept whole.
 struct InsertSliceShardingModel
-    : public ShardingInterface::ExternalModel<InsertSliceShardingModel,
-                                              tensor::InsertSliceOp> {
+    : public CutDimsShardingModel<InsertSliceShardingModel,
+                                  tensor::InsertSliceOp> {
   static bool isModelled(tensor::InsertSliceOp insert) {
     return insert->getNumOperands() == 2 &&
            insert.getSourceType().getRank() == insert.getDestType().getRank();
   }
-
+  static int64_t rank(tensor::InsertSliceOp insert) {
+    return insert.getDestType().getRank();
+  }
   static SmallVector<bool> cutDims(tensor::InsertSliceOp insert) {
-    SmallVector<bool> cut;
-    for (int64_t d = 0, e = insert.getDestType().getRank(); d < e; ++d)
-      cut.push_back(insert.getStaticOffsets()[d] != 0 ||
-                    insert.getStaticStrides()[d] != 1 ||
-                    insert.getStaticSizes()[d] !=
-                        insert.getDestType().getDimSize(d));
-    return cut;
+    return boxCutDims(insert.getDestType().getShape(),
+                      insert.getStaticOffsets(), insert.getStaticSizes(),
+                      insert.getStaticStrides());
   }
 
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tensor::InsertSliceOp>(op).getDestType().getRank(),
-        utils::IteratorType::parallel);
-  }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
-    auto insert = cast<tensor::InsertSliceOp>(op);
-    if (!isModelled(insert))
-      return {};
-    AffineMap id = AffineMap::getMultiDimIdentityMap(
-        insert.getDestType().getRank(), op->getContext());
-    return {id, id, id};
-  }
-
-  FailureOr<ShardingOption>
-  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
-                    ArrayRef<Sharding> resultShardings) const {
-    auto insert = cast<tensor::InsertSliceOp>(op);
-    if (!isModelled(insert))
-      return failure();
-    return replicateCutLoops(shard::detail::defaultGetShardingOption(
-                                 op, operandShardings, resultShardings),
-                             cutDims(insert));
-  }
-
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    auto insert = cast<tensor::InsertSliceOp>(op);
+  static Operation *createLocal(tensor::InsertSliceOp insert,
+                                ArrayRef<Value> partitionedOperands,
+                                IRMapping &partitionMap, OpBuilder &builder) {
     auto localDest = cast<RankedTensorType>(partitionedOperands[1].getType());
     SmallVector<bool> cut = cutDims(insert);
     SmallVector<OpFoldResult> offsets, sizes, strides;
@@ -290,10 +245,9 @@ struct InsertSliceShardingModel
                                                   : localDest.getDimSize(d)));
       strides.push_back(builder.getIndexAttr(insert.getStaticStrides()[d]));
     }
-    auto local = tensor::InsertSliceOp::create(
-        builder, op->getLoc(), partitionedOperands[0], partitionedOperands[1],
-        offsets, sizes, strides);
-    return mapLocal(op, local, partitionMap);
+    return tensor::InsertSliceOp::create(
+        builder, insert.getLoc(), partitionedOperands[0],
+        partitionedOperands[1], offsets, sizes, strides);
   }
 };
 
@@ -301,45 +255,27 @@ struct InsertSliceShardingModel
 /// every dim but the positions' (each rank keeps the K/V of its own heads);
 /// the position is replicated.
 struct CacheUpdateShardingModel
-    : public ShardingInterface::ExternalModel<CacheUpdateShardingModel,
-                                              tp::CacheUpdateOp> {
-  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return SmallVector<utils::IteratorType>(
-        cast<tp::CacheUpdateOp>(op).getCache().getType().getRank(),
-        utils::IteratorType::parallel);
+    : public CutDimsShardingModel<CacheUpdateShardingModel, tp::CacheUpdateOp> {
+  static int64_t rank(tp::CacheUpdateOp update) {
+    return update.getCache().getType().getRank();
   }
-
-  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
-    auto update = cast<tp::CacheUpdateOp>(op);
-    int64_t rank = update.getCache().getType().getRank();
-    AffineMap id = AffineMap::getMultiDimIdentityMap(rank, op->getContext());
-    AffineMap scalar = AffineMap::get(rank, 0, op->getContext());
+  static SmallVector<AffineMap> indexingMaps(tp::CacheUpdateOp update) {
+    MLIRContext *ctx = update.getContext();
+    AffineMap id = AffineMap::getMultiDimIdentityMap(rank(update), ctx);
+    AffineMap scalar = AffineMap::get(rank(update), 0, ctx);
     return {id, id, scalar, id};
   }
-
-  FailureOr<ShardingOption>
-  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
-                    ArrayRef<Sharding> resultShardings) const {
-    auto update = cast<tp::CacheUpdateOp>(op);
-    SmallVector<bool> cut(update.getCache().getType().getRank(), false);
-    cut[update.getDim()] = true;
-    return replicateCutLoops(shard::detail::defaultGetShardingOption(
-                                 op, operandShardings, resultShardings),
-                             cut);
+  static SmallVector<bool> cutDims(tp::CacheUpdateOp update) {
+    return cutOnly(rank(update), update.getDim());
   }
 
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    auto update = cast<tp::CacheUpdateOp>(op);
-    auto local = tp::CacheUpdateOp::create(
-        builder, op->getLoc(), partitionedOperands[1].getType(),
+  static Operation *createLocal(tp::CacheUpdateOp update,
+                                ArrayRef<Value> partitionedOperands,
+                                IRMapping &partitionMap, OpBuilder &builder) {
+    return tp::CacheUpdateOp::create(
+        builder, update.getLoc(), partitionedOperands[1].getType(),
         partitionedOperands[0], partitionedOperands[1], partitionedOperands[2],
         update.getDimAttr());
-    return mapLocal(op, local, partitionMap);
   }
 };
 
