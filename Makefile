@@ -105,7 +105,7 @@ check-training: build
 # and 2 ranks emitted and compiled by nvcc -ptx (as test/Target/Emit/
 # cuda-zoo.test), then each variant run on the CUDA emulation against
 # torch's outputs or transformers' tokens; make check's
-# test/Numerics/zoo/cuda-*.test run about a third of them. 9-11 minutes cold on 2
+# test/Numerics/zoo/cuda-*.test run about a sixth of them. 9-11 minutes cold on 2
 # cores shared with other builds (2 compiling, 9 running); builds are kept
 # in the build cache lit uses.
 ZOO_CUDA := python3 utils/cuda-emulation/run_zoo_cuda.py
