@@ -193,9 +193,19 @@ std::optional<unsigned> mlir::tp::getWeightOperand(Operation *op) {
     return std::nullopt;
   bool lhs = bool(getWeightArg(op->getOperand(0)));
   bool rhs = bool(getWeightArg(op->getOperand(1)));
-  if (lhs == rhs)
+  if (!lhs && !rhs)
     return std::nullopt;
-  return lhs ? 0u : 1u;
+  if (lhs != rhs)
+    return lhs ? 0u : 1u;
+  // A product of two weights (a projection of a position table that the
+  // export did not fold, DeBERTa's relative embeddings through a layer's
+  // own Q/K projections): the larger is the projection to split, the
+  // other its replicated input (the right one when they tie, as x @ W).
+  auto bytes = [](Value v) {
+    auto type = cast<ShapedType>(v.getType());
+    return type.hasStaticShape() ? type.getNumElements() : int64_t(0);
+  };
+  return bytes(op->getOperand(0)) > bytes(op->getOperand(1)) ? 0u : 1u;
 }
 
 /// "1, 2, 4" for the device counts (up to 64) that divide `size`.
@@ -301,6 +311,8 @@ struct SplitTracker {
   llvm::MapVector<Operation *, int64_t> rows;
   /// Weights applied elementwise on the way, with their split dim.
   llvm::MapVector<Value, int64_t> biases;
+  /// Where each of those is read along the split, with the dim.
+  llvm::DenseMap<Value, llvm::MapVector<OpOperand *, int64_t>> biasReads;
   /// KV caches written on the way, with their split dim.
   llvm::MapVector<Value, int64_t> caches;
   /// Ops upstream partition cannot split, with the loop they split on.
@@ -541,6 +553,7 @@ bool SplitTracker::followLinalg(linalg::LinalgOp op, OpOperand &use,
       if (inBackward)
         continue;
       biases[weight->first] = weight->second;
+      biasReads[weight->first][input] = *d;
       // A bias read through a reshape (BART's [1, vocab] final_logits_bias
       // as [vocab]) is read split too: otherwise sharding propagation may
       // settle the op whole, as a function result wants it, and gather
@@ -765,10 +778,25 @@ bool rowsStartBlocks(const llvm::MapVector<Operation *, int64_t> &rows,
 
 } // namespace
 
+/// The forward's ops that read `arg` as an operand, through reshapes (the
+/// backward reads a bias as its forward does: it does not decide the plan).
+static void collectReaders(Value arg, llvm::SmallPtrSetImpl<Operation *> &out) {
+  for (Operation *user : arg.getUsers()) {
+    if (user->hasAttr(TPDialect::kBackwardAttrName))
+      continue;
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user))
+      collectReaders(user->getResult(0), out);
+    else
+      out.insert(user);
+  }
+}
+
 TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
                                                 int64_t devices) {
   TensorParallelPlan plan;
   DenseSet<Operation *> rowOps, columnOps;
+  // Where each split bias is read along a block's split, with the dim.
+  llvm::DenseMap<Value, llvm::MapVector<OpOperand *, int64_t>> biasReads;
   int64_t nextBlock = 0;
   auto replicate = [&](Operation *op, const Twine &why, bool uneven = false,
                        bool intended = false) {
@@ -914,9 +942,12 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
       plan.splits[getWeightArg(rowOp->getOperand(*getWeightOperand(rowOp)))] = {
           dim, SplitRole::Row, block};
     }
-    for (auto &[arg, dim] : tracker.biases)
+    for (auto &[arg, dim] : tracker.biases) {
       if (!plan.splits.count(arg) && isReadAsOperandOnly(arg))
         plan.splits[arg] = {dim, SplitRole::Bias, block};
+      for (auto &[read, readDim] : tracker.biasReads[arg])
+        biasReads[arg][read] = readDim;
+    }
     for (auto &[cache, dim] : tracker.caches)
       plan.caches[cache] = dim;
     for (auto &[splitOp, loop] : tracker.splitLoops)
@@ -929,6 +960,25 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
     for (auto &[value, dim] : tracker.resultSplits)
       plan.resultSplits[value] = dim;
   });
+  // A bias that an op outside every split also reads (one initializer that
+  // the export shares between a projection's bias and a norm's, as
+  // torch.onnx deduplicates equal ones) stays whole: the split reads slice
+  // it locally, where splitting it would gather it back for the others.
+  for (auto &[arg, reads] : biasReads) {
+    auto it = plan.splits.find(arg);
+    if (it == plan.splits.end() || it->second.role != SplitRole::Bias)
+      continue;
+    llvm::SmallPtrSet<Operation *, 8> all;
+    collectReaders(arg, all);
+    if (llvm::all_of(all, [&](Operation *op) {
+          return llvm::any_of(
+              reads, [&](auto &read) { return read.first->getOwner() == op; });
+        }))
+      continue;
+    plan.splits.erase(it);
+    for (auto &[read, readDim] : reads)
+      plan.splitOperands.insert({read, readDim});
+  }
   return plan;
 }
 

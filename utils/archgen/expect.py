@@ -80,6 +80,9 @@ def weights(f, t):
         add(bias * width)                           # o's bias
         if f.attn_conv:
             add(h * d * 4, heads)                   # depthwise 3 + bias
+        if f.rel_attention == "disentangled" and (
+                f.qkv != "separate" or kv != h or f.qk_bottleneck):
+            add(2 * (width + bias) * h * d, heads)  # own pos q, k
         if f.qk_norm == "head":                     # whole, per head
             add(2 * norm * d)
         elif f.qk_norm == "full":                   # split with the heads
@@ -108,6 +111,8 @@ def weights(f, t):
         add(16 * h, heads)
     elif f.position == "rotary":
         add(f.rotary_dim // 2)
+    if f.rel_attention == "disentangled":
+        add(2 * 4 * width + norm * width)           # 2 * SPAN, their norm
     if f.kind == "decoder" and f.causal_mask == "buffer":
         add(64 * 64, size=1)                        # bool tril
     if f.embed_norm:

@@ -97,6 +97,16 @@ SPACE = {
                 "head's features (Qwen3, Gemma 3; LayerNorm per head: "
                 "Cohere, Persimmon, StableLM) / over all of the "
                 "projection's features, across heads (OLMo 2, OLMoE)"),
+    "rel_attention": (["none", "disentangled"],
+                      "scores only from queries and keys / DeBERTa's "
+                      "content-to-position and position-to-content terms: "
+                      "q and k against projected relative-position "
+                      "embeddings, picked per (query, key) by torch.gather "
+                      "along the relative positions"),
+    "init": (["redrawn", "fresh"],
+             "every weight drawn / biases 0 and norm weights 1 as a model "
+             "is initialised, which torch.onnx.export deduplicates: one "
+             "initializer read by projections' biases and norms alike"),
     "opset": ([14, 15, 16, 17], "torch.onnx.export's opset"),
     "converted_opset": ([18, 19, 20, 21], "onnx.version_converter"),
 }
@@ -140,6 +150,8 @@ class Features:
     shared_layers: bool = False
     qk_bottleneck: bool = False
     qk_norm: str = "none"
+    rel_attention: str = "none"
+    init: str = "redrawn"
     opset: int = 14
     converted_opset: int = 18
 
@@ -223,6 +235,10 @@ class Features:
             parts.append("qk_bottleneck")
         if self.qk_norm != "none":
             parts.append(f"qk_norm={self.qk_norm}")
+        if self.rel_attention != "none":
+            parts.append(f"rel={self.rel_attention}")
+        if self.init != "redrawn":
+            parts.append(f"init={self.init}")
         parts.append(f"opset {self.opset}->{self.converted_opset}")
         return " ".join(parts)
 
@@ -331,6 +347,8 @@ def sample(seed, fixed=None):
         else:
             f.qk_bottleneck = False
     f.qk_norm = pick("qk_norm", weights=[4, 1, 1])
+    f.rel_attention = pick("rel_attention", weights=[4, 1])
+    f.init = pick("init", weights=[4, 1])
     # What real models never combine.
     if f.residual == "parallel" and f.norm_place != "pre" and \
             "norm_place" not in fixed:

@@ -16,6 +16,8 @@ from features import alibi_slopes
 
 BATCH, SEQ = 2, 12
 MAX_POS = 64
+# DeBERTa's attention span: relative positions clamp to [-SPAN, SPAN).
+SPAN = 4
 # transformers' mask value: the float32 minimum, not -inf.
 NEG = torch.finfo(torch.float32).min
 # What real heads do to their logits after the product (logit_post):
@@ -133,6 +135,11 @@ class Attention(nn.Module):
             per_head = f.qk_norm == "head"
             self.q_norm = Norm(f.norm, d if per_head else h * d)
             self.k_norm = Norm(f.norm, d if per_head else kv * d)
+        if f.rel_attention == "disentangled" and (
+                f.qkv != "separate" or kv != h or f.qk_bottleneck):
+            # DeBERTa v1 (share_att_key=False): projections of their own.
+            self.pos_q_proj = linear(f, width, h * d)
+            self.pos_k_proj = linear(f, width, h * d)
         self.o_proj = linear(f, h * d, width)
 
     def project(self, x, b, s):
@@ -182,6 +189,38 @@ class Attention(nn.Module):
         x = x[:, :, None, :, :].expand(b, f.kv_heads, groups, s, f.head_dim)
         return x.reshape(b, f.heads, s, f.head_dim)
 
+    def disentangled(self, q, k, ctx, b, s):
+        """DeBERTa's c2p + p2c scores ([b, h, s, s]): each query against
+        the projected relative-position embeddings, picked at its key's
+        relative position by torch.gather (and each key against the
+        position queries, transposed), as DisentangledSelfAttention
+        computes them (DeBERTa-v2: the K and Q projections shared, on
+        [batch*heads] views)."""
+        f = self.f
+        h, d = f.heads, f.head_dim
+        rel = ctx["rel_embeddings"]  # [2 * SPAN, width]
+        shared = not hasattr(self, "pos_k_proj")
+        pos_k = (self.k_proj if shared else self.pos_k_proj)(rel)
+        pos_q = (self.q_proj if shared else self.pos_q_proj)(rel)
+        pos_k = pos_k.view(2 * SPAN, h, d).transpose(0, 1)  # [h, 2S, d]
+        pos_q = pos_q.view(2 * SPAN, h, d).transpose(0, 1)
+        c2p_pos, p2c_pos = ctx["c2p_pos"], ctx["p2c_pos"]  # [s, s]
+        if f.bh_view:  # DeBERTa-v2: [batch*heads, seq, 2 * span]
+            qf, kf = q.reshape(b * h, s, d), k.reshape(b * h, s, d)
+            pk = pos_k.repeat(b, 1, 1)
+            pq = pos_q.repeat(b, 1, 1)
+            c2p = torch.bmm(qf, pk.transpose(-1, -2))
+            c2p = torch.gather(c2p, -1, c2p_pos.expand(b * h, s, s))
+            p2c = torch.bmm(kf, pq.transpose(-1, -2))
+            p2c = torch.gather(p2c, -1, p2c_pos.expand(b * h, s, s))
+            out = c2p + p2c.transpose(-1, -2)
+            return out.view(b, h, s, s) / math.sqrt(d)
+        c2p = torch.matmul(q, pos_k.transpose(-1, -2))  # [b, h, s, 2S]
+        c2p = torch.gather(c2p, -1, c2p_pos.expand(b, h, s, s))
+        p2c = torch.matmul(k, pos_q.transpose(-1, -2))
+        p2c = torch.gather(p2c, -1, p2c_pos.expand(b, h, s, s))
+        return (c2p + p2c.transpose(-1, -2)) / math.sqrt(d)
+
     def forward(self, x, ctx):
         f = self.f
         h, d = f.heads, f.head_dim
@@ -221,6 +260,8 @@ class Attention(nn.Module):
                 scores = scores / math.sqrt(d)
             if bias is not None:
                 scores = scores + bias
+        if f.rel_attention == "disentangled":
+            scores = scores + self.disentangled(q, k, ctx, b, s)
         if "causal_keep" in ctx:
             scores = torch.where(ctx["causal_keep"], scores,
                                  torch.tensor(NEG, dtype=scores.dtype))
@@ -368,6 +409,9 @@ class ArchModel(nn.Module):
                 persistent=False)
         elif f.position == "relative":  # T5: one table, shared by layers
             self.relative = nn.Embedding(16, f.heads)
+        if f.rel_attention == "disentangled":  # DeBERTa: shared by layers
+            self.rel_embeddings = nn.Embedding(2 * SPAN, f.inner)
+            self.rel_norm = Norm(f.norm, f.inner)  # norm_rel_ebd
         if f.kind == "decoder" and f.causal_mask == "buffer":  # GPT-2
             self.register_buffer("causal", torch.tril(torch.ones(
                 MAX_POS, MAX_POS, dtype=torch.bool)).view(
@@ -425,6 +469,12 @@ class ArchModel(nn.Module):
         elif f.position == "relative":
             buckets = relative_bucket(rel, f.kind == "encoder")
             ctx["bias"] = self.relative(buckets).permute(2, 0, 1)
+        if f.rel_attention == "disentangled":
+            # DeBERTa's relative_pos is query - key; c2p reads it shifted
+            # into [0, 2 * SPAN), p2c its negation.
+            ctx["rel_embeddings"] = self.rel_norm(self.rel_embeddings.weight)
+            ctx["c2p_pos"] = torch.clamp(-rel + SPAN, 0, 2 * SPAN - 1)
+            ctx["p2c_pos"] = torch.clamp(rel + SPAN, 0, 2 * SPAN - 1)
         for layer in self.layers:
             x = layer(x, ctx)
         if f.norm_place in ("pre", "sandwich"):
@@ -445,14 +495,19 @@ class ArchModel(nn.Module):
         return logits
 
 
-def redraw(model, seed):
+def redraw(model, seed, fresh=False):
     """Weights with O(1) activations (as test/models/hf/generate.py draws
     them): N(0, 1/fan_in) matrices, N(0, 1) embeddings, norms near 1
-    (Gemma's offset near 0), small biases."""
+    (Gemma's offset near 0), small biases. With `fresh`, biases and norms
+    stay as initialised (0 and 1), equal tensors that torch.onnx.export
+    deduplicates into initializers shared across unrelated ops."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for module in model.modules():
             for name, p in module.named_parameters(recurse=False):
+                if fresh and p.dim() < 2 and not isinstance(
+                        module, nn.Embedding):
+                    continue
                 if isinstance(module, nn.Embedding):
                     p.copy_(torch.randn(p.shape, generator=gen))
                 elif isinstance(module, (Norm, nn.LayerNorm)):
@@ -471,7 +526,7 @@ def redraw(model, seed):
 
 def build(f, seed):
     torch.manual_seed(seed)
-    return redraw(ArchModel(f).eval(), seed)
+    return redraw(ArchModel(f).eval(), seed, fresh=f.init == "fresh")
 
 
 def make_inputs(f, seed):

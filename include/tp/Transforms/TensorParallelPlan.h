@@ -49,7 +49,8 @@ struct TensorParallelPlan {
   /// or loss: each rank reduces its part, one all-reduce completes it), and
   /// model inputs read elementwise with a split value (one-hot labels
   /// against split log-probabilities: each rank reads its part), and biases
-  /// read through a reshape of the split weight.
+  /// read through a reshape of the split weight, and biases that stay whole
+  /// because an op outside every split reads them too.
   llvm::MapVector<OpOperand *, int64_t> splitOperands;
   /// Values of the backward (tp-differentiate's ops) that keep a split of
   /// the forward values they are computed from, with the dim: the

@@ -199,6 +199,68 @@ LogicalResult convertTile(NodeContext &ctx) {
   return success();
 }
 
+/// GatherElements of float data in the lookup form the embedding has:
+/// out[i] = sum_k (indices[i] == k ? data[i with `axis` -> k] : 0), with k
+/// a reduction loop. Exactly one term is non-zero (none for an index out of
+/// range), so the sum is the element itself; what the form buys is data as
+/// an operand whose other dims are loops like any op's, which unflattening
+/// and the planner split (a gather along the relative positions of
+/// [batch*heads, seq, 2*span] scores splits by heads), and which code
+/// generation emits as a gather (matchLookup).
+Value buildElementLookup(NodeContext &ctx, Value indices, int64_t axis,
+                         bool checkNegative) {
+  OpBuilder &b = ctx.b;
+  Location loc = ctx.loc;
+  Value data = ctx.operand(0);
+  auto dataType = getTensorType(data);
+  ArrayRef<int64_t> shape = ctx.input(1).shape;
+  int64_t rank = shape.size(), dim = dataType.getDimSize(axis);
+  // Data beyond the indices' extent on the other dims is never read.
+  SmallVector<int64_t> box(shape);
+  box[axis] = dim;
+  if (ArrayRef<int64_t>(box) != dataType.getShape()) {
+    SmallVector<int64_t> offsets(rank, 0), strides(rank, 1);
+    auto type = RankedTensorType::get(box, dataType.getElementType());
+    data = tensor::ExtractSliceOp::create(b, loc, type, data, ValueRange{},
+                                          ValueRange{}, ValueRange{}, offsets,
+                                          box, strides);
+  }
+  MLIRContext *mctx = b.getContext();
+  SmallVector<AffineExpr> outExprs, dataExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    outExprs.push_back(getAffineDimExpr(d, mctx));
+    dataExprs.push_back(getAffineDimExpr(d == axis ? rank : d, mctx));
+  }
+  AffineMap outMap = AffineMap::get(rank + 1, 0, outExprs, mctx);
+  SmallVector<AffineMap> maps = {
+      outMap, AffineMap::get(rank + 1, 0, dataExprs, mctx), outMap};
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  Type elementType = dataType.getElementType();
+  Value init = createFilled(b, loc, shape, elementType, 0.0);
+  auto generic = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{indices, data}, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value i =
+            arith::IndexCastOp::create(nb, nloc, nb.getIndexType(), args[0]);
+        if (checkNegative) {
+          Value negative = arith::CmpIOp::create(
+              nb, nloc, arith::CmpIPredicate::slt, i, indexConst(nb, nloc, 0));
+          i = arith::SelectOp::create(
+              nb, nloc, negative,
+              arith::AddIOp::create(nb, nloc, i, indexConst(nb, nloc, dim)), i);
+        }
+        Value k = linalg::IndexOp::create(nb, nloc, rank);
+        Value hit =
+            arith::CmpIOp::create(nb, nloc, arith::CmpIPredicate::eq, i, k);
+        Value term = arith::SelectOp::create(
+            nb, nloc, hit, args[1], createScalar(nb, nloc, elementType, 0.0));
+        linalg::YieldOp::create(nb, nloc, createAdd(nb, nloc, args[2], term));
+      });
+  return generic.getResult(0);
+}
+
 /// GatherElements: out[i] = data[i with dim `axis` replaced by indices[i]].
 LogicalResult convertGatherElements(NodeContext &ctx) {
   const ImportedValue &data = ctx.input(0);
@@ -251,6 +313,11 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
   }
   Value idx = constIndices ? materializeConstant(ctx.b, ctx.loc, *constIndices)
                            : ctx.operand(1);
+  if (isFloatDType(data.dtype)) {
+    ctx.setResult(0, buildElementLookup(ctx, idx, *axis, !constIndices),
+                  data.dtype);
+    return success();
+  }
   AffineMap identity = ctx.b.getMultiDimIdentityMap(rank);
   bool checkNegative = !constIndices;
   Value result = buildIndexedRead(

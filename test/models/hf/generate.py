@@ -48,13 +48,18 @@ warnings.filterwarnings("ignore")
 transformers.logging.set_verbosity_error()
 
 
-def redraw(model):
+def redraw(model, fresh=False):
     """Weights with O(1) activations: N(0, 1/fan_in) matrices, N(0, 1)
-    embeddings, norms near 1, small biases."""
+    embeddings, norms near 1, small biases. With `fresh`, biases and norms
+    stay as initialised (0 and 1): equal tensors, which torch.onnx.export
+    deduplicates into initializers that unrelated ops share."""
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for module in model.modules():
             for name, p in module.named_parameters(recurse=False):
+                if fresh and p.dim() < 2 and not isinstance(
+                        module, nn.Embedding):
+                    continue
                 if isinstance(module, nn.Embedding):
                     p.copy_(torch.randn(p.shape, generator=gen))
                 elif "norm" in type(module).__name__.lower() or isinstance(
@@ -251,6 +256,25 @@ ZOO = {
                     ["last_hidden_state"])),
                 "encoder", 14,
                 "RobertaModel: positions from a CumSum over input_ids != pad"),
+    "deberta_v2": ((lambda: Encoder(redraw(transformers.DebertaV2Model(
+                       transformers.DebertaV2Config(
+                           vocab_size=1000, hidden_size=64,
+                           num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=128, max_position_embeddings=64,
+                           relative_attention=True, position_buckets=16,
+                           pos_att_type=["p2c", "c2p"],
+                           norm_rel_ebd="layer_norm", share_att_key=True,
+                           position_biased_input=False,
+                           hidden_dropout_prob=0,
+                           attention_probs_dropout_prob=0)),
+                       fresh=True).eval(),
+                       ["last_hidden_state"])),
+                   "encoder", 14,
+                   "DebertaV2Model: disentangled attention (torch.gather of "
+                   "content-to-position and position-to-content scores on "
+                   "[batch*heads] views, log-bucketed relative positions "
+                   "with Sign), biases and norms as initialised (one shared "
+                   "initializer)"),
     "t5": (seq2seq(transformers.T5Config,
                    transformers.T5ForConditionalGeneration, vocab_size=1000,
                    d_model=64, d_kv=8, d_ff=128, num_layers=2,
