@@ -18,6 +18,13 @@
 // classifier). A larger result keeps the gather: its all-reduce, which
 // sends about twice its size, could move more bytes.
 //
+// Moving a gather down can also cost collectives: a value that a reduction
+// over the channels reads too (a layer norm's mean, after a vision
+// transformer's patch embedding) stays gathered for it, and each
+// per-channel op that moved gathers again. The pass splits copies of the
+// function both ways (every gather moved; or each moved only where that
+// adds no collective there) and keeps the one with fewer collectives.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tp/Dialect/TP/Grids.h"
@@ -176,11 +183,38 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
     if (!grid || grid.getShape().size() != 1 || grid.getShape()[0] < 2)
       return;
     int64_t ranks = grid.getShape()[0];
+    // Each gather moves below the per-channel ops after its convolution
+    // (fewer bytes after pooling; a residual add of two gathered values
+    // needs one gather; a sum over the channels pairs as a row) or, where
+    // that would gather the same channels again, stays: whichever of the
+    // two ways ends with fewer collectives in the function, tried on
+    // copies (moving every gather where they tie).
+    bool everywhere = countAfterSplitting(func, ranks, grid, Sinking::Always) <=
+                      countAfterSplitting(func, ranks, grid, Sinking::Local);
+    if (failed(splitAll(func, ranks, grid,
+                        everywhere ? Sinking::Always : Sinking::Local,
+                        /*warn=*/true)))
+      return signalPassFailure();
+  }
+
+  enum class Sinking {
+    /// Every gather moves below the per-channel ops after it.
+    Always,
+    /// Only where that adds no collective there (sinkingAddsNoCollective).
+    Local,
+  };
+
+  /// Splits every convolution of `func` whose weight is still whole.
+  LogicalResult splitAll(func::FuncOp func, int64_t ranks, shard::GridOp grid,
+                         Sinking sinking, bool warn) {
     SmallVector<ConvSplit> splits;
     func.walk([&](linalg::GenericOp op) {
       if (std::optional<ConvSplit> split = matchConvolution(op))
         splits.push_back(*split);
     });
+    SmallVector<unsigned> convWeights;
+    for (ConvSplit &split : splits)
+      convWeights.push_back(split.weight.getArgNumber());
     for (ConvSplit &split : splits) {
       // A convolution that an earlier one's split made row-parallel (it
       // sums over the channels that one split) stays so.
@@ -190,6 +224,8 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
           cast<RankedTensorType>(split.conv.getDpsInputs()[1].getType());
       int64_t channels = filterType.getDimSize(split.filterDim);
       if (channels % ranks != 0) {
+        if (!warn)
+          continue;
         std::string counts;
         for (int64_t d = 1; d <= 64 && d <= channels; ++d)
           if (channels % d == 0)
@@ -202,8 +238,11 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
             << counts << ")";
         continue;
       }
-      if (failed(rewrite(split, ranks, grid)))
-        return signalPassFailure();
+      bool sink =
+          sinking == Sinking::Always ||
+          sinkingAddsNoCollective(func, split, ranks, grid, convWeights);
+      if (failed(rewrite(split, ranks, grid, sink)))
+        return failure();
     }
     // Gathers whose every reader moved below them.
     SmallVector<shard::AllGatherOp> dead;
@@ -213,9 +252,73 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
     });
     for (shard::AllGatherOp gather : dead)
       gather.erase();
+    return success();
   }
 
-  LogicalResult rewrite(ConvSplit &split, int64_t ranks, shard::GridOp grid) {
+  static int64_t countCollectives(func::FuncOp func) {
+    int64_t count = 0;
+    func.walk([&](Operation *op) {
+      if (isa<shard::AllGatherOp, shard::AllReduceOp>(op) && !op->use_empty())
+        ++count;
+    });
+    return count;
+  }
+
+  /// The collectives of a copy of `func` with its convolutions split so.
+  int64_t countAfterSplitting(func::FuncOp func, int64_t ranks,
+                              shard::GridOp grid, Sinking sinking) {
+    auto copy = cast<func::FuncOp>(func->clone());
+    int64_t count = succeeded(splitAll(copy, ranks, grid, sinking, false))
+                        ? countCollectives(copy)
+                        : std::numeric_limits<int64_t>::max();
+    copy.erase();
+    return count;
+  }
+
+  /// Whether moving the gather of `split` below the per-channel ops after
+  /// it costs no more collectives than leaving it where the convolution
+  /// is, tried on a copy of `func`: one, and one more for each later
+  /// convolution it makes row-parallel (split on its own, that one would
+  /// gather too). A value read both by per-channel ops and by a reduction
+  /// over the channels (a layer norm after a vision transformer's patch
+  /// embedding: its mean reads the gathered channels, its centring and
+  /// scaling are per channel) would be gathered once for the reduction and
+  /// again below each op that moved: there the gather stays.
+  bool sinkingAddsNoCollective(func::FuncOp func, const ConvSplit &split,
+                               int64_t ranks, shard::GridOp grid,
+                               ArrayRef<unsigned> convWeights) {
+    int64_t position = 0, index = 0;
+    func.walk([&](linalg::GenericOp op) {
+      if (op == split.conv)
+        position = index;
+      ++index;
+    });
+    auto copy = cast<func::FuncOp>(func->clone());
+    linalg::GenericOp conv;
+    index = 0;
+    copy.walk([&](linalg::GenericOp op) {
+      if (index++ == position)
+        conv = op;
+    });
+    auto rowConvolutions = [&] {
+      return static_cast<int64_t>(
+          llvm::count_if(convWeights, [&](unsigned index) {
+            LayoutAttr layout = getLayout(copy, index);
+            return layout && layout.getRole() == SplitRole::Row;
+          }));
+    };
+    int64_t before = countCollectives(copy), rowsBefore = rowConvolutions();
+    std::optional<ConvSplit> trial =
+        conv ? matchConvolution(conv) : std::nullopt;
+    bool fewest =
+        trial && succeeded(rewrite(*trial, ranks, grid, /*sink=*/true)) &&
+        countCollectives(copy) <= before + 1 + (rowConvolutions() - rowsBefore);
+    copy.erase();
+    return fewest;
+  }
+
+  LogicalResult rewrite(ConvSplit &split, int64_t ranks, shard::GridOp grid,
+                        bool sink) {
     linalg::GenericOp conv = split.conv;
     auto func = cast<func::FuncOp>(split.weight.getOwner()->getParentOp());
     Value init = conv.getDpsInits()[0];
@@ -286,7 +389,9 @@ struct SplitConvolutions : tp::impl::SplitConvolutionsBase<SplitConvolutions> {
     // then moves less data, after pooling. A gathered value may have
     // several such users (GELU and SiLU read theirs twice): each moves
     // below every one whose channel operands are all gathered.
-    SmallVector<shard::AllGatherOp> work = {gather};
+    SmallVector<shard::AllGatherOp> work;
+    if (sink)
+      work.push_back(gather);
     llvm::SetVector<Operation *> made;
     made.insert(gather);
     while (!work.empty()) {

@@ -205,3 +205,57 @@ func.func @conv_widening(%x: tensor<1x3x12xf32>, %w1: tensor<4x3x3xf32> {tp.weig
   } -> tensor<1x8x8xf32>
   return %c2 : tensor<1x8x8xf32>
 }
+
+// -----
+
+// A convolution whose output a reduction over the channels reads as well as
+// a per-channel op (a layer norm's mean and centring after a vision
+// transformer's patch embedding): moving the gather below the centring
+// would gather the channels twice, once for the mean and once after it, so
+// it stays where the convolution is: one all-gather.
+#x = affine_map<(n, f, ow, c, k) -> (n, c, ow + k)>
+#w = affine_map<(n, f, ow, c, k) -> (f, c, k)>
+#y = affine_map<(n, f, ow, c, k) -> (n, f, ow)>
+#id = affine_map<(n, f, ow) -> (n, f, ow)>
+#perpos = affine_map<(n, f, ow) -> (n, ow)>
+shard.grid @grid(shape = 2)
+// CHECK-LABEL: func.func @norm_after_conv(
+// CHECK: %[[LOCAL:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x8xf32>)
+// CHECK: %[[Y:.*]] = shard.all_gather %[[LOCAL]] on @grid grid_axes = [0] gather_axis = 1 : tensor<1x2x8xf32> -> tensor<1x4x8xf32>
+// CHECK: %[[MEAN:.*]] = linalg.generic {{.*}} ins(%[[Y]] : tensor<1x4x8xf32>) outs(%{{.*}} : tensor<1x8xf32>)
+// CHECK: %[[C:.*]] = linalg.generic {{.*}} ins(%[[Y]], %[[MEAN]] : tensor<1x4x8xf32>, tensor<1x8xf32>) outs(%{{.*}} : tensor<1x4x8xf32>)
+// CHECK-NOT: shard.all_gather
+// CHECK: return %[[C]]
+func.func @norm_after_conv(%x: tensor<1x3x10xf32>, %w: tensor<4x3x3xf32> {tp.weight = "w"}) -> tensor<1x4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x4x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %y = linalg.generic {indexing_maps = [#x, #w, #y],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %w : tensor<1x3x10xf32>, tensor<4x3x3xf32>) outs(%init : tensor<1x4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x8xf32>
+  %e1 = tensor.empty() : tensor<1x8xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x8xf32>) -> tensor<1x8xf32>
+  %mean = linalg.generic {indexing_maps = [#id, #perpos],
+                          iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%y : tensor<1x4x8xf32>) outs(%z1 : tensor<1x8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %q = arith.constant 0.25 : f32
+    %m = arith.mulf %a, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<1x8xf32>
+  %e2 = tensor.empty() : tensor<1x4x8xf32>
+  %c = linalg.generic {indexing_maps = [#id, #perpos, #id],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%y, %mean : tensor<1x4x8xf32>, tensor<1x8xf32>) outs(%e2 : tensor<1x4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<1x4x8xf32>
+  return %c : tensor<1x4x8xf32>
+}

@@ -320,6 +320,32 @@ ZOO = {
                            layer_type="basic", num_labels=10))).eval())),
                "image", 14,
                "ResNetForImageClassification: 2 stages of basic blocks"),
+    "swin": ((lambda: ImageClassifier(redraw(
+                 transformers.SwinForImageClassification(
+                     transformers.SwinConfig(
+                         image_size=32, patch_size=4, embed_dim=32,
+                         depths=[2, 2], num_heads=[2, 4], window_size=4,
+                         hidden_dropout_prob=0, attention_probs_dropout_prob=0,
+                         drop_path_rate=0, num_labels=10))).eval())),
+             "image", 14,
+             "SwinForImageClassification: a patch embedding convolution "
+             "and its layer norm, windowed attention with shifted windows "
+             "and a relative position bias table, patch merging"),
+    "segformer": ((lambda: ImageClassifier(redraw(
+                      transformers.SegformerForImageClassification(
+                          transformers.SegformerConfig(
+                              num_encoder_blocks=2, depths=[1, 1],
+                              sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                              num_attention_heads=[1, 2],
+                              patch_sizes=[7, 3], strides=[4, 2],
+                              hidden_dropout_prob=0,
+                              attention_probs_dropout_prob=0,
+                              drop_path_rate=0, num_labels=10))).eval())),
+                  "image", 14,
+                  "SegformerForImageClassification: overlapping patch "
+                  "embedding convolutions each followed by a layer norm, "
+                  "attention whose keys and values come from a strided "
+                  "convolution, a depthwise convolution in the MLP"),
 }
 
 
