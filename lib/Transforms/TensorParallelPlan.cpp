@@ -312,7 +312,7 @@ struct SplitTracker {
   /// Weights applied elementwise on the way, with their split dim.
   llvm::MapVector<Value, int64_t> biases;
   /// Where each of those is read along the split, with the dim.
-  llvm::DenseMap<Value, llvm::MapVector<OpOperand *, int64_t>> biasReads;
+  llvm::MapVector<Value, llvm::MapVector<OpOperand *, int64_t>> biasReads;
   /// KV caches written on the way, with their split dim.
   llvm::MapVector<Value, int64_t> caches;
   /// Ops upstream partition cannot split, with the loop they split on.
@@ -796,7 +796,7 @@ TensorParallelPlan mlir::tp::planTensorParallel(func::FuncOp func,
   TensorParallelPlan plan;
   DenseSet<Operation *> rowOps, columnOps;
   // Where each split bias is read along a block's split, with the dim.
-  llvm::DenseMap<Value, llvm::MapVector<OpOperand *, int64_t>> biasReads;
+  llvm::MapVector<Value, llvm::MapVector<OpOperand *, int64_t>> biasReads;
   int64_t nextBlock = 0;
   auto replicate = [&](Operation *op, const Twine &why, bool uneven = false,
                        bool intended = false) {
