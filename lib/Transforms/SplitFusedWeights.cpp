@@ -54,9 +54,12 @@ std::optional<int64_t> getCutDim(tensor::ExtractSliceOp slice,
   return cut;
 }
 
-/// The pieces of `arg` if every use is a slice cutting one common dim and
-/// the distinct ranges tile that dim (every byte has one place), with at
-/// least two ranges.
+/// The pieces of `arg` if its slices cut one common dim and their distinct
+/// ranges tile that dim (every byte has one place), with at least two
+/// ranges. Other uses read the whole weight and keep `arg`: one initializer
+/// that the export shares between a fused projection's bias and another
+/// bias of its length (torch.onnx deduplicates equal initializers) is two
+/// weights to the planner, each split with its own block.
 std::optional<Pieces> matchPieces(BlockArgument arg) {
   auto type = dyn_cast<RankedTensorType>(arg.getType());
   if (!type || !type.hasStaticShape() || arg.use_empty())
@@ -64,7 +67,9 @@ std::optional<Pieces> matchPieces(BlockArgument arg) {
   Pieces pieces;
   for (Operation *user : arg.getUsers()) {
     auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
-    std::optional<int64_t> dim = slice ? getCutDim(slice, type) : std::nullopt;
+    if (!slice)
+      continue;
+    std::optional<int64_t> dim = getCutDim(slice, type);
     if (!dim || (pieces.dim != -1 && pieces.dim != *dim))
       return std::nullopt;
     pieces.dim = *dim;
@@ -121,7 +126,7 @@ struct SplitFusedWeights : tp::impl::SplitFusedWeightsBase<SplitFusedWeights> {
           slice.erase();
         }
       }
-      if (failed(func.eraseArgument(index)))
+      if (arg.use_empty() && failed(func.eraseArgument(index)))
         return signalPassFailure();
     }
   }

@@ -45,9 +45,9 @@ func.func @uneven_pieces(%w: tensor<6x8xf32> {tp.weight = "w"}) -> (tensor<4x8xf
 
 // -----
 
-// Slices that do not tile the dim (a causal mask cut to the sequence), cut
-// two dims, cut different dims, or share the weight with another use leave
-// the weight whole: every byte must have one place.
+// Slices that do not tile the dim (a causal mask cut to the sequence; one
+// piece beside a whole read), cut two dims or cut different dims leave the
+// weight whole: every byte must have one place.
 // CHECK-LABEL: func.func @negative(
 // CHECK-SAME: tensor<8x12xf32> {tp.weight = "gap"}
 // CHECK-SAME: tensor<8x12xf32> {tp.weight = "two_dims"}
@@ -72,6 +72,27 @@ func.func @negative(%gap: tensor<8x12xf32> {tp.weight = "gap"},
   %p0 = tensor.extract_slice %planned[0, 0] [8, 6] [1, 1] : tensor<8x12xf32> to tensor<8x6xf32>
   %p1 = tensor.extract_slice %planned[0, 6] [8, 6] [1, 1] : tensor<8x12xf32> to tensor<8x6xf32>
   return %g0, %g1, %t0, %t1, %t2, %d0, %d1, %o0, %other, %p0, %p1 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<4x12xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<8x4xf32>, tensor<4x12xf32>, tensor<8x6xf32>, tensor<8x12xf32>, tensor<8x6xf32>, tensor<8x6xf32>
+}
+
+// -----
+
+// One initializer that the export shares between a fused projection's bias
+// (read as three pieces) and another bias of its length (read whole): the
+// pieces get their arguments and the whole read keeps the fused one, so
+// the planner splits each with its own block.
+// CHECK-LABEL: func.func @shared_with_whole_read(
+// CHECK-SAME: %[[W:[^:]*]]: tensor<12xf32> {tp.weight = "zeros"},
+// CHECK-SAME: %[[P0:[^:]*]]: tensor<4xf32> {tp.layout = #tp.layout<role = replicated, dim = 0, slice = [0, 4]>, tp.weight = "zeros"},
+// CHECK-SAME: %{{[^:]*}}: tensor<4xf32> {tp.layout = #tp.layout<role = replicated, dim = 0, slice = [4, 4]>, tp.weight = "zeros"},
+// CHECK-SAME: %[[P2:[^:]*]]: tensor<4xf32> {tp.layout = #tp.layout<role = replicated, dim = 0, slice = [8, 4]>, tp.weight = "zeros"})
+// CHECK-NOT: tensor.extract_slice
+// CHECK: return %[[P0]], %[[P2]], %[[W]]
+func.func @shared_with_whole_read(%b: tensor<12xf32> {tp.weight = "zeros"})
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<12xf32>) {
+  %bq = tensor.extract_slice %b[0] [4] [1] : tensor<12xf32> to tensor<4xf32>
+  %bk = tensor.extract_slice %b[4] [4] [1] : tensor<12xf32> to tensor<4xf32>
+  %bv = tensor.extract_slice %b[8] [4] [1] : tensor<12xf32> to tensor<4xf32>
+  return %bq, %bv, %b : tensor<4xf32>, tensor<4xf32>, tensor<12xf32>
 }
 
 // -----
