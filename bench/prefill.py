@@ -30,6 +30,7 @@ Usage:
   python3 bench/prefill.py                                  # ~1.1 B, slow
   python3 bench/prefill.py --layers 2 --hidden 256 --heads 8 --kv-heads 2 \\
       --intermediate 688 --vocab 1000 --max-seq 600        # quick
+  python3 bench/prefill.py --dtypes f32,bf16 --work /tmp/pf-big  # and bf16
 """
 
 import argparse
@@ -160,6 +161,31 @@ def tp_prefill(artifact, ids, a):
     return best, np.asarray(tokens), session.generation_timings
 
 
+def config_key(ranks, dtype):
+    return f"x{ranks}" if dtype == "f32" else f"x{ranks} {dtype}"
+
+
+def print_table(results, dtype, a):
+    """One table per dtype: onnxruntime (f32) beside tp-mlir's ranks."""
+    print(f"\nTime to first token, batch 1, best of {a.repeat} "
+          f"({a.layers} layers x {a.hidden}, {a.heads}/{a.kv_heads} heads, "
+          f"vocab {a.vocab}, --max-seq {a.max_seq}; tp-mlir {dtype}):")
+    keys = [config_key(r, dtype) for r in a.ranks]
+    print("| prompt | onnxruntime ms | " +
+          " | ".join(f"tp-mlir {k} ms" for k in keys) +
+          " | x1 vs onnxruntime | x2 vs x1 |")
+    print("|---" * (4 + len(a.ranks)) + "|")
+    for length in a.prompts:
+        row = [f"{1e3 * results['onnxruntime'][length]:.1f}"]
+        row += [f"{1e3 * results[k][length]:.1f}" for k in keys]
+        one = results.get(config_key(1, dtype), {}).get(length)
+        two = results.get(config_key(2, dtype), {}).get(length)
+        vs_ort = f"{results['onnxruntime'][length] / one:.2f}x" if one else "-"
+        vs_one = f"{one / two:.2f}x" if one and two else "-"
+        print(f"| {length} | " + " | ".join(row) +
+              f" | {vs_ort} | {vs_one} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", choices=["export", "generate"])
@@ -178,6 +204,11 @@ def main():
     parser.add_argument("--ranks", type=lambda t: [int(x) for x in
                                                    t.split(",")],
                         default=[1, 2])
+    parser.add_argument("--dtypes", type=lambda t: t.split(","),
+                        default=["f32"],
+                        help="tp-compile --dtype of each artifact, e.g. "
+                        "f32,bf16 (bf16: weights and activations in bf16, "
+                        "f32 accumulation)")
     parser.add_argument("--work", help="keep the export and artifacts here")
     parser.add_argument("--site", default=SITE)
     parser.add_argument("--torch-python", default="/usr/bin/python3")
@@ -219,42 +250,32 @@ def main():
     ort = onnxruntime_prefill(model, ids, a)
     results = {"onnxruntime": ort}
     equal = {}
-    for ranks in a.ranks:
-        artifact = os.path.join(work, f"x{ranks}.tpa")
-        if not os.path.exists(artifact):
-            print(f"tp-compile --devices {ranks} ...", flush=True)
-            subprocess.run([a.tp_compile, model, "--max-seq", str(a.max_seq),
-                            "--max-batch", "1", "--devices", str(ranks),
-                            "--target", "cpu", "-o", artifact], check=True,
-                           stdout=subprocess.DEVNULL)
-        best, tokens, last = tp_prefill(artifact, ids, a)
-        results[f"x{ranks}"] = best
-        equal[ranks] = (tokens.shape == reference.shape and
-                        bool((tokens == reference).all()))
+    for dtype in a.dtypes:
+        for ranks in a.ranks:
+            key = config_key(ranks, dtype)
+            suffix = "" if dtype == "f32" else f"-{dtype}"
+            artifact = os.path.join(work, f"x{ranks}{suffix}.tpa")
+            if not os.path.exists(artifact):
+                print(f"tp-compile --devices {ranks} --dtype {dtype} ...",
+                      flush=True)
+                subprocess.run([a.tp_compile, model, "--max-seq",
+                                str(a.max_seq), "--max-batch", "1",
+                                "--devices", str(ranks), "--dtype", dtype,
+                                "--target", "cpu", "-o", artifact],
+                               check=True, stdout=subprocess.DEVNULL)
+            best, tokens, last = tp_prefill(artifact, ids, a)
+            results[key] = best
+            equal[key] = (tokens.shape == reference.shape and
+                          bool((tokens == reference).all()))
 
-    print(f"\nTime to first token, batch 1, best of {a.repeat} "
-          f"({a.layers} layers x {a.hidden}, {a.heads}/{a.kv_heads} heads, "
-          f"vocab {a.vocab}, --max-seq {a.max_seq}):")
-    print("| prompt | onnxruntime ms | " +
-          " | ".join(f"tp-mlir x{r} ms" for r in a.ranks) +
-          " | x1 vs onnxruntime | x2 vs x1 |")
-    print("|---" * (4 + len(a.ranks)) + "|")
-    for length in a.prompts:
-        row = [f"{1e3 * results['onnxruntime'][length]:.1f}"]
-        row += [f"{1e3 * results[f'x{r}'][length]:.1f}" for r in a.ranks]
-        one = results.get("x1", {}).get(length)
-        two = results.get("x2", {}).get(length)
-        vs_ort = f"{results['onnxruntime'][length] / one:.2f}x" if one else "-"
-        vs_one = f"{one / two:.2f}x" if one and two else "-"
-        print(f"| {length} | " + " | ".join(row) +
-              f" | {vs_ort} | {vs_one} |")
-    for r in a.ranks:
-        times = results[f"x{r}"]
-        if 16 in times and 64 in times:
-            print(f"x{r}: a 16-token prompt costs "
+    for dtype in a.dtypes:
+        print_table(results, dtype, a)
+    for key, times in results.items():
+        if key != "onnxruntime" and 16 in times and 64 in times:
+            print(f"{key}: a 16-token prompt costs "
                   f"{times[16] / times[64]:.2f} of a 64-token one")
-    for r, same in equal.items():
-        print(f"x{r}: {a.check_new} tokens after the {max(a.prompts)}-token "
+    for key, same in equal.items():
+        print(f"{key}: {a.check_new} tokens after the {max(a.prompts)}-token "
               f"prompt {'equal' if same else 'DIFFER from'} transformers' "
               f"generate()")
     print(json.dumps({k: {str(n): v for n, v in t.items()}
