@@ -209,6 +209,8 @@ def main():
                         help="tp-compile --dtype of each artifact, e.g. "
                         "f32,bf16 (bf16: weights and activations in bf16, "
                         "f32 accumulation)")
+    parser.add_argument("--prefill-chunks",
+                        help="tp-compile --prefill-chunks (default: its own)")
     parser.add_argument("--work", help="keep the export and artifacts here")
     parser.add_argument("--site", default=SITE)
     parser.add_argument("--torch-python", default="/usr/bin/python3")
@@ -254,6 +256,10 @@ def main():
         for ranks in a.ranks:
             key = config_key(ranks, dtype)
             suffix = "" if dtype == "f32" else f"-{dtype}"
+            chunks = []
+            if a.prefill_chunks:
+                chunks = ["--prefill-chunks", a.prefill_chunks]
+                suffix += "-c" + a.prefill_chunks.replace(",", "-")
             artifact = os.path.join(work, f"x{ranks}{suffix}.tpa")
             if not os.path.exists(artifact):
                 print(f"tp-compile --devices {ranks} --dtype {dtype} ...",
@@ -261,7 +267,7 @@ def main():
                 subprocess.run([a.tp_compile, model, "--max-seq",
                                 str(a.max_seq), "--max-batch", "1",
                                 "--devices", str(ranks), "--dtype", dtype,
-                                "--target", "cpu", "-o", artifact],
+                                "--target", "cpu", *chunks, "-o", artifact],
                                check=True, stdout=subprocess.DEVNULL)
             best, tokens, last = tp_prefill(artifact, ids, a)
             results[key] = best
