@@ -28,6 +28,9 @@
 #                (bench/training_precision.py)
 #   make archgen  sample ARCHGEN_COUNT (200) transformer architectures
 #                (utils/archgen) and check each at 1, 2, 4 ranks and SP
+#   make hf-sweep  30 transformers architectures outside the zoo
+#                (utils/hf-sweep) exported, compiled at 2 and 4 ranks and SP
+#                and checked against torch (make check runs 4 of them)
 
 BUILD ?= build
 JOBS ?= 2
@@ -43,7 +46,7 @@ PIP_PACKAGES := -r requirements.txt
 .PHONY: deps build demo python check check-full check-training check-sanitized check-cuda-zoo \
   check-training-cuda fuzz clean \
   format-check \
-  bench-deps zoo-deps zoo-site archgen bench-training \
+  bench-deps zoo-deps zoo-site archgen hf-sweep bench-training \
   bench-training-precision
 
 deps:
@@ -99,6 +102,9 @@ check-full: build
 	LIT_OPTS="$${LIT_OPTS:-} --param full=1" cmake --build $(BUILD) -j $(JOBS) --target check-tp
 check-training: build
 	$(LIT) -sv --param full=1 $(BUILD)/test/Numerics/zoo/training-full.test
+hf-sweep: build
+	test -d $(ZOO_SITE)/transformers || $(MAKE) zoo-site
+	$(LIT) -sv --param full=1 $(BUILD)/test/Numerics/zoo/hf-sweep.test
 
 # The whole matrix of the zoo on the CUDA target (utils/cuda-emulation/
 # run_zoo_cuda.py): every model and with-past decoder x f32, bf16, f16 x 1

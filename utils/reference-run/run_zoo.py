@@ -16,7 +16,9 @@ order and no room for a wrong split, which shows at O(1e-2) or more).
                [--reference stored|onnxruntime] [--tp-compile P] [--tp-run P]
 
 --zoo reads another folder laid out like test/models/hf (a zoo.json and one
-folder per model), e.g. the one test/models/hf/export_minilm.py writes.
+folder per model), e.g. the one test/models/hf/export_minilm.py or
+utils/hf-sweep/export.py writes; an entry's own "atol"/"rtol" replace the
+defaults for that model (each says why where it is written).
 --reference onnxruntime compares with onnxruntime run on the same model
 file and inputs instead of the outputs stored beside it.
 
@@ -136,7 +138,8 @@ def run_one(args, name, entry, model_path, label, text, work):
         ref = refs[output]
         out = np.load(os.path.join(out_dir, output + ".npy"))
         good = out.shape == ref.shape and np.allclose(
-            out, ref, atol=args.atol, rtol=args.rtol)
+            out, ref, atol=entry.get("atol", args.atol),
+            rtol=entry.get("rtol", args.rtol))
         diff = (float(np.max(np.abs(out.astype(np.float64) - ref)))
                 if out.shape == ref.shape else float("inf"))
         parts.append(f"{output} max abs diff {diff:.2g} "
