@@ -41,6 +41,9 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createPadVocabulary(pad));
   }
   pm.addNestedPass<func::FuncOp>(createSplitFusedProjections());
+  // Contractions over concatenated branches: one per branch, summed.
+  if (options.devices > 1)
+    pm.addNestedPass<func::FuncOp>(createSplitConcatContractions());
   pm.addNestedPass<func::FuncOp>(createSplitFusedWeights());
   // Grouped-query K/V heads fewer than the ranks: repeated, each rank
   // holding one (not when training: a repeated weight's copies would get

@@ -77,7 +77,8 @@ def weights(f, t):
         if f.qk_bottleneck:                         # whole, and its NoNorm
             add((width + bias) * qk_width + 2 * qk_width)
         add(h * d * width, heads)                   # o
-        add(bias * width)                           # o's bias
+        if not f.fused_out:                         # one bias for both
+            add(bias * width)                       # o's bias
         if f.attn_conv:
             add(h * d * 4, heads)                   # depthwise 3 + bias
         if f.rel_attention == "disentangled" and (

@@ -107,6 +107,11 @@ SPACE = {
              "every weight drawn / biases 0 and norm weights 1 as a model "
              "is initialised, which torch.onnx.export deduplicates: one "
              "initializer read by projections' biases and norms alike"),
+    "fused_out": ([False, True],
+                  "a parallel block's two output projections as one: the "
+                  "attention's merged heads and the MLP's intermediate "
+                  "concatenated before it (ViT-22B's and PaLM's fused "
+                  "parallel layers)"),
     "opset": ([14, 15, 16, 17], "torch.onnx.export's opset"),
     "converted_opset": ([18, 19, 20, 21], "onnx.version_converter"),
 }
@@ -152,6 +157,7 @@ class Features:
     qk_norm: str = "none"
     rel_attention: str = "none"
     init: str = "redrawn"
+    fused_out: bool = False
     opset: int = 14
     converted_opset: int = 18
 
@@ -214,7 +220,8 @@ class Features:
             parts.append("attn_conv")
         if self.residual == "parallel":
             parts.append(f"parallel({self.parallel_norms} norm, "
-                         f"{self.parallel_sum})")
+                         f"{self.parallel_sum}"
+                         f"{', fused_out' if self.fused_out else ''})")
         if self.bottleneck:
             parts.append("bottleneck")
         if self.kind == "decoder":
@@ -349,6 +356,9 @@ def sample(seed, fixed=None):
     f.qk_norm = pick("qk_norm", weights=[4, 1, 1])
     f.rel_attention = pick("rel_attention", weights=[4, 1])
     f.init = pick("init", weights=[4, 1])
+    f.fused_out = pick("fused_out", weights=[2, 1])
+    if f.fused_out and "fused_out" in fixed and "residual" not in fixed:
+        f.residual = "parallel"
     # What real models never combine.
     if f.residual == "parallel" and f.norm_place != "pre" and \
             "norm_place" not in fixed:
@@ -356,6 +366,8 @@ def sample(seed, fixed=None):
     if f.residual == "parallel" and f.norm_place != "pre" and \
             "residual" not in fixed:
         f.residual = "sequential"
+    if f.residual != "parallel" and "fused_out" not in fixed:
+        f.fused_out = False
     check(f)
     return f
 
@@ -378,6 +390,8 @@ def check(f):
         raise ValueError("qkv=kv_tail needs fewer K/V heads than heads")
     if f.residual == "parallel" and f.norm_place != "pre":
         raise ValueError("a parallel residual is pre-norm")
+    if f.fused_out and f.residual != "parallel":
+        raise ValueError("fused_out fuses a parallel block's projections")
     if f.qk_bottleneck and f.qkv != "separate":
         raise ValueError("qk_bottleneck needs separate Q, K and V")
     if f.ffn_mult * f.inner % 4:

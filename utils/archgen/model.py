@@ -221,7 +221,8 @@ class Attention(nn.Module):
         p2c = torch.gather(p2c, -1, p2c_pos.expand(b, h, s, s))
         return (c2p + p2c.transpose(-1, -2)) / math.sqrt(d)
 
-    def forward(self, x, ctx):
+    def heads(self, x, ctx):
+        """The merged heads [b, s, heads * head_dim], before o_proj."""
         f = self.f
         h, d = f.heads, f.head_dim
         b, s = x.size(0), x.size(1)
@@ -277,7 +278,10 @@ class Attention(nn.Module):
         out = out.transpose(1, 2).reshape(b, s, h * d)
         if f.attn_conv:
             out = out + self.conv(out)
-        return self.o_proj(out)
+        return out
+
+    def forward(self, x, ctx):
+        return self.o_proj(self.heads(x, ctx))
 
 
 def gelu_tanh(x):  # GPT-2's gelu_new
@@ -305,7 +309,8 @@ class MLP(nn.Module):
         return {"gelu": F.gelu, "gelu_tanh": gelu_tanh, "relu": F.relu,
                 "swiglu": F.silu, "geglu": F.gelu}[self.f.mlp](x)
 
-    def forward(self, x):
+    def hidden(self, x):
+        """The intermediate, before fc2."""
         f = self.f
         if f.gated and f.fused_gate:
             gate, up = self.gate_up(x).chunk(2, dim=-1)
@@ -316,7 +321,10 @@ class MLP(nn.Module):
             y = self.act(self.fc1(x))
         if f.mlp_conv:
             y = y + self.conv(y)
-        return self.fc2(y)
+        return y
+
+    def forward(self, x):
+        return self.fc2(self.hidden(x))
 
 
 class Layer(nn.Module):
@@ -335,6 +343,8 @@ class Layer(nn.Module):
         self.norm1 = Norm(f.norm, width)
         if not (f.residual == "parallel" and f.parallel_norms == 1):
             self.norm2 = Norm(f.norm, width)
+        if f.fused_out:  # one projection of [heads | intermediate]
+            self.out = linear(f, width + f.intermediate, width)
         if f.norm_place == "sandwich":  # Gemma 2: each block's output too
             self.post1 = Norm(f.norm, width)
             self.post2 = Norm(f.norm, width)
@@ -344,6 +354,10 @@ class Layer(nn.Module):
         if f.residual == "parallel":  # GPT-J (one norm), GPT-NeoX (two)
             n1 = self.norm1(y)
             n2 = n1 if f.parallel_norms == 1 else self.norm2(y)
+            if f.fused_out:
+                z = self.out(torch.cat([self.attn.heads(n1, ctx),
+                                        self.mlp.hidden(n2)], dim=-1))
+                return z + y if f.parallel_sum == "blocks_first" else y + z
             if f.parallel_sum == "blocks_first":
                 return self.attn(n1, ctx) + self.mlp(n2) + y
             return y + self.attn(n1, ctx) + self.mlp(n2)

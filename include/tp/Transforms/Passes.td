@@ -41,6 +41,26 @@ def SplitFusedProjections : Pass<"tp-split-fused-projections",
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def SplitConcatContractions : Pass<"tp-split-concat-contractions",
+                                   "::mlir::func::FuncOp"> {
+  let summary = "Write a weight contraction over a concatenation as a sum of "
+                "contractions, one per piece";
+  let description = [{
+    `concat(a, b) · W = a · W[:na] + b · W[na:]`: a weight contraction whose
+    input is a concatenation along the contracted dim (directly, or through
+    a collapse that merges the concatenated dim, outermost, into it: heads
+    of two branches concatenated, then [heads, head_dim] merged; ConvBERT's
+    attention and dynamic convolution) becomes one contraction per piece,
+    each reading its rows of the weight, and their sum. Each piece's
+    contraction can then be row-parallel with its own branch's split, and
+    the partial sums meet in one all-reduce. The arithmetic is the same up
+    to the order of the sum.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def RecomputeLayers : Pass<"tp-recompute-layers", "::mlir::func::FuncOp"> {
   let summary = "Recompute each layer's forward in the backward instead of "
                 "stashing it";
