@@ -98,6 +98,9 @@ void mlir::tp::buildParallelizePipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   if (options.sequenceParallel)
     pm.addNestedPass<func::FuncOp>(createFormReduceScatter());
+  // Resharding between two split dims: a gather and a local slice.
+  if (options.devices > 1)
+    pm.addNestedPass<func::FuncOp>(createDecomposeAllToAll());
   // Parallel-residual blocks: one all-reduce (or reduce-scatter) for
   // attention + MLP.
   if (options.devices > 1)

@@ -23,6 +23,9 @@ sliding-window mask (aten::bitwise_or).
 Usage (Debian's python3 with the zoo site's transformers, `make zoo-site`):
   PYTHONPATH=test/models/hf/.cache/site HF_HUB_OFFLINE=1 \\
       /usr/bin/python3 utils/hf-sweep/export.py OUT [name ...] [--list]
+          [--torchscript]
+(--torchscript also saves each wrapper traced by torch.jit.trace as
+model.pt, for utils/reference-run/run_artifact.py --model model.pt.)
 then
   python3 utils/reference-run/run_zoo.py --zoo OUT --opset native \\
       --config tp=2 --config tp=4 --config tp=2,sp
@@ -123,7 +126,7 @@ def redraw(model, torch):
                 p.copy_(1 + 0.1 * noise)
 
 
-def export(name, cls_name, kwargs, tolerance, causal, out):
+def export(name, cls_name, kwargs, tolerance, causal, out, torchscript):
     import numpy as np
     import torch
     import transformers
@@ -149,8 +152,11 @@ def export(name, cls_name, kwargs, tolerance, causal, out):
             super().__init__()
             self.inner = inner
 
-        def forward(self, *args):
-            result = self.inner(**dict(zip(feeds, args)))
+        # Named inputs (not *args): the TorchScript frontend reads them.
+        def forward(self, input_ids, attention_mask, bbox=None):
+            extra = {} if bbox is None else {"bbox": bbox}
+            result = self.inner(input_ids=input_ids,
+                                attention_mask=attention_mask, **extra)
             return getattr(result, output)
 
     wrapper = Wrapper(model).eval()
@@ -165,6 +171,11 @@ def export(name, cls_name, kwargs, tolerance, causal, out):
                           os.path.join(folder, "model.onnx"),
                           input_names=list(feeds), output_names=[output],
                           dynamic_axes=axes, opset_version=14)
+    if torchscript:  # the same module traced, for the TorchScript frontend
+        with torch.no_grad():
+            traced = torch.jit.trace(wrapper, tuple(feeds.values()),
+                                     check_trace=False)
+        traced.save(os.path.join(folder, "model.pt"))
     for key, value in feeds.items():
         np.save(os.path.join(folder, key + ".npy"), value.numpy())
     np.save(os.path.join(folder, output + ".npy"), reference.numpy())
@@ -196,7 +207,8 @@ def main():
     zoo = json.load(open(path)) if os.path.exists(path) else {}
     for name in names:
         cls_name, kwargs, tolerance, causal = models[name]
-        zoo[name] = export(name, cls_name, kwargs, tolerance, causal, out)
+        zoo[name] = export(name, cls_name, kwargs, tolerance, causal, out,
+                           "--torchscript" in sys.argv)
         print(f"exported {name} ({cls_name})", flush=True)
     with open(path, "w") as f:
         json.dump(zoo, f, indent=1)

@@ -10,7 +10,8 @@ measured errors of every zoo model, split or not, are at most 3e-6 with
 activations of O(1), so 1e-5 leaves room for a different BLAS summation
 order and no room for a wrong split, which shows at O(1e-2) or more).
 
-    run_zoo.py [name ...] [--opset native --opset 18 --opset 21]
+    run_zoo.py [name ...] [--opset native --opset 18 --opset 21
+               --opset torchscript]
                [--config tp=1 --config tp=2 --config tp=4 --config tp=2,sp]
                [--converted-config CONFIG ...] [--zoo DIR]
                [--reference stored|onnxruntime] [--tp-compile P] [--tp-run P]
@@ -22,6 +23,9 @@ defaults for that model (each says why where it is written).
 --reference onnxruntime compares with onnxruntime run on the same model
 file and inputs instead of the outputs stored beside it.
 
+`--opset torchscript` compiles the model.pt beside the export instead (a
+torch.jit.trace of the same module, e.g. utils/hf-sweep/export.py
+--torchscript), with --config's configs.
 Opset variants other than `native` are made with onnx.version_converter
 (ReduceMean, Split, Squeeze and friends take axes as inputs from 18 on) and
 run the --converted-config configs (by default the same as --config).
@@ -108,8 +112,14 @@ def run_one(args, name, entry, model_path, label, text, work):
            "--pp", str(config["pp"])]
     if config["sp"]:
         cmd.append("--sequence-parallel")
+    folder = os.path.join(args.zoo, name)
     for input_name, shape in entry["inputs"].items():
-        cmd += ["--input-shape", f"{input_name}={'x'.join(map(str, shape))}"]
+        spec = f"{input_name}={'x'.join(map(str, shape))}"
+        if label == "torchscript":  # a trace does not say its input types
+            dtype = np.load(os.path.join(folder, input_name + ".npy")).dtype
+            spec += ":" + {"int64": "i64", "int32": "i32", "float32": "f32",
+                           "bool": "i1"}[str(dtype)]
+        cmd += ["--input-shape", spec]
     head = f"{name} {label} {text}:"
     compiled = subprocess.run(cmd, capture_output=True, text=True)
     if compiled.returncode != 0:
@@ -121,7 +131,6 @@ def run_one(args, name, entry, model_path, label, text, work):
                                                  compiled.stderr)
     out_dir = os.path.join(work, "out")
     os.makedirs(out_dir, exist_ok=True)
-    folder = os.path.join(args.zoo, name)
     run = [args.tp_run, artifact, "--output-dir", out_dir, "--quiet"]
     for input_name in entry["inputs"]:
         run += ["--input",
@@ -134,9 +143,12 @@ def run_one(args, name, entry, model_path, label, text, work):
     ok = True
     parts = []
     refs = references(args, name, entry, model_path)
-    for output in entry["outputs"]:
+    for index, output in enumerate(entry["outputs"]):
         ref = refs[output]
-        out = np.load(os.path.join(out_dir, output + ".npy"))
+        # A TorchScript module's outputs are named by position.
+        produced = output if label != "torchscript" else (
+            "output" if len(entry["outputs"]) == 1 else f"output_{index}")
+        out = np.load(os.path.join(out_dir, produced + ".npy"))
         good = out.shape == ref.shape and np.allclose(
             out, ref, atol=entry.get("atol", args.atol),
             rtol=entry.get("rtol", args.rtol))
@@ -184,6 +196,9 @@ def main():
             for opset in opsets:
                 if opset == "native":
                     path, label, runs = model, f"opset{entry['opset']}", configs
+                elif opset == "torchscript":
+                    path = os.path.join(args.zoo, name, "model.pt")
+                    label, runs = "torchscript", configs
                 else:
                     path = convert(model, int(opset), work)
                     label, runs = f"opset{opset}", converted_configs

@@ -461,6 +461,17 @@ def FormReduceScatter : Pass<"tp-form-reduce-scatter", "::mlir::func::FuncOp"> {
   }];
 }
 
+def DecomposeAllToAll : Pass<"tp-decompose-all-to-all",
+                             "::mlir::func::FuncOp"> {
+  let summary = "Write shard.all_to_all as an all-gather and a local slice";
+  let description = [{
+    Partition reshards a value split on one dim to the same value split on
+    another with `shard.all_to_all`, which neither runtime runs. This pass
+    writes it as what it computes: `shard.all_gather` along its concat axis,
+    then `shard.all_slice` along its split axis (each rank keeps its piece).
+  }];
+}
+
 def PlanPipeline : Pass<"tp-plan-pipeline", "::mlir::ModuleOp"> {
   let summary = "Cut @main into pipeline stages at layer boundaries, "
                 "balanced by FLOPs";

@@ -160,6 +160,10 @@ void tp::torchscript::populateElementwiseConverters(ConverterMap &m) {
     t.define(t.emit("Reciprocal",
                     {t.emit("Sqrt", {t.operand(0, t.typeOf(t.out()))})}));
   };
+  m["aten::square"] = [](Translator &t) {
+    std::string x = t.operand(0, t.typeOf(t.out()));
+    t.define(t.emit("Mul", {x, x}));
+  };
   m["aten::silu"] = [](Translator &t) {
     std::string x = t.operand(0, t.typeOf(t.out()));
     t.define(t.emit("Mul", {x, t.emit("Sigmoid", {x})}));

@@ -241,6 +241,51 @@ void tp::torchscript::populateNNConverters(ConverterMap &m) {
   m["aten::amax"] = [](Translator &t) { reduce(t, "ReduceMax", false); };
   m["aten::amin"] = [](Translator &t) { reduce(t, "ReduceMin", false); };
 
+  // F.unfold: [B, C, H, W] -> [B, C * kh * kw, L], the window at each of
+  // the L output positions, channel-major (c * kh * kw + i * kw + j): the
+  // padded input sliced once per kernel offset, stacked after the channels.
+  m["aten::im2col"] = [](Translator &t) {
+    std::vector<int64_t> sizes = t.sizesOf(t.in(0));
+    std::vector<int64_t> kernel = t.intListArg(1), dilation = t.intListArg(2),
+                         padding = t.intListArg(3), stride = t.intListArg(4);
+    if (sizes.size() != 4 || kernel.size() != 2 || dilation.size() != 2 ||
+        padding.size() != 2 || stride.size() != 2)
+      t.fail("im2col of a tensor of rank " + std::to_string(sizes.size()) +
+             " (only [batch, channels, height, width] with 2-D windows)");
+    int32_t type = t.typeOf(t.out());
+    std::string x = t.emit("Pad", {t.operand(0, type),
+                                   t.constInts({0, 0, padding[0], padding[1], 0,
+                                                0, padding[0], padding[1]}),
+                                   t.constScalar(0, type)});
+    int64_t out[2];
+    for (int d = 0; d < 2; ++d)
+      out[d] =
+          (sizes[2 + d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) /
+              stride[d] +
+          1;
+    if (out[0] < 1 || out[1] < 1)
+      t.fail("im2col window larger than its padded input");
+    std::vector<std::string> windows;
+    for (int64_t i = 0; i < kernel[0]; ++i)
+      for (int64_t j = 0; j < kernel[1]; ++j) {
+        int64_t h = i * dilation[0], w = j * dilation[1];
+        std::string window =
+            t.emit("Slice", {x, t.constInts({h, w}),
+                             t.constInts({h + (out[0] - 1) * stride[0] + 1,
+                                          w + (out[1] - 1) * stride[1] + 1}),
+                             t.constInts({2, 3}), t.constInts(stride)});
+        windows.push_back(t.emit(
+            "Reshape",
+            {window, t.constInts({sizes[0], sizes[1], 1, out[0], out[1]})}));
+      }
+    std::string stacked = windows.size() == 1
+                              ? windows.front()
+                              : t.emit("Concat", windows, {{"axis", 2}});
+    t.define(t.emit(
+        "Reshape",
+        {stacked, t.constInts({sizes[0], sizes[1] * kernel[0] * kernel[1],
+                               out[0] * out[1]})}));
+  };
   m["aten::conv1d"] = convolution;
   m["aten::conv2d"] = convolution;
   m["aten::conv3d"] = convolution;

@@ -125,7 +125,111 @@ void copyIntoSlices(Translator &t) {
   t.define(value);
 }
 
+/// True if `alias`, or a view of it (of a view...), is read after `write`.
+bool readAfter(Value *alias, Node *write) {
+  for (const torch::jit::Use &use : alias->uses()) {
+    if (use.user == write)
+      continue;
+    if (write->isBefore(use.user))
+      return true;
+    if (isViewOp(use.user->kind().toQualString()))
+      for (Value *view : use.user->outputs())
+        if (readAfter(view, write))
+          return true;
+  }
+  return false;
+}
+
+/// True if a view of `base` made before `write` (other than `chainView`,
+/// the one written through) is read after it: that read would not see
+/// the write. Conservative: disjoint slices are refused too.
+bool aliasReadAfter(Value *base, Node *chainView, Node *write) {
+  for (const torch::jit::Use &use : base->uses()) {
+    Node *user = use.user;
+    if (user == chainView || !user->isBefore(write) ||
+        !isViewOp(user->kind().toQualString()))
+      continue;
+    for (Value *alias : user->outputs())
+      if (readAfter(alias, write))
+        return true;
+  }
+  return false;
+}
+
 } // namespace
+
+void tp::torchscript::writeThroughViews(Translator &t, Value *view,
+                                        const std::string &value) {
+  Node *write = t.out()->node();
+  std::string current = value;
+  t.rebind(view, current);
+  while (true) {
+    Node *producer = view->node();
+    std::string kind = producer->kind().toQualString();
+    Translator::Scope scope(t, producer);
+    Value *base = t.in(0);
+    if (aliasReadAfter(base, producer, write))
+      t.fail("an in-place write into a view of a tensor that another view, "
+             "made before the write, reads after it");
+    std::vector<int64_t> sizes = t.sizesOf(base);
+    int64_t rank = static_cast<int64_t>(sizes.size());
+    if (kind == "aten::slice" || kind == "aten::narrow") {
+      int64_t axis = t.dim(t.intArg(1), rank);
+      auto clamp = [&](int64_t v) {
+        return std::clamp<int64_t>(v < 0 ? v + sizes[axis] : v, 0, sizes[axis]);
+      };
+      int64_t start, end;
+      if (kind == "aten::narrow") {
+        start = clamp(t.intArg(2));
+        end = start + t.intArg(3);
+      } else {
+        if (t.numInputs() > 4 && t.intArg(4) != 1)
+          t.fail("an in-place write into a strided slice is not supported");
+        start = t.isNone(2) ? 0 : clamp(t.intArg(2));
+        end = t.isNone(3) ? sizes[axis] : clamp(t.intArg(3));
+      }
+      current = sliceScatter(t, t.tensorName(base), sizes, current, axis, start,
+                             std::max(start, end));
+    } else if (kind == "aten::select") {
+      int64_t axis = t.dim(t.intArg(1), rank);
+      int64_t index = t.intArg(2);
+      if (index < 0)
+        index += sizes[axis];
+      std::vector<int64_t> part = sizes;
+      part[axis] = 1;
+      current = sliceScatter(t, t.tensorName(base), sizes,
+                             t.emit("Reshape", {current, t.constInts(part)}),
+                             axis, index, index + 1);
+    } else if (kind == "aten::view" || kind == "aten::reshape" ||
+               kind == "aten::unsqueeze" || kind == "aten::squeeze") {
+      current = t.emit("Reshape", {current, t.constInts(sizes)});
+    } else if (kind == "aten::transpose" || kind == "aten::t" ||
+               kind == "aten::permute") {
+      std::vector<int64_t> perm(rank);
+      std::iota(perm.begin(), perm.end(), 0);
+      if (kind == "aten::permute") {
+        perm = t.intListArg(1);
+        for (int64_t &d : perm)
+          d = t.dim(d, rank);
+      } else if (rank >= 2) {
+        int64_t a = t.numInputs() > 1 ? t.dim(t.intArg(1), rank) : 0;
+        int64_t b = t.numInputs() > 2 ? t.dim(t.intArg(2), rank) : 1;
+        std::swap(perm[a], perm[b]);
+      }
+      std::vector<int64_t> inverse(rank);
+      for (int64_t i = 0; i < rank; ++i)
+        inverse[perm[i]] = i;
+      current = t.emit("Transpose", {current}, {{"perm", inverse}});
+    } else {
+      t.fail("an in-place write into a view (" + kind +
+             ") that cannot be written back is not supported");
+    }
+    t.rebind(base, current);
+    view = base;
+    if (!isViewOp(view->node()->kind().toQualString()))
+      return;
+  }
+}
 
 void tp::torchscript::populateTensorConverters(ConverterMap &m) {
   m["aten::copy_"] = copyIntoSlices;
@@ -155,6 +259,53 @@ void tp::torchscript::populateTensorConverters(ConverterMap &m) {
   };
   m["aten::transpose"] = transpose;
   m["aten::t"] = transpose;
+  // x.T: every dim reversed; x.mT: the last two swapped.
+  m["aten::numpy_T"] = [](Translator &t) {
+    std::vector<int64_t> perm(t.rankOf(t.in(0)));
+    std::iota(perm.rbegin(), perm.rend(), 0);
+    t.define(t.emit("Transpose", {t.operand(0)}, {{"perm", perm}}));
+  };
+  m["aten::mT"] = [](Translator &t) {
+    int64_t rank = t.rankOf(t.in(0));
+    if (rank < 2)
+      t.fail("mT of a tensor of rank < 2");
+    std::vector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[rank - 2], perm[rank - 1]);
+    t.define(t.emit("Transpose", {t.operand(0)}, {{"perm", perm}}));
+  };
+  // F.pad(x, pad, mode, value) and constant_pad_nd(x, pad, value): `pad`
+  // holds (begin, end) pairs from the last dim backwards; ONNX's Pad all
+  // begins, then all ends, from the first dim.
+  auto pad = [](Translator &t, bool hasMode) {
+    int64_t rank = t.rankOf(t.in(0));
+    std::vector<int64_t> pairs = t.intListArg(1);
+    if (pairs.size() % 2 != 0 || int64_t(pairs.size()) > 2 * rank)
+      t.fail("pad list of " + std::to_string(pairs.size()) +
+             " entries for a tensor of rank " + std::to_string(rank));
+    size_t valueArg = hasMode ? 3 : 2;
+    if (hasMode && !t.isNone(2)) {
+      std::string mode = t.constant(2).toStringRef();
+      if (mode != "constant")
+        t.fail("pad mode '" + mode + "' (only 'constant' is supported)");
+    }
+    std::vector<int64_t> pads(2 * rank, 0);
+    for (size_t i = 0; i < pairs.size() / 2; ++i) {
+      int64_t d = rank - 1 - int64_t(i);
+      pads[d] = pairs[2 * i];
+      pads[rank + d] = pairs[2 * i + 1];
+    }
+    int32_t type = t.typeOf(t.out());
+    double value = t.numInputs() > valueArg && !t.isNone(valueArg)
+                       ? t.doubleArg(valueArg)
+                       : 0.0;
+    t.define(t.emit("Pad", {t.operand(0, type), t.constInts(pads),
+                            t.constScalar(value, type)}));
+  };
+  m["aten::pad"] = [pad](Translator &t) { pad(t, /*hasMode=*/true); };
+  m["aten::constant_pad_nd"] = [pad](Translator &t) {
+    pad(t, /*hasMode=*/false);
+  };
 
   auto expand = [](Translator &t) {
     t.define(t.emit("Expand", {t.operand(0), t.constInts(t.sizesOf(t.out()))}));

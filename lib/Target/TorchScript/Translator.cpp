@@ -351,6 +351,10 @@ static const std::set<std::string> &viewOps() {
   return ops;
 }
 
+bool tp::torchscript::isViewOp(const std::string &kind) {
+  return viewOps().count(kind) != 0;
+}
+
 /// Ops that are the identity on a static inference graph (a dropout left
 /// here has train=False: loadGraph rejects the others).
 static const std::set<std::string> &identityOps() {
@@ -411,18 +415,18 @@ void Translator::run() {
       continue;
     }
     // An in-place op that mutation removal left (its tensor is aliased):
-    // the functional op, whose result later reads of the tensor see.
-    // Writes into views other than copy_'s slices are refused.
+    // the functional op, whose result later reads of the tensor see; a
+    // write into a view is written back through it (writeThroughViews).
     bool inPlace = name.size() > 1 && name.back() == '_' &&
                    name != "aten::copy_" &&
                    map.count(name.substr(0, name.size() - 1));
     if (inPlace) {
-      std::string producer = n->input(0)->node()->kind().toQualString();
-      if (viewOps().count(producer))
-        fail("an in-place write into a view (" + producer +
-             ") is not supported");
       map.at(name.substr(0, name.size() - 1))(*this);
-      rebind(n->input(0), names.at(n->output()));
+      std::string producer = n->input(0)->node()->kind().toQualString();
+      if (isViewOp(producer))
+        writeThroughViews(*this, n->input(0), names.at(n->output()));
+      else
+        rebind(n->input(0), names.at(n->output()));
       continue;
     }
     auto converter = map.find(name);

@@ -120,6 +120,17 @@ private:
 using Converter = std::function<void(Translator &)>;
 using ConverterMap = std::map<std::string, Converter>;
 
+/// True for an op whose result shares its operand's storage.
+bool isViewOp(const std::string &kind);
+
+/// After an in-place op wrote `value` into `view` (a chain of views of some
+/// tensor: x.unsqueeze(0) += 1, x[:, :n] *= m), gives the tensor and every
+/// view on the chain their new values, so that later reads see the write.
+/// Fails where a view cannot be inverted (expand, a strided slice) or an
+/// alias made before the write is read after it.
+void writeThroughViews(Translator &t, torch::jit::Value *view,
+                       const std::string &value);
+
 void populateElementwiseConverters(ConverterMap &map);
 void populateTensorConverters(ConverterMap &map);
 void populateNNConverters(ConverterMap &map);
