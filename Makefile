@@ -28,7 +28,7 @@
 #                (bench/training_precision.py)
 #   make archgen  sample ARCHGEN_COUNT (200) transformer architectures
 #                (utils/archgen) and check each at 1, 2, 4 ranks and SP
-#   make hf-sweep  30 transformers architectures outside the zoo
+#   make hf-sweep  42 transformers architectures outside the zoo
 #                (utils/hf-sweep) exported, compiled at 2 and 4 ranks and SP
 #                and checked against torch (make check runs 4 of them)
 

@@ -199,6 +199,9 @@ def main():
                 elif opset == "torchscript":
                     path = os.path.join(args.zoo, name, "model.pt")
                     label, runs = "torchscript", configs
+                    if not os.path.exists(path):
+                        print(f"{name} torchscript: SKIP (no model.pt)")
+                        continue
                 else:
                     path = convert(model, int(opset), work)
                     label, runs = f"opset{opset}", converted_configs

@@ -9,7 +9,9 @@
 
 #include "Importer.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -178,6 +180,62 @@ LogicalResult convertConstantOfShape(NodeContext &ctx) {
   ctx.setResult(
       0, createFilled(ctx.b, ctx.loc, *shape, elementType, fill.getAsDouble(0)),
       fill.dtype);
+  return success();
+}
+
+/// EyeLike: a matrix of the input's shape with ones on diagonal `k` (j - i
+/// == k), of type `dtype` (default the input's). Shapes are static, so it
+/// is a constant, or a loop nest over the indices where too large to fold.
+LogicalResult convertEyeLike(NodeContext &ctx) {
+  const ImportedValue &in = ctx.input(0);
+  if (in.shape.size() != 2)
+    return ctx.emitError() << "input must be 2-D, got shape "
+                           << formatShape(in.shape);
+  DType dtype = ctx.attrInt("dtype", in.dtype);
+  Type elementType = getElementType(ctx.b.getContext(), dtype);
+  if (!elementType)
+    return ctx.emitError() << "unsupported dtype " << dtypeName(dtype);
+  int64_t k = ctx.attrInt("k", 0);
+  int64_t rows = in.shape[0], cols = in.shape[1];
+  if (rows * cols <= maxFoldedElements()) {
+    ConstTensor r;
+    r.dtype = dtype;
+    r.shape = {rows, cols};
+    r.allocate();
+    for (int64_t i = 0; i < rows; ++i)
+      if (int64_t j = i + k; j >= 0 && j < cols) {
+        if (r.isFloat())
+          r.floats[i * cols + j] = 1.0;
+        else
+          r.ints[i * cols + j] = 1;
+      }
+    ctx.setConstResult(0, std::move(r));
+    return success();
+  }
+  OpBuilder &b = ctx.b;
+  Location loc = ctx.loc;
+  auto type = RankedTensorType::get({rows, cols}, elementType);
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(), elementType);
+  AffineMap id = b.getMultiDimIdentityMap(2);
+  SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
+  auto eye = linalg::GenericOp::create(
+      b, loc, type, ValueRange{}, ValueRange{init}, ArrayRef<AffineMap>{id},
+      iterators, [&](OpBuilder &nb, Location nl, ValueRange) {
+        Value i = linalg::IndexOp::create(nb, nl, 0);
+        Value j = linalg::IndexOp::create(nb, nl, 1);
+        Value shifted = arith::AddIOp::create(
+            nb, nl, i, arith::ConstantIndexOp::create(nb, nl, k));
+        Value onDiagonal =
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, j, shifted);
+        Value one =
+            arith::ConstantOp::create(nb, nl, nb.getOneAttr(elementType));
+        Value zero =
+            arith::ConstantOp::create(nb, nl, nb.getZeroAttr(elementType));
+        linalg::YieldOp::create(
+            nb, nl,
+            ValueRange{arith::SelectOp::create(nb, nl, onDiagonal, one, zero)});
+      });
+  ctx.setResult(0, eye.getResult(0), dtype);
   return success();
 }
 
@@ -457,6 +515,7 @@ void mlir::tp::onnx_import::populateShapeConverters(ConverterMap &map) {
   map["Constant"] = convertConstant;
   map["ConstantOfShape"] = convertConstantOfShape;
   map["Range"] = convertRange;
+  map["EyeLike"] = convertEyeLike;
   map["Reshape"] = convertReshape;
   map["Flatten"] = convertFlatten;
   map["Squeeze"] = convertSqueeze;
